@@ -1,0 +1,427 @@
+package capabilities
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestMatchesCoversOverlaps(t *testing.T) {
+	cases := []struct {
+		a, b                     string
+		matches, covers, overlap bool // Matches(a,b), covers(a,b), overlaps(a,b)
+	}{
+		{"clock:now", "clock:now", true, true, true},
+		{"clock:now", "clock:sleep", false, false, false},
+		{"clock:*", "clock:now", true, true, true},
+		{"clock:*", "clock:*", true, true, true},
+		{"clock:*", "clock:n*", true, true, true},
+		{"clock:n*", "clock:*", false, false, true},
+		{"clock:now", "clock:*", false, false, true},
+		{"clock:now", "clock:now*", false, false, true},
+		{"*", "object:x", true, true, true},
+		{"*", "*", true, true, true},
+		{"object_namespace:a*", "object_namespace:b*", false, false, false},
+		{"object_namespace:a*", "object_namespace:ab", true, true, true},
+		{"object_namespace:ab", "object_namespace:a*", false, false, true},
+		{"scope:x", "scope:xy", false, false, false},
+	}
+	for _, c := range cases {
+		if got := Matches(c.a, c.b); got != c.matches {
+			t.Errorf("Matches(%q, %q) = %v, want %v", c.a, c.b, got, c.matches)
+		}
+		if got := covers(c.a, c.b); got != c.covers {
+			t.Errorf("covers(%q, %q) = %v, want %v", c.a, c.b, got, c.covers)
+		}
+		if got := overlaps(c.a, c.b); got != c.overlap {
+			t.Errorf("overlaps(%q, %q) = %v, want %v", c.a, c.b, got, c.overlap)
+		}
+		if overlaps(c.a, c.b) != overlaps(c.b, c.a) {
+			t.Errorf("overlaps(%q, %q) is not symmetric", c.a, c.b)
+		}
+	}
+}
+
+func TestResourceConstructorsAreValid(t *testing.T) {
+	for _, r := range []string{
+		ClockNow, ClockSleep, ProcessSpawn, ContextMaintenance,
+		ImageResource("base", "v0"),
+		ObjectResource("6f1c2d3e-4b5a-4c6d-8e7f-0123456789ab"),
+		NamespaceResource("proc-1"),
+		CheckpointResource(12),
+		ScopeResource("net.fetch"),
+	} {
+		if err := ValidateResource(r); err != nil {
+			t.Errorf("ValidateResource(%q): %v", r, err)
+		}
+	}
+	if got := ObjectNames("o", "ns"); !reflect.DeepEqual(got, []string{"object:o", "object_namespace:ns"}) {
+		t.Errorf("ObjectNames = %q", got)
+	}
+	if err := ValidateResource(strings.Repeat("a", 10) + ":" + strings.Repeat("b", maxResourceLen)); !errors.Is(err, ErrInvalidResource) {
+		t.Errorf("oversized resource: %v", err)
+	}
+	if err := ValidateResource("scope:\xff"); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Errorf("invalid UTF-8: %v", err)
+	}
+}
+
+func TestGrantJSON(t *testing.T) {
+	var g Grant
+	if err := json.Unmarshal([]byte(`{"id":"g1","resource":"clock:now","rights":["read"]}`), &g); err != nil {
+		t.Fatal(err)
+	}
+	if g.Effect != Allow || g.UsesRemaining != nil {
+		t.Fatalf("decoded %+v: want effect allow and unlimited", g)
+	}
+	data, err := json.Marshal(Grant{ID: "g2", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Deny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"id":"g2","resource":"clock:sleep","rights":["read"],"effect":"deny"}`; string(data) != want {
+		t.Fatalf("marshal = %s, want %s", data, want)
+	}
+	var back Grant
+	one := Grant{ID: "g3", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Allow, UsesRemaining: Uses(1)}
+	data, _ = json.Marshal(one)
+	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(back, one) {
+		t.Fatalf("round trip %s -> %+v (%v)", data, back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"id":5}`), &back); err == nil {
+		t.Fatal("a mistyped id decoded without error")
+	}
+}
+
+func TestParseGrantSpec(t *testing.T) {
+	g, err := ParseGrantSpec("cli-1", "object_namespace:a=b=read,write", Allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Grant{ID: "cli-1", Resource: "object_namespace:a=b", Rights: []Right{Read, Write}, Effect: Allow}
+	if !reflect.DeepEqual(g, want) {
+		t.Fatalf("got %+v, want %+v", g, want)
+	}
+	for _, bad := range []struct{ spec, want string }{
+		{"clock:now", "RESOURCE=RIGHTS"},
+		{"clock:now=", "empty"},
+		{"clock:now=fly", `"fly"`},
+		{"clock:later=read", "clock:now or clock:sleep"},
+	} {
+		_, err := ParseGrantSpec("x", bad.spec, Deny)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("ParseGrantSpec(%q) = %v, want an error containing %q", bad.spec, err, bad.want)
+		}
+	}
+}
+
+func TestCheckAndReserveDoNotMutate(t *testing.T) {
+	grants := []Grant{
+		{ID: "a", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Allow, UsesRemaining: Uses(2)},
+		{ID: "b", Resource: "clock:now", Rights: []Right{Read}, Effect: Allow},
+	}
+	orig := CloneGrants(grants)
+	d := Check(grants, Read, ClockSleep)
+	if !d.Allowed || !d.OneShot || d.GrantID != "a" {
+		t.Fatalf("decision %+v", d)
+	}
+	next, r, err := Reserve(grants, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(grants, orig) {
+		t.Fatalf("Reserve mutated its input: %+v", grants)
+	}
+	if *next[0].UsesRemaining != 1 || r != (Reservation{GrantID: "a", Before: 2}) {
+		t.Fatalf("after reserve: uses %d, reservation %+v", *next[0].UsesRemaining, r)
+	}
+	if next[0].UsesRemaining == grants[0].UsesRemaining || &next[0].Rights[0] == &grants[0].Rights[0] {
+		t.Fatal("Reserve result shares memory with its input")
+	}
+	snapshot := CloneGrants(next)
+	back := Restore(next, r)
+	if !reflect.DeepEqual(next, snapshot) {
+		t.Fatal("Restore mutated its input")
+	}
+	if *back[0].UsesRemaining != 2 {
+		t.Fatalf("restored uses = %d, want 2", *back[0].UsesRemaining)
+	}
+}
+
+func TestReserveErrors(t *testing.T) {
+	oneShot := []Grant{{ID: "a", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Allow, UsesRemaining: Uses(1)}}
+	d := Check(oneShot, Read, ClockSleep)
+	cases := []struct {
+		name   string
+		grants []Grant
+		d      Decision
+		want   error
+	}{
+		{"refused decision", oneShot, Check(oneShot, Write, ClockSleep), ErrNotAllowed},
+		{"grant gone", nil, d, ErrUnknownGrant},
+		{"exhausted since", []Grant{{ID: "a", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Allow, UsesRemaining: Uses(0)}}, d, ErrExhausted},
+		{"now unlimited", []Grant{{ID: "a", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Allow}}, d, ErrStaleDecision},
+		{"now a deny", []Grant{{ID: "a", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Deny}}, d, ErrStaleDecision},
+	}
+	for _, c := range cases {
+		out, r, err := Reserve(c.grants, c.d)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+		}
+		if out != nil || r != (Reservation{}) {
+			t.Errorf("%s: returned grants %v and reservation %+v with an error", c.name, out, r)
+		}
+	}
+}
+
+func TestRestoreEdges(t *testing.T) {
+	g := func(uses *int) []Grant {
+		return []Grant{{ID: "a", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Allow, UsesRemaining: uses}}
+	}
+	cases := []struct {
+		name   string
+		grants []Grant
+		r      Reservation
+		want   *int
+	}{
+		{"zero reservation", g(Uses(0)), Reservation{}, Uses(0)},
+		{"gives back one", g(Uses(0)), Reservation{GrantID: "a", Before: 1}, Uses(1)},
+		{"never above before", g(Uses(1)), Reservation{GrantID: "a", Before: 1}, Uses(1)},
+		{"does not lower a topped-up grant", g(Uses(5)), Reservation{GrantID: "a", Before: 1}, Uses(5)},
+		{"grant now unlimited", g(nil), Reservation{GrantID: "a", Before: 1}, nil},
+		{"grant gone", g(Uses(0)), Reservation{GrantID: "zz", Before: 1}, Uses(0)},
+	}
+	for _, c := range cases {
+		out := Restore(c.grants, c.r)
+		if !reflect.DeepEqual(out[0].UsesRemaining, c.want) {
+			t.Errorf("%s: uses = %v, want %v", c.name, out[0].UsesRemaining, c.want)
+		}
+	}
+}
+
+func TestAttenuateErrorType(t *testing.T) {
+	holder := []Grant{{ID: "h", Resource: "clock:now", Rights: []Right{Read}, Effect: Allow}}
+	err := Attenuate(holder, []Grant{{Resource: "clock:now", Rights: []Right{Read, Write}, Effect: Allow}})
+	var we *WideningError
+	if !errors.As(err, &we) || !errors.Is(err, ErrWidening) {
+		t.Fatalf("err = %v, want a *WideningError wrapping ErrWidening", err)
+	}
+	if we.Index != 0 || we.Right != Write || we.Resource != "clock:now" {
+		t.Fatalf("widening error %+v", we)
+	}
+	err = Attenuate(holder, []Grant{{ID: "bad id", Resource: "clock:now", Rights: []Right{Read}, Effect: Allow}})
+	if !errors.Is(err, ErrInvalidGrant) || errors.Is(err, ErrWidening) {
+		t.Fatalf("invalid id: err = %v", err)
+	}
+	if err := Attenuate(nil, nil); err != nil {
+		t.Fatalf("nothing requested: %v", err)
+	}
+}
+
+func TestInheritedDenies(t *testing.T) {
+	holder := []Grant{
+		{ID: "a", Resource: "object_namespace:p", Rights: []Right{Read}, Effect: Allow},
+		{ID: "d", Resource: "object_namespace:secret", Rights: []Right{Read}, Effect: Deny},
+		{ID: "inherited:e", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Deny},
+		{ID: "odd", Resource: "clock:now", Rights: []Right{Read}, Effect: "bogus"},
+	}
+	got := InheritedDenies(holder)
+	want := []Grant{
+		{ID: "inherited:d", Resource: "object_namespace:secret", Rights: []Right{Read}, Effect: Deny},
+		{ID: "inherited:e", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Deny},
+		{ID: "inherited:odd", Resource: "clock:now", Rights: []Right{Read}, Effect: Deny},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("InheritedDenies = %+v", got)
+	}
+	if err := ValidateGrants(got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Random grant lists over a small universe, checked against properties that
+// must hold for every input.
+var (
+	propNames    = []string{"clock:now", "clock:sleep", "object:a", "object:b", "object_namespace:a", "object_namespace:ab", "object_namespace:b", "scope:x", "scope:xy"}
+	propPatterns = []string{"*", "clock:*", "object:*", "object_namespace:*", "object_namespace:a*", "scope:x*", "o*"}
+	propRights   = []Right{Read, Write, Admin}
+)
+
+func randomGrants(rng *rand.Rand, n int, prefix string) []Grant {
+	grants := make([]Grant, n)
+	for i := range grants {
+		g := Grant{ID: prefix + string(rune('a'+i)), Effect: Allow}
+		if rng.IntN(2) == 0 {
+			g.Resource = propNames[rng.IntN(len(propNames))]
+		} else {
+			g.Resource = propPatterns[rng.IntN(len(propPatterns))]
+		}
+		for _, r := range propRights {
+			if rng.IntN(2) == 0 {
+				g.Rights = append(g.Rights, r)
+			}
+		}
+		if len(g.Rights) == 0 {
+			g.Rights = []Right{Read}
+		}
+		switch rng.IntN(5) {
+		case 0:
+			g.Effect = Deny
+		case 1:
+			g.UsesRemaining = Uses(rng.IntN(3))
+		}
+		grants[i] = g
+	}
+	return grants
+}
+
+func TestCheckProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := 0; iter < 3000; iter++ {
+		grants := randomGrants(rng, 1+rng.IntN(6), "g")
+		right := propRights[rng.IntN(len(propRights))]
+		names := []string{propNames[rng.IntN(len(propNames))], propNames[rng.IntN(len(propNames))]}
+		d := Check(grants, right, names...)
+		var denied, unlimited, usable bool
+		for _, g := range grants {
+			for _, n := range names {
+				if !g.Has(right) || !Matches(g.Resource, n) {
+					continue
+				}
+				switch {
+				case g.Effect == Deny:
+					denied = true
+				case g.UsesRemaining == nil:
+					unlimited, usable = true, true
+				case *g.UsesRemaining > 0:
+					usable = true
+				}
+			}
+		}
+		if d.Allowed != (!denied && usable) {
+			t.Fatalf("Check(%+v, %s, %q) = %+v; denied=%v usable=%v", grants, right, names, d, denied, usable)
+		}
+		if d.Allowed && d.OneShot == unlimited {
+			t.Fatalf("Check chose a one-shot while an unlimited grant applies (or the reverse): %+v", d)
+		}
+	}
+}
+
+// TestAttenuateNeverWidens: whatever Attenuate accepts, given the holder's
+// inherited denies as well, allows nothing the holder is not allowed.
+func TestAttenuateNeverWidens(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	accepted := 0
+	for iter := 0; iter < 20000; iter++ {
+		holder := randomGrants(rng, 1+rng.IntN(5), "h")
+		requested := randomGrants(rng, 1+rng.IntN(3), "r")
+		if Attenuate(holder, requested) != nil {
+			continue
+		}
+		accepted++
+		child := append(CloneGrants(requested), InheritedDenies(holder)...)
+		for _, right := range propRights {
+			for _, a := range propNames {
+				// On a single name, literal comparison is enough without inherited denies.
+				if Check(requested, right, a).Allowed && !Check(holder, right, a).Allowed {
+					t.Fatalf("widened: holder %+v, requested %+v: allowed %s on %s", holder, requested, right, a)
+				}
+				for _, b := range propNames {
+					if Check(child, right, a, b).Allowed && !Check(holder, right, a, b).Allowed {
+						t.Fatalf("widened: holder %+v, requested %+v: child allowed %s on %s/%s", holder, requested, right, a, b)
+					}
+				}
+			}
+			for _, req := range requested {
+				if req.Effect == Deny || !req.Has(right) || req.UsesRemaining == nil {
+					continue
+				}
+				// A handed-down one-shot never exceeds what some covering holder grant has left.
+				enough := false
+				for _, h := range holder {
+					if h.Effect == Allow && h.Has(right) && covers(h.Resource, req.Resource) &&
+						(h.UsesRemaining == nil || *h.UsesRemaining >= max(*req.UsesRemaining, 1)) {
+						enough = true
+					}
+				}
+				if !enough {
+					t.Fatalf("accepted one-shot %+v not covered by %+v", req, holder)
+				}
+			}
+		}
+	}
+	if accepted < 500 {
+		t.Fatalf("only %d random requests were accepted; the property was barely exercised", accepted)
+	}
+}
+
+func TestBudgetErrorsAndImmutability(t *testing.T) {
+	chain := []Account{
+		{PID: 2, Limits: Budget{ToolCalls: 3}, Used: Budget{ToolCalls: 1}},
+		{PID: 1, Limits: Budget{ToolCalls: 2}, Used: Budget{ToolCalls: 2}},
+	}
+	orig := append([]Account(nil), chain...)
+	_, err := Charge(chain, Budget{ToolCalls: 1})
+	var be *BudgetError
+	if !errors.As(err, &be) || !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("err = %v, want *BudgetError wrapping ErrBudgetExhausted", err)
+	}
+	if *be != (BudgetError{Budget: "tool_calls", PID: 1, Limit: 2, Used: 2, Requested: 1}) {
+		t.Fatalf("budget error %+v", be)
+	}
+	for _, want := range []string{"tool_calls", "process 1", "limit 2", "used 2"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	if !reflect.DeepEqual(chain, orig) {
+		t.Fatal("Charge mutated its input")
+	}
+	next, err := Charge(chain[:1], Budget{ToolCalls: 2, WallSeconds: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next[0].Used != (Budget{ToolCalls: 3, WallSeconds: 9}) || chain[0].Used.ToolCalls != 1 {
+		t.Fatalf("charged %+v; input now %+v", next[0].Used, chain[0].Used)
+	}
+	bad := []struct {
+		chain []Account
+		delta Budget
+		want  string
+	}{
+		{nil, Budget{}, "chain"},
+		{chain, Budget{LLMTokens: -5}, "llm_tokens"},
+		{[]Account{{PID: 1, Limits: Budget{Children: -1}}}, Budget{}, "children"},
+		{[]Account{{PID: 1, Used: Budget{WallSeconds: -1}}}, Budget{}, "wall_seconds"},
+	}
+	for _, c := range bad {
+		_, err := Charge(c.chain, c.delta)
+		if !errors.Is(err, ErrInvalidBudget) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Charge(%+v, %+v) = %v, want ErrInvalidBudget naming %s", c.chain, c.delta, err, c.want)
+		}
+	}
+}
+
+func TestBudgetMin(t *testing.T) {
+	cases := []struct{ a, b, want Budget }{
+		{Budget{}, Budget{}, Budget{}},
+		{Budget{ToolCalls: 5}, Budget{}, Budget{ToolCalls: 5}},
+		{Budget{}, Budget{ToolCalls: 5}, Budget{ToolCalls: 5}},
+		{Budget{ToolCalls: 5, Children: 1}, Budget{ToolCalls: 3, Children: 2}, Budget{ToolCalls: 3, Children: 1}},
+		{Budget{LLMCalls: 1, LLMTokens: 2, WallSeconds: 3}, Budget{LLMCalls: 4, LLMTokens: 1, WallSeconds: 9}, Budget{LLMCalls: 1, LLMTokens: 1, WallSeconds: 3}},
+	}
+	for _, c := range cases {
+		if got := c.a.Min(c.b); got != c.want {
+			t.Errorf("%+v.Min(%+v) = %+v, want %+v", c.a, c.b, got, c.want)
+		}
+		if got := c.b.Min(c.a); got != c.want {
+			t.Errorf("Min is not symmetric for %+v, %+v", c.a, c.b)
+		}
+	}
+	data, _ := json.Marshal(Budget{ToolCalls: 1, LLMCalls: 2, LLMTokens: 3, Children: 4, WallSeconds: 5})
+	if want := `{"tool_calls":1,"llm_calls":2,"llm_tokens":3,"children":4,"wall_seconds":5}`; string(data) != want {
+		t.Fatalf("budget JSON %s, want %s", data, want)
+	}
+}
