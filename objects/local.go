@@ -1,0 +1,197 @@
+package objects
+
+import "sync"
+
+// localEntry is one committed version of a runtime-local payload. Entries are
+// immutable once published except for the older/supersededGen links, which
+// change only under localStore.mu.
+type localEntry struct {
+	version uint64
+	sha256  string
+	data    []byte
+	removed bool // the object was removed at this point; data is nil
+	// publishedGen is the commit generation that published this entry;
+	// supersededGen the one that published the next newer entry (zero while
+	// this entry is the newest).
+	publishedGen  uint64
+	supersededGen uint64
+	older         *localEntry
+}
+
+// localStore holds runtime-local payloads in memory and the bookkeeping that
+// ties them to Pebble's commit order.
+//
+// A View reads metadata from a Pebble snapshot, so it may need a payload
+// version that a later commit has replaced. Each oid therefore keeps a chain
+// of versions, newest first, and an older entry is dropped once no open View
+// could still see the metadata that refers to it. Without open Views the chain
+// never grows beyond one entry.
+type localStore struct {
+	mu   sync.RWMutex
+	head map[string]*localEntry
+	// gen counts published commits. A View records gen before taking its
+	// snapshot. Commits are applied one at a time and published right after,
+	// so the snapshot holds every commit up to gen and possibly the next one.
+	// An entry published at P and superseded at S is therefore needed only by
+	// a View with recorded gen g where P <= g+1 and g < S.
+	gen     uint64
+	views   map[uint64]int      // recorded gen of each open View -> count
+	chained map[string]struct{} // oids whose chain has entries to prune later
+	// last is the most recent commit handed to Pebble; a read-only operation
+	// waits for it so it never reports state that is not yet durable.
+	last *commitWait
+}
+
+func newLocalStore() *localStore {
+	return &localStore{
+		head:    make(map[string]*localEntry),
+		views:   make(map[uint64]int),
+		chained: make(map[string]struct{}),
+		last:    doneCommit(),
+	}
+}
+
+// localChange is a staged runtime-local payload change of one transaction.
+type localChange struct {
+	version uint64
+	sha256  string
+	data    []byte
+	removed bool
+}
+
+// publish installs the changes of one applied commit. Caller holds the
+// store's write lock.
+func (l *localStore) publish(changes map[string]*localChange) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gen++
+	keepHistory := len(l.views) > 0
+	for oid, c := range changes {
+		prev := l.head[oid]
+		if !keepHistory {
+			if c.removed {
+				delete(l.head, oid)
+			} else {
+				l.head[oid] = &localEntry{version: c.version, sha256: c.sha256, data: c.data, publishedGen: l.gen}
+			}
+			delete(l.chained, oid)
+			continue
+		}
+		e := &localEntry{version: c.version, sha256: c.sha256, data: c.data, removed: c.removed, publishedGen: l.gen}
+		if prev != nil {
+			prev.supersededGen = l.gen
+			e.older = prev
+			l.chained[oid] = struct{}{}
+		} else if c.removed {
+			continue
+		}
+		l.head[oid] = e
+	}
+	l.pruneLocked()
+}
+
+// beginView registers an open View and returns the generation it must pass
+// to endView.
+func (l *localStore) beginView() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.views[l.gen]++
+	return l.gen
+}
+
+func (l *localStore) endView(gen uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.views[gen]--; l.views[gen] <= 0 {
+		delete(l.views, gen)
+	}
+	l.pruneLocked()
+}
+
+// pruneLocked unlinks chain entries no open View can need.
+func (l *localStore) pruneLocked() {
+	if len(l.chained) == 0 {
+		return
+	}
+	needed := func(e *localEntry) bool {
+		for g := range l.views {
+			if e.publishedGen <= g+1 && g < e.supersededGen {
+				return true
+			}
+		}
+		return false
+	}
+	for oid := range l.chained {
+		head := l.head[oid]
+		if head == nil {
+			delete(l.chained, oid)
+			continue
+		}
+		kept := head
+		for e := head.older; e != nil; e = e.older {
+			if needed(e) {
+				kept.older = e
+				kept = e
+			}
+		}
+		kept.older = nil
+		if head.older == nil {
+			delete(l.chained, oid)
+			if head.removed {
+				delete(l.head, oid)
+			}
+		}
+	}
+}
+
+// lookup returns the payload with the given version and hash, searching
+// older versions that an open View may still see.
+func (l *localStore) lookup(oid string, version uint64, sha string) ([]byte, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for e := l.head[oid]; e != nil; e = e.older {
+		if !e.removed && e.version == version && e.sha256 == sha {
+			return e.data, true
+		}
+	}
+	return nil, false
+}
+
+// setLast records the commit about to be applied. It is set before the
+// batch becomes visible so that any reader that can see the batch also sees
+// this commit (or a later one) as the one to wait for.
+func (l *localStore) setLast(c *commitWait) {
+	l.mu.Lock()
+	l.last = c
+	l.mu.Unlock()
+}
+
+func (l *localStore) lastCommit() *commitWait {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.last
+}
+
+// commitWait completes when a commit's batch is durable (or failed).
+type commitWait struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+func newCommitWait() *commitWait { return &commitWait{done: make(chan struct{})} }
+
+func doneCommit() *commitWait {
+	c := newCommitWait()
+	close(c.done)
+	return c
+}
+
+func (c *commitWait) finish(err error) {
+	c.err = err
+	close(c.done)
+}
+
+func (c *commitWait) wait() error {
+	<-c.done
+	return c.err
+}

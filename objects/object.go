@@ -1,0 +1,474 @@
+package objects
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Tier says where an object's payload lives.
+type Tier string
+
+const (
+	// TierRuntimeLocal payloads live in the runtime's memory; their metadata
+	// is durable but the bytes do not survive a reopen.
+	TierRuntimeLocal Tier = "runtime_local"
+	// TierDurable payloads are stored in Pebble with the metadata.
+	TierDurable Tier = "durable"
+)
+
+// Limits enforced on identifiers.
+const (
+	// MaxIdentLen bounds namespace, name, kind, OID, label keys, sequence
+	// names and event kinds, in bytes.
+	MaxIdentLen = 256
+)
+
+// Meta is an Object's durable metadata.
+type Meta struct {
+	OID           string            `json:"oid"`
+	Namespace     string            `json:"namespace"`
+	Name          string            `json:"name"`
+	Kind          string            `json:"kind"`
+	Version       uint64            `json:"version"`
+	Labels        map[string]string `json:"labels"`
+	Owner         string            `json:"owner"`
+	Tier          Tier              `json:"tier"`
+	PayloadSHA256 string            `json:"payload_sha256"`
+	PayloadBytes  int               `json:"payload_bytes"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	// PayloadLost is computed on read: the payload is runtime-local and was
+	// written by an earlier runtime instance, so it is gone.
+	PayloadLost bool `json:"payload_lost"`
+}
+
+// CreateSpec describes a new object.
+type CreateSpec struct {
+	Namespace string
+	Name      string
+	Kind      string
+	Owner     string
+	Labels    map[string]string
+	// Tier is where the payload lives; "" means TierRuntimeLocal.
+	Tier    Tier
+	Payload []byte
+	// OID is the object id; "" means a new random UUID.
+	OID string
+}
+
+// WriteSpec is a new version of an object.
+type WriteSpec struct {
+	// Payload replaces the payload (nil means empty) unless KeepPayload.
+	Payload []byte
+	// Labels replaces the labels; nil leaves them unchanged, an empty map
+	// clears them.
+	Labels map[string]string
+	// KeepPayload leaves the payload as it is (a labels-only write). A lost
+	// runtime-local payload stays lost.
+	KeepPayload bool
+}
+
+// Event is one entry of the append-only event log.
+type Event struct {
+	Seq  uint64          `json:"seq"`
+	Time time.Time       `json:"time"`
+	Kind string          `json:"kind"`
+	Data json.RawMessage `json:"data"`
+}
+
+// Event kinds appended by object operations.
+const (
+	EventObjectCreated = "object.created"
+	EventObjectWritten = "object.written"
+	EventObjectRemoved = "object.removed"
+)
+
+// ObjectEvent is the data of the object.* events.
+type ObjectEvent struct {
+	OID       string `json:"oid"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Version   uint64 `json:"version"`
+}
+
+// checkIdent validates namespace/name-like fields: non-empty, at most
+// MaxIdentLen bytes, no NUL (NUL separates namespace and name in the index).
+func checkIdent(field, v string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%w: %s: must not be empty", ErrInvalid, field)
+	case len(v) > MaxIdentLen:
+		return fmt.Errorf("%w: %s: must be at most %d bytes, got %d", ErrInvalid, field, MaxIdentLen, len(v))
+	case strings.IndexByte(v, 0) >= 0:
+		return fmt.Errorf("%w: %s: must not contain NUL bytes", ErrInvalid, field)
+	}
+	return nil
+}
+
+func checkLabels(labels map[string]string) error {
+	for k := range labels {
+		if err := checkIdent("labels key", k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkOID(oid string) error { return checkIdent("oid", oid) }
+
+func payloadHash(p []byte) string {
+	sum := sha256.Sum256(p)
+	return hex.EncodeToString(sum[:])
+}
+
+func copyLabels(l map[string]string) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	return maps.Clone(l)
+}
+
+// publicMeta converts stored metadata to the caller's copy and computes
+// PayloadLost against this runtime instance.
+func (tx *Txn) publicMeta(sm *storedMeta) Meta {
+	m := sm.Meta
+	m.Labels = copyLabels(sm.Labels)
+	m.PayloadLost = sm.Tier == TierRuntimeLocal && sm.Instance != tx.s.instance
+	return m
+}
+
+// loadMeta reads the stored metadata of oid through the overlay.
+func (tx *Txn) loadMeta(oid string) (storedMeta, bool, error) {
+	raw, ok, err := tx.get(metaKey(oid))
+	if err != nil || !ok {
+		return storedMeta{}, false, err
+	}
+	sm, err := decodeMeta(raw)
+	if err != nil {
+		return storedMeta{}, false, fmt.Errorf("meta of %s: %w", oid, err)
+	}
+	return sm, true, nil
+}
+
+func (tx *Txn) stageMeta(sm *storedMeta) {
+	tx.stage(metaKey(sm.OID), encodeMeta(sm), false)
+}
+
+func (tx *Txn) objectEvent(kind string, sm *storedMeta) {
+	data, err := json.Marshal(ObjectEvent{OID: sm.OID, Namespace: sm.Namespace, Name: sm.Name, Kind: sm.Kind, Version: sm.Version})
+	if err != nil {
+		// A struct of strings and an integer always marshals.
+		panic(fmt.Sprintf("objects: marshal object event: %v", err))
+	}
+	tx.appendEvent(kind, data)
+}
+
+// stagePayload stages the payload of sm (already carrying the payload's hash
+// and size) in its tier.
+func (tx *Txn) stagePayload(sm *storedMeta, payload []byte) {
+	data := append(make([]byte, 0, len(payload)), payload...)
+	if sm.Tier == TierDurable {
+		tx.stage(payloadKey(sm.OID), data, false)
+		return
+	}
+	tx.stageLocal(sm.OID, &localChange{version: sm.Version, sha256: sm.PayloadSHA256, data: data})
+}
+
+// Create stages a new object at version 1 and appends an object.created
+// event. It fails with ErrInvalid (naming the field), ErrNameTaken if the
+// namespace already has the name, or ErrExists if the OID is used.
+func (tx *Txn) Create(spec CreateSpec) (Meta, error) {
+	if err := tx.usable(true); err != nil {
+		return Meta{}, fmt.Errorf("objects: create: %w", err)
+	}
+	if err := validateCreate(&spec); err != nil {
+		return Meta{}, fmt.Errorf("objects: create: %w", err)
+	}
+	if spec.OID == "" {
+		spec.OID = uuid.NewString()
+	}
+	if _, exists, err := tx.loadMeta(spec.OID); err != nil {
+		return Meta{}, fmt.Errorf("objects: create: %w", err)
+	} else if exists {
+		return Meta{}, fmt.Errorf("objects: create: oid %s: %w", spec.OID, ErrExists)
+	}
+	nk := nameKey(spec.Namespace, spec.Name)
+	if _, taken, err := tx.get(nk); err != nil {
+		return Meta{}, fmt.Errorf("objects: create: name index: %w", err)
+	} else if taken {
+		return Meta{}, fmt.Errorf("objects: create %s/%s: %w", spec.Namespace, spec.Name, ErrNameTaken)
+	}
+	now := tx.s.now()
+	sm := storedMeta{Meta: Meta{
+		OID:           spec.OID,
+		Namespace:     spec.Namespace,
+		Name:          spec.Name,
+		Kind:          spec.Kind,
+		Version:       1,
+		Labels:        copyLabels(spec.Labels),
+		Owner:         spec.Owner,
+		Tier:          spec.Tier,
+		PayloadSHA256: payloadHash(spec.Payload),
+		PayloadBytes:  len(spec.Payload),
+		CreatedAt:     now,
+		UpdatedAt:     now,
+	}}
+	if sm.Tier == TierRuntimeLocal {
+		sm.Instance = tx.s.instance
+	}
+	tx.stageMeta(&sm)
+	tx.stage(nk, []byte(sm.OID), false)
+	tx.stagePayload(&sm, spec.Payload)
+	tx.objectEvent(EventObjectCreated, &sm)
+	return tx.publicMeta(&sm), nil
+}
+
+func validateCreate(spec *CreateSpec) error {
+	if err := checkIdent("namespace", spec.Namespace); err != nil {
+		return err
+	}
+	if err := checkIdent("name", spec.Name); err != nil {
+		return err
+	}
+	if err := checkIdent("kind", spec.Kind); err != nil {
+		return err
+	}
+	if spec.OID != "" {
+		if err := checkOID(spec.OID); err != nil {
+			return err
+		}
+	}
+	switch spec.Tier {
+	case "":
+		spec.Tier = TierRuntimeLocal
+	case TierRuntimeLocal, TierDurable:
+	default:
+		return fmt.Errorf("%w: tier: must be %q or %q, got %q", ErrInvalid, TierRuntimeLocal, TierDurable, spec.Tier)
+	}
+	return checkLabels(spec.Labels)
+}
+
+// current loads oid for a compare-and-swap: ErrNotFound if absent,
+// ErrConflict (with both versions) if expectedVersion is not current.
+func (tx *Txn) current(op, oid string, expectedVersion uint64) (storedMeta, error) {
+	if err := checkOID(oid); err != nil {
+		return storedMeta{}, err
+	}
+	sm, ok, err := tx.loadMeta(oid)
+	if err != nil {
+		return storedMeta{}, err
+	}
+	if !ok {
+		return storedMeta{}, fmt.Errorf("oid %s: %w", oid, ErrNotFound)
+	}
+	if sm.Version != expectedVersion {
+		tx.s.conflicts.Add(1)
+		return storedMeta{}, fmt.Errorf("%s %s: expected version %d, current version %d: %w", op, oid, expectedVersion, sm.Version, ErrConflict)
+	}
+	return sm, nil
+}
+
+// Write stages a new version of oid if its current version is
+// expectedVersion (compare-and-swap) and appends an object.written event.
+// A stale expectedVersion returns an error wrapping ErrConflict that names
+// both versions, and stages nothing.
+func (tx *Txn) Write(oid string, expectedVersion uint64, spec WriteSpec) (Meta, error) {
+	if err := tx.usable(true); err != nil {
+		return Meta{}, fmt.Errorf("objects: write: %w", err)
+	}
+	if err := checkLabels(spec.Labels); err != nil {
+		return Meta{}, fmt.Errorf("objects: write: %w", err)
+	}
+	sm, err := tx.current("write", oid, expectedVersion)
+	if err != nil {
+		return Meta{}, fmt.Errorf("objects: write: %w", err)
+	}
+	sm.Version++
+	sm.UpdatedAt = tx.s.now()
+	if spec.Labels != nil {
+		sm.Labels = copyLabels(spec.Labels)
+	}
+	if !spec.KeepPayload {
+		sm.PayloadSHA256 = payloadHash(spec.Payload)
+		sm.PayloadBytes = len(spec.Payload)
+		if sm.Tier == TierRuntimeLocal {
+			sm.Instance = tx.s.instance
+		}
+		tx.stagePayload(&sm, spec.Payload)
+	} else if sm.Tier == TierRuntimeLocal && sm.Instance == tx.s.instance {
+		// The payload is unchanged but is now reachable under the new
+		// version.
+		data, err := tx.localPayload(&sm, sm.Version-1)
+		if err != nil {
+			return Meta{}, fmt.Errorf("objects: write %s: %w", oid, err)
+		}
+		tx.stageLocal(sm.OID, &localChange{version: sm.Version, sha256: sm.PayloadSHA256, data: data})
+	}
+	tx.stageMeta(&sm)
+	tx.objectEvent(EventObjectWritten, &sm)
+	return tx.publicMeta(&sm), nil
+}
+
+// Remove stages the removal of oid if its current version is
+// expectedVersion and appends an object.removed event.
+func (tx *Txn) Remove(oid string, expectedVersion uint64) error {
+	if err := tx.usable(true); err != nil {
+		return fmt.Errorf("objects: remove: %w", err)
+	}
+	sm, err := tx.current("remove", oid, expectedVersion)
+	if err != nil {
+		return fmt.Errorf("objects: remove: %w", err)
+	}
+	tx.stage(metaKey(oid), nil, true)
+	tx.stage(nameKey(sm.Namespace, sm.Name), nil, true)
+	if sm.Tier == TierDurable {
+		tx.stage(payloadKey(oid), nil, true)
+	} else {
+		tx.stageLocal(oid, &localChange{version: sm.Version, removed: true})
+	}
+	tx.objectEvent(EventObjectRemoved, &sm)
+	return nil
+}
+
+// Stat returns the metadata of oid, or an error wrapping ErrNotFound.
+func (tx *Txn) Stat(oid string) (Meta, error) {
+	if err := tx.usable(false); err != nil {
+		return Meta{}, fmt.Errorf("objects: stat: %w", err)
+	}
+	if err := checkOID(oid); err != nil {
+		return Meta{}, fmt.Errorf("objects: stat: %w", err)
+	}
+	sm, ok, err := tx.loadMeta(oid)
+	if err != nil {
+		return Meta{}, fmt.Errorf("objects: stat: %w", err)
+	}
+	if !ok {
+		return Meta{}, fmt.Errorf("objects: stat %s: %w", oid, ErrNotFound)
+	}
+	return tx.publicMeta(&sm), nil
+}
+
+// Read returns the metadata and a copy of the payload of oid. For a
+// runtime-local payload written by an earlier runtime instance it returns
+// the metadata (PayloadLost true), a nil payload and an error wrapping
+// ErrPayloadLost.
+func (tx *Txn) Read(oid string) (Meta, []byte, error) {
+	if err := tx.usable(false); err != nil {
+		return Meta{}, nil, fmt.Errorf("objects: read: %w", err)
+	}
+	if err := checkOID(oid); err != nil {
+		return Meta{}, nil, fmt.Errorf("objects: read: %w", err)
+	}
+	sm, ok, err := tx.loadMeta(oid)
+	if err != nil {
+		return Meta{}, nil, fmt.Errorf("objects: read: %w", err)
+	}
+	if !ok {
+		return Meta{}, nil, fmt.Errorf("objects: read %s: %w", oid, ErrNotFound)
+	}
+	m := tx.publicMeta(&sm)
+	if m.PayloadLost {
+		return m, nil, fmt.Errorf("objects: read %s (version %d): %w", oid, sm.Version, ErrPayloadLost)
+	}
+	var data []byte
+	if sm.Tier == TierDurable {
+		raw, ok, err := tx.get(payloadKey(oid))
+		if err != nil {
+			return Meta{}, nil, fmt.Errorf("objects: read %s: payload: %w", oid, err)
+		}
+		if !ok {
+			return Meta{}, nil, fmt.Errorf("objects: read %s: durable payload missing for version %d", oid, sm.Version)
+		}
+		data = raw
+	} else {
+		local, err := tx.localPayload(&sm, sm.Version)
+		if err != nil {
+			return Meta{}, nil, fmt.Errorf("objects: read %s: %w", oid, err)
+		}
+		data = append(make([]byte, 0, len(local)), local...)
+	}
+	return m, data, nil
+}
+
+// localPayload finds the runtime-local payload of sm at version, first in
+// the transaction's staged changes, then in memory. The returned slice must
+// not be modified.
+func (tx *Txn) localPayload(sm *storedMeta, version uint64) ([]byte, error) {
+	if c, ok := tx.locals[sm.OID]; ok && !c.removed && c.version == version && c.sha256 == sm.PayloadSHA256 {
+		return c.data, nil
+	}
+	if data, ok := tx.s.locals.lookup(sm.OID, version, sm.PayloadSHA256); ok {
+		return data, nil
+	}
+	// Metadata says this instance wrote the payload, so memory must have it.
+	return nil, fmt.Errorf("runtime-local payload of version %d missing from memory", version)
+}
+
+// Lookup returns the metadata of the object named name in namespace, or an
+// error wrapping ErrNotFound.
+func (tx *Txn) Lookup(namespace, name string) (Meta, error) {
+	if err := tx.usable(false); err != nil {
+		return Meta{}, fmt.Errorf("objects: lookup: %w", err)
+	}
+	if err := checkIdent("namespace", namespace); err != nil {
+		return Meta{}, fmt.Errorf("objects: lookup: %w", err)
+	}
+	if err := checkIdent("name", name); err != nil {
+		return Meta{}, fmt.Errorf("objects: lookup: %w", err)
+	}
+	oid, ok, err := tx.get(nameKey(namespace, name))
+	if err != nil {
+		return Meta{}, fmt.Errorf("objects: lookup %s/%s: %w", namespace, name, err)
+	}
+	if !ok {
+		return Meta{}, fmt.Errorf("objects: lookup %s/%s: %w", namespace, name, ErrNotFound)
+	}
+	sm, ok, err := tx.loadMeta(string(oid))
+	if err != nil {
+		return Meta{}, fmt.Errorf("objects: lookup %s/%s: %w", namespace, name, err)
+	}
+	if !ok {
+		return Meta{}, fmt.Errorf("objects: lookup %s/%s: index names %s, which has no metadata", namespace, name, oid)
+	}
+	return tx.publicMeta(&sm), nil
+}
+
+// List returns the metadata of every object in namespace, ordered by name
+// (byte order).
+func (tx *Txn) List(namespace string) ([]Meta, error) {
+	if err := tx.usable(false); err != nil {
+		return nil, fmt.Errorf("objects: list: %w", err)
+	}
+	if err := checkIdent("namespace", namespace); err != nil {
+		return nil, fmt.Errorf("objects: list: %w", err)
+	}
+	prefix := namespacePrefix(namespace)
+	var oids []string
+	err := tx.iterate(prefix, prefixEnd(prefix), false, false, func(_, value []byte) error {
+		oids = append(oids, string(value))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("objects: list %s: %w", namespace, err)
+	}
+	metas := make([]Meta, 0, len(oids))
+	for _, oid := range oids {
+		sm, ok, err := tx.loadMeta(oid)
+		if err != nil {
+			return nil, fmt.Errorf("objects: list %s: %w", namespace, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("objects: list %s: index names %s, which has no metadata", namespace, oid)
+		}
+		metas = append(metas, tx.publicMeta(&sm))
+	}
+	return metas, nil
+}

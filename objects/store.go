@@ -1,0 +1,437 @@
+// Package objects is the Pebble database of a runtime directory: versioned
+// Objects in namespaces with compare-and-swap writes, two payload tiers
+// (runtime-local in memory, durable in Pebble), raw keyed storage for other
+// subsystems, an append-only event log and durable counters.
+//
+// All writes go through Store.Update, which runs a function against a
+// transaction overlay and commits everything it staged as one synced Pebble
+// batch. Commits are applied in order under a write lock and then wait for
+// the WAL sync outside it, so concurrent committers share fsyncs.
+package objects
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/uuid"
+)
+
+// Options configures Open. The zero value is ready to use.
+type Options struct {
+	// FS is the filesystem; nil means vfs.Default. Tests pass an
+	// errorfs-wrapped FS to inject disk faults.
+	FS vfs.FS
+	// Clock supplies CreatedAt, UpdatedAt and event times; nil means time.Now.
+	Clock func() time.Time
+	// Logger receives Pebble's log output; nil means silent. The silent
+	// logger panics on Pebble's Fatalf, which Pebble expects never to return.
+	Logger pebble.Logger
+	// Pebble, if set, may tune Pebble's options before Open. FS and Lock are
+	// reset afterwards because the store relies on them.
+	Pebble func(*pebble.Options)
+}
+
+// Stats are cumulative counters of one open store.
+type Stats struct {
+	// SyncedCommits counts batches committed and synced to the WAL.
+	SyncedCommits uint64
+	// ReadOnlyUpdates counts Update calls that staged nothing (no batch).
+	ReadOnlyUpdates uint64
+	// Conflicts counts compare-and-swap mismatches reported by Write/Remove.
+	Conflicts uint64
+}
+
+// Store is an open runtime database. It is safe for concurrent use by many
+// goroutines. One Store holds the directory at a time; Close releases it.
+type Store struct {
+	dir      string
+	db       *pebble.DB
+	lock     *pebble.Lock
+	instance string
+	clock    func() time.Time
+	locals   *localStore
+
+	// writeMu gives one Update at a time exclusive write access: staging,
+	// validation and applying the batch happen under it; the WAL sync wait
+	// does not.
+	writeMu sync.Mutex
+	// lastEventSeq is the highest event seq applied to Pebble. Written under
+	// writeMu, read atomically.
+	lastEventSeq atomic.Uint64
+
+	// mu guards closed; ops counts operations that use db so Close can wait
+	// for them.
+	mu     sync.Mutex
+	closed bool
+	ops    sync.WaitGroup
+
+	// failure holds the first write/sync error; once set, Update refuses.
+	failure atomic.Pointer[error]
+
+	syncedCommits   atomic.Uint64
+	readOnlyUpdates atomic.Uint64
+	conflicts       atomic.Uint64
+}
+
+// Open opens (creating if needed) the database in dir. It returns an error
+// wrapping ErrInUse if another runtime, in this process or another, holds
+// the directory. Open does not scan objects, so it is fast however many
+// objects the store holds.
+func Open(dir string, opts Options) (*Store, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("objects: open: %w: dir: must not be empty", ErrInvalid)
+	}
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("objects: open %s: create directory: %w", dir, err)
+	}
+	lock, err := pebble.LockDirectory(dir, fs)
+	if err != nil {
+		if isLockHeld(err) {
+			return nil, fmt.Errorf("objects: open %s: %w (%v)", dir, ErrInUse, err)
+		}
+		return nil, fmt.Errorf("objects: open %s: lock directory: %w", dir, err)
+	}
+	s := &Store{
+		dir:      dir,
+		lock:     lock,
+		instance: uuid.NewString(),
+		clock:    opts.Clock,
+		locals:   newLocalStore(),
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = silentLogger{}
+	}
+	popts := &pebble.Options{Logger: logger}
+	if opts.Pebble != nil {
+		opts.Pebble(popts)
+	}
+	popts.FS = &walWatchFS{FS: fs, onError: s.fail}
+	popts.Lock = lock
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("objects: open %s: %w", dir, err)
+	}
+	s.db = db
+	last, err := readLastEventSeq(db)
+	if err != nil {
+		_ = db.Close()
+		_ = lock.Close()
+		return nil, fmt.Errorf("objects: open %s: %w", dir, err)
+	}
+	s.lastEventSeq.Store(last)
+	return s, nil
+}
+
+// isLockHeld tells a held lock apart from other failures to take it (a
+// missing or unwritable directory comes back as *os.PathError).
+func isLockHeld(err error) bool {
+	var pathErr *os.PathError
+	if errors.As(err, &pathErr) {
+		return false
+	}
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
+		strings.Contains(err.Error(), "lock held by current process")
+}
+
+func readLastEventSeq(db *pebble.DB) (uint64, error) {
+	lower := []byte(prefixEvents)
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return 0, fmt.Errorf("read last event: %w", err)
+	}
+	var seq uint64
+	if it.Last() {
+		seq, err = eventSeqFromKey(it.Key())
+	}
+	if cerr := it.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("read last event: %w", cerr)
+	}
+	return seq, err
+}
+
+// Instance returns the id of this open; every Open gets a new one.
+// Runtime-local payloads written under another instance are lost.
+func (s *Store) Instance() string { return s.instance }
+
+// Dir returns the directory the store was opened on.
+func (s *Store) Dir() string { return s.dir }
+
+// Close waits for running operations, closes Pebble and releases the
+// directory, also after the store failed. Later calls return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.ops.Wait()
+	err := s.db.Close()
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
+		return fmt.Errorf("objects: close %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// begin registers an operation that uses the database.
+func (s *Store) begin() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.ops.Add(1)
+	return nil
+}
+
+// fail records the first write or sync error; every later Update refuses.
+func (s *Store) fail(cause error) {
+	s.failure.CompareAndSwap(nil, &cause)
+}
+
+// failedErr returns an error wrapping ErrFailed and the recorded cause, or
+// nil if the store has not failed.
+func (s *Store) failedErr() error {
+	p := s.failure.Load()
+	if p == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrFailed, *p)
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		SyncedCommits:   s.syncedCommits.Load(),
+		ReadOnlyUpdates: s.readOnlyUpdates.Load(),
+		Conflicts:       s.conflicts.Load(),
+	}
+}
+
+// LastEventSeq returns the seq of the newest event applied to the database
+// (0 if none). An event may become visible here a moment before the commit
+// that wrote it has finished syncing.
+func (s *Store) LastEventSeq() uint64 { return s.lastEventSeq.Load() }
+
+// Update runs fn with exclusive write access and commits everything fn
+// staged as one synced batch. If fn returns an error nothing is written and
+// that error is returned. Update returns only after the batch is durable,
+// then runs the AfterCommit hooks in order. fn must be fast (no I/O besides
+// store reads) because it holds the store's write lock; fn must not call
+// Update or View, and tx must not be used after fn returns or from another
+// goroutine.
+//
+// A read-only fn (nothing staged) writes no batch; Update still waits until
+// every commit it could have read is durable. After a write or sync error
+// every Update returns an error wrapping ErrFailed and the cause.
+func (s *Store) Update(fn func(tx *Txn) error) (err error) {
+	if fn == nil {
+		return fmt.Errorf("objects: update: %w: fn: must not be nil", ErrInvalid)
+	}
+	if err := s.begin(); err != nil {
+		return fmt.Errorf("objects: update: %w", err)
+	}
+	defer s.ops.Done()
+
+	s.writeMu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			s.writeMu.Unlock()
+		}
+	}()
+	if ferr := s.failedErr(); ferr != nil {
+		return fmt.Errorf("objects: update: %w", ferr)
+	}
+	tx := newTxn(s, s.db, false)
+	err = fn(tx)
+	tx.finished = true
+	if err != nil {
+		return err
+	}
+
+	if tx.empty() {
+		wait := s.locals.lastCommit()
+		s.writeMu.Unlock()
+		locked = false
+		if werr := wait.wait(); werr != nil {
+			return fmt.Errorf("objects: update: earlier commit: %w", werr)
+		}
+		s.readOnlyUpdates.Add(1)
+		tx.runHooks()
+		return nil
+	}
+
+	batch, err := tx.buildBatch()
+	if err != nil {
+		return fmt.Errorf("objects: update: %w", err)
+	}
+	commit := newCommitWait()
+	s.locals.setLast(commit)
+	if aerr := s.apply(batch); aerr != nil {
+		s.fail(aerr)
+		ferr := s.failedErr()
+		commit.finish(ferr)
+		return fmt.Errorf("objects: update: %w", ferr)
+	}
+	s.locals.publish(tx.locals)
+	if n := len(tx.events); n > 0 {
+		s.lastEventSeq.Store(tx.events[n-1].Seq)
+	}
+	s.writeMu.Unlock()
+	locked = false
+
+	if serr := batch.SyncWait(); serr != nil {
+		s.fail(fmt.Errorf("sync: %w", serr))
+		ferr := s.failedErr()
+		commit.finish(ferr)
+		return fmt.Errorf("objects: update: %w", ferr)
+	}
+	_ = batch.Close()
+	s.syncedCommits.Add(1)
+	commit.finish(nil)
+	tx.runHooks()
+	return nil
+}
+
+// apply hands the batch to Pebble without waiting for the sync. Pebble
+// reports some commit-pipeline errors through Logger.Fatalf (a panic with
+// the silent logger); those are turned into an error here.
+func (s *Store) apply(batch *pebble.Batch) (err error) {
+	if ferr := s.failedErr(); ferr != nil {
+		// A WAL error seen by the filesystem watcher after fn started.
+		return ferr
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("apply batch: pebble panic: %v", r)
+		}
+	}()
+	if err := s.db.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
+		return fmt.Errorf("apply batch: %w", err)
+	}
+	return nil
+}
+
+// View runs fn against a consistent read-only snapshot. Staging a write in
+// it returns ErrReadOnly. View returns after every commit visible in the
+// snapshot is durable, so what fn read survives a crash. AfterCommit hooks
+// registered in a View run after fn returns nil. tx must not be used after
+// fn returns or from another goroutine.
+func (s *Store) View(fn func(tx *Txn) error) error {
+	if fn == nil {
+		return fmt.Errorf("objects: view: %w: fn: must not be nil", ErrInvalid)
+	}
+	if err := s.begin(); err != nil {
+		return fmt.Errorf("objects: view: %w", err)
+	}
+	defer s.ops.Done()
+	gen := s.locals.beginView()
+	defer s.locals.endView(gen)
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	wait := s.locals.lastCommit()
+
+	tx := newTxn(s, snap, true)
+	err := fn(tx)
+	tx.finished = true
+	if err != nil {
+		return err
+	}
+	if werr := wait.wait(); werr != nil {
+		return fmt.Errorf("objects: view: read state that failed to sync: %w", werr)
+	}
+	tx.runHooks()
+	return nil
+}
+
+// Events returns up to limit events with seq greater than afterSeq in
+// ascending order; limit 0 means no limit.
+func (s *Store) Events(afterSeq uint64, limit int) ([]Event, error) {
+	if limit < 0 {
+		return nil, fmt.Errorf("objects: events: %w: limit: must not be negative, got %d", ErrInvalid, limit)
+	}
+	if err := s.begin(); err != nil {
+		return nil, fmt.Errorf("objects: events: %w", err)
+	}
+	defer s.ops.Done()
+	if afterSeq == ^uint64(0) {
+		return nil, nil
+	}
+	lower := eventKey(afterSeq + 1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd([]byte(prefixEvents))})
+	if err != nil {
+		return nil, fmt.Errorf("objects: events: %w", err)
+	}
+	wait := s.locals.lastCommit()
+	var events []Event
+	for ok := it.First(); ok && (limit == 0 || len(events) < limit); ok = it.Next() {
+		seq, derr := eventSeqFromKey(it.Key())
+		if derr != nil {
+			err = derr
+			break
+		}
+		value, verr := it.ValueAndErr()
+		if verr != nil {
+			err = verr
+			break
+		}
+		e, derr := decodeEvent(seq, value)
+		if derr != nil {
+			err = fmt.Errorf("event %d: %w", seq, derr)
+			break
+		}
+		events = append(events, e)
+	}
+	if err == nil {
+		err = it.Error()
+	}
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("objects: events: %w", err)
+	}
+	if werr := wait.wait(); werr != nil {
+		return nil, fmt.Errorf("objects: events: read state that failed to sync: %w", werr)
+	}
+	return events, nil
+}
+
+// now returns the clock's time at nanosecond precision in UTC, exactly as it
+// reads back from storage.
+func (s *Store) now() time.Time {
+	return time.Unix(0, s.clock().UnixNano()).UTC()
+}
+
+// silentLogger discards Pebble's informational output. Fatalf panics because
+// Pebble does not expect it to return; Update turns such a panic during a
+// commit into a failed store.
+type silentLogger struct{}
+
+func (silentLogger) Infof(string, ...any)  {}
+func (silentLogger) Errorf(string, ...any) {}
+func (silentLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}

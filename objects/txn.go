@@ -1,0 +1,482 @@
+package objects
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Txn is a transaction passed to Update or View. Reads see the
+// transaction's own staged writes (read-your-writes); staged writes live in
+// an in-memory overlay until the Update commits them as one batch.
+//
+// A Txn belongs to the goroutine running the Update/View function and is
+// valid only until that function returns. It is not safe for concurrent use.
+type Txn struct {
+	s        *Store
+	reader   pebble.Reader
+	readOnly bool
+	finished bool
+
+	writes map[string]*stagedValue // raw key -> staged value or tombstone
+	locals map[string]*localChange // oid -> staged runtime-local payload change
+	events []Event
+	hooks  []func()
+
+	// undo records, per staged change, what it replaced, so RollbackTo can
+	// restore the overlay exactly.
+	undo []undoEntry
+	// savepoints holds the ids of savepoints that are still valid, ascending.
+	savepoints    []uint64
+	nextSavepoint uint64
+}
+
+type stagedValue struct {
+	value   []byte
+	deleted bool
+}
+
+type undoEntry struct {
+	local bool // entry refers to locals[key] rather than writes[key]
+	key   string
+	// prevValue/prevLocal is what the map held before; nil means absent.
+	prevValue *stagedValue
+	prevLocal *localChange
+}
+
+// Savepoint marks a point in a transaction that RollbackTo can return to.
+type Savepoint struct {
+	tx     *Txn
+	id     uint64
+	undo   int
+	events int
+	hooks  int
+}
+
+func newTxn(s *Store, reader pebble.Reader, readOnly bool) *Txn {
+	return &Txn{s: s, reader: reader, readOnly: readOnly}
+}
+
+func (tx *Txn) usable(write bool) error {
+	if tx.finished {
+		return ErrTxnDone
+	}
+	if write && tx.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+func (tx *Txn) empty() bool {
+	return len(tx.writes) == 0 && len(tx.events) == 0 && len(tx.locals) == 0
+}
+
+// stage records a raw write (value) or delete (value nil, deleted true).
+func (tx *Txn) stage(key []byte, value []byte, deleted bool) {
+	if tx.writes == nil {
+		tx.writes = make(map[string]*stagedValue)
+	}
+	k := string(key)
+	tx.undo = append(tx.undo, undoEntry{key: k, prevValue: tx.writes[k]})
+	sv := &stagedValue{deleted: deleted}
+	if !deleted {
+		sv.value = append(make([]byte, 0, len(value)), value...)
+	}
+	tx.writes[k] = sv
+}
+
+func (tx *Txn) stageLocal(oid string, c *localChange) {
+	if tx.locals == nil {
+		tx.locals = make(map[string]*localChange)
+	}
+	tx.undo = append(tx.undo, undoEntry{local: true, key: oid, prevLocal: tx.locals[oid]})
+	tx.locals[oid] = c
+}
+
+// get reads key through the overlay. The returned slice is owned by the
+// caller.
+func (tx *Txn) get(key []byte) ([]byte, bool, error) {
+	if sv, ok := tx.writes[string(key)]; ok {
+		if sv.deleted {
+			return nil, false, nil
+		}
+		return append(make([]byte, 0, len(sv.value)), sv.value...), true, nil
+	}
+	v, closer, err := tx.reader.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append(make([]byte, 0, len(v)), v...)
+	if err := closer.Close(); err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}
+
+func checkRawKey(key []byte) error {
+	if len(key) == 0 {
+		return fmt.Errorf("%w: key: must not be empty", ErrInvalid)
+	}
+	if p := reservedPrefixOf(key); p != "" {
+		return fmt.Errorf("%w: key %q: prefix %q belongs to the objects package", ErrReservedKey, key, p)
+	}
+	return nil
+}
+
+// Get returns a copy of the value stored under a raw key, or an error
+// wrapping ErrNotFound.
+func (tx *Txn) Get(key []byte) ([]byte, error) {
+	if err := tx.usable(false); err != nil {
+		return nil, fmt.Errorf("objects: get: %w", err)
+	}
+	if err := checkRawKey(key); err != nil {
+		return nil, fmt.Errorf("objects: get: %w", err)
+	}
+	v, ok, err := tx.get(key)
+	if err != nil {
+		return nil, fmt.Errorf("objects: get %q: %w", key, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("objects: get %q: %w", key, ErrNotFound)
+	}
+	return v, nil
+}
+
+// Set stages value under a raw key. Keys under the reserved prefixes "o/",
+// "ev/" and "seq/" are refused with ErrReservedKey. Key and value are copied.
+func (tx *Txn) Set(key, value []byte) error {
+	if err := tx.usable(true); err != nil {
+		return fmt.Errorf("objects: set: %w", err)
+	}
+	if err := checkRawKey(key); err != nil {
+		return fmt.Errorf("objects: set: %w", err)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	tx.stage(key, value, false)
+	return nil
+}
+
+// Delete stages the removal of a raw key; deleting an absent key is not an
+// error.
+func (tx *Txn) Delete(key []byte) error {
+	if err := tx.usable(true); err != nil {
+		return fmt.Errorf("objects: delete: %w", err)
+	}
+	if err := checkRawKey(key); err != nil {
+		return fmt.Errorf("objects: delete: %w", err)
+	}
+	tx.stage(key, nil, true)
+	return nil
+}
+
+// Scan calls fn for every raw key with the given prefix in ascending order,
+// merging staged writes. Keys under the reserved prefixes are skipped (and a
+// prefix inside one is refused). fn receives copies it may keep; returning
+// ErrStopScan stops the scan and Scan returns nil, any other error stops it
+// and is returned as is. Writes fn stages are not seen by the running scan.
+func (tx *Txn) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	if err := tx.usable(false); err != nil {
+		return fmt.Errorf("objects: scan: %w", err)
+	}
+	if fn == nil {
+		return fmt.Errorf("objects: scan: %w: fn: must not be nil", ErrInvalid)
+	}
+	if p := reservedPrefixOf(prefix); p != "" {
+		return fmt.Errorf("objects: scan: %w: prefix %q is inside %q, which belongs to the objects package", ErrReservedKey, prefix, p)
+	}
+	var lower, upper []byte
+	if len(prefix) > 0 {
+		lower, upper = prefix, prefixEnd(prefix)
+	}
+	return tx.iterate(lower, upper, false, true, fn)
+}
+
+// ScanRange calls fn for every raw key in [start, end) (nil start: from the
+// first key; nil end: to the last), ascending or, if reverse, descending,
+// merging staged writes. Reserved keys are skipped; start must not lie inside
+// a reserved prefix. fn behaves as in Scan.
+func (tx *Txn) ScanRange(start, end []byte, reverse bool, fn func(key, value []byte) error) error {
+	if err := tx.usable(false); err != nil {
+		return fmt.Errorf("objects: scan range: %w", err)
+	}
+	if fn == nil {
+		return fmt.Errorf("objects: scan range: %w: fn: must not be nil", ErrInvalid)
+	}
+	if p := reservedPrefixOf(start); p != "" {
+		return fmt.Errorf("objects: scan range: %w: start %q is inside %q, which belongs to the objects package", ErrReservedKey, start, p)
+	}
+	if len(start) == 0 {
+		start = nil
+	}
+	if len(end) == 0 {
+		end = nil
+	}
+	if start != nil && end != nil {
+		switch c := bytes.Compare(start, end); {
+		case c > 0:
+			return fmt.Errorf("objects: scan range: %w: end %q: must not be before start %q", ErrInvalid, end, start)
+		case c == 0:
+			return nil
+		}
+	}
+	return tx.iterate(start, end, reverse, true, fn)
+}
+
+type rawKV struct {
+	key     []byte
+	value   []byte
+	deleted bool
+}
+
+// stagedRange returns the staged writes in [lower, upper), sorted ascending.
+func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) []rawKV {
+	var out []rawKV
+	for k, sv := range tx.writes {
+		kb := []byte(k)
+		if lower != nil && bytes.Compare(kb, lower) < 0 {
+			continue
+		}
+		if upper != nil && bytes.Compare(kb, upper) >= 0 {
+			continue
+		}
+		if skipReserved && reservedPrefixOf(kb) != "" {
+			continue
+		}
+		out = append(out, rawKV{key: kb, value: sv.value, deleted: sv.deleted})
+	}
+	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].key, out[j].key) < 0 })
+	return out
+}
+
+// iterate merges the database view and the overlay over [lower, upper).
+func (tx *Txn) iterate(lower, upper []byte, reverse, skipReserved bool, fn func(key, value []byte) error) (err error) {
+	staged := tx.stagedRange(lower, upper, skipReserved)
+	if reverse {
+		for i, j := 0, len(staged)-1; i < j; i, j = i+1, j-1 {
+			staged[i], staged[j] = staged[j], staged[i]
+		}
+	}
+	it, err := tx.reader.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("objects: scan: %w", err)
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("objects: scan: %w", cerr)
+		}
+	}()
+	step := it.Next
+	valid := false
+	if reverse {
+		step = it.Prev
+		valid = it.Last()
+	} else {
+		valid = it.First()
+	}
+	i := 0
+	for {
+		if valid && skipReserved {
+			if p := reservedPrefixOf(it.Key()); p != "" {
+				if reverse {
+					valid = it.SeekLT([]byte(p))
+				} else if end := prefixEnd([]byte(p)); end != nil {
+					valid = it.SeekGE(end)
+				} else {
+					valid = false
+				}
+				continue
+			}
+		}
+		haveStaged := i < len(staged)
+		if !valid && !haveStaged {
+			break
+		}
+		c := 0
+		switch {
+		case !valid:
+			c = 1
+		case !haveStaged:
+			c = -1
+		default:
+			c = bytes.Compare(it.Key(), staged[i].key)
+			if reverse {
+				c = -c
+			}
+		}
+		var key, value []byte
+		if c < 0 {
+			v, verr := it.ValueAndErr()
+			if verr != nil {
+				return fmt.Errorf("objects: scan: %w", verr)
+			}
+			key = append([]byte(nil), it.Key()...)
+			value = append(make([]byte, 0, len(v)), v...)
+			valid = step()
+		} else {
+			kv := staged[i]
+			i++
+			if c == 0 {
+				valid = step()
+			}
+			if kv.deleted {
+				continue
+			}
+			key = append([]byte(nil), kv.key...)
+			value = append(make([]byte, 0, len(kv.value)), kv.value...)
+		}
+		if ferr := fn(key, value); ferr != nil {
+			if errors.Is(ferr, ErrStopScan) {
+				return nil
+			}
+			return ferr
+		}
+	}
+	if ierr := it.Error(); ierr != nil {
+		return fmt.Errorf("objects: scan: %w", ierr)
+	}
+	return nil
+}
+
+// NextSequence increments the durable counter name and returns the new
+// value; the first value is 1. The increment commits with the transaction.
+func (tx *Txn) NextSequence(name string) (uint64, error) {
+	if err := tx.usable(true); err != nil {
+		return 0, fmt.Errorf("objects: next sequence: %w", err)
+	}
+	if err := checkIdent("name", name); err != nil {
+		return 0, fmt.Errorf("objects: next sequence: %w", err)
+	}
+	key := sequenceKey(name)
+	raw, ok, err := tx.get(key)
+	if err != nil {
+		return 0, fmt.Errorf("objects: next sequence %q: %w", name, err)
+	}
+	var cur uint64
+	if ok {
+		if cur, err = decodeUint64(raw); err != nil {
+			return 0, fmt.Errorf("objects: next sequence %q: %w", name, err)
+		}
+	}
+	cur++
+	tx.stage(key, encodeUint64(cur), false)
+	return cur, nil
+}
+
+// AppendEvent stages an event with data marshalled to JSON and returns its
+// seq. Seqs are assigned in commit order without gaps: a transaction that
+// does not commit consumes none.
+func (tx *Txn) AppendEvent(kind string, data any) (uint64, error) {
+	if err := tx.usable(true); err != nil {
+		return 0, fmt.Errorf("objects: append event: %w", err)
+	}
+	if err := checkIdent("kind", kind); err != nil {
+		return 0, fmt.Errorf("objects: append event: %w", err)
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return 0, fmt.Errorf("objects: append event %s: %w: data: must marshal to JSON: %w", kind, ErrInvalid, err)
+	}
+	return tx.appendEvent(kind, raw), nil
+}
+
+func (tx *Txn) appendEvent(kind string, data json.RawMessage) uint64 {
+	seq := tx.s.lastEventSeq.Load() + uint64(len(tx.events)) + 1
+	tx.events = append(tx.events, Event{Seq: seq, Time: tx.s.now(), Kind: kind, Data: data})
+	return seq
+}
+
+// AfterCommit registers fn to run after the transaction's batch is durable,
+// outside the write lock, in registration order. It does not run if the
+// transaction writes nothing because fn returned an error, or if a
+// RollbackTo undoes the point where it was registered.
+func (tx *Txn) AfterCommit(fn func()) {
+	if tx.finished {
+		panic("objects: AfterCommit called after the transaction finished")
+	}
+	if fn != nil {
+		tx.hooks = append(tx.hooks, fn)
+	}
+}
+
+func (tx *Txn) runHooks() {
+	for _, h := range tx.hooks {
+		h()
+	}
+}
+
+// Savepoint marks the current state of the transaction.
+func (tx *Txn) Savepoint() Savepoint {
+	tx.nextSavepoint++
+	tx.savepoints = append(tx.savepoints, tx.nextSavepoint)
+	return Savepoint{tx: tx, id: tx.nextSavepoint, undo: len(tx.undo), events: len(tx.events), hooks: len(tx.hooks)}
+}
+
+// RollbackTo undoes every change staged since sp: raw keys, objects,
+// runtime-local payloads, events, sequences and AfterCommit hooks. sp stays
+// valid and can be rolled back to again; savepoints taken after sp become
+// invalid. Passing an invalid savepoint (from another transaction, or one
+// invalidated by an earlier rollback) is a programming error and panics.
+func (tx *Txn) RollbackTo(sp Savepoint) {
+	if sp.tx != tx {
+		panic("objects: RollbackTo with a savepoint of another transaction")
+	}
+	if tx.finished {
+		panic("objects: RollbackTo called after the transaction finished")
+	}
+	idx := sort.Search(len(tx.savepoints), func(i int) bool { return tx.savepoints[i] >= sp.id })
+	if idx == len(tx.savepoints) || tx.savepoints[idx] != sp.id {
+		panic("objects: RollbackTo with a savepoint invalidated by an earlier rollback")
+	}
+	tx.savepoints = tx.savepoints[:idx+1]
+	for i := len(tx.undo) - 1; i >= sp.undo; i-- {
+		u := tx.undo[i]
+		switch {
+		case u.local && u.prevLocal == nil:
+			delete(tx.locals, u.key)
+		case u.local:
+			tx.locals[u.key] = u.prevLocal
+		case u.prevValue == nil:
+			delete(tx.writes, u.key)
+		default:
+			tx.writes[u.key] = u.prevValue
+		}
+		tx.undo[i] = undoEntry{}
+	}
+	tx.undo = tx.undo[:sp.undo]
+	tx.events = tx.events[:sp.events]
+	tx.hooks = tx.hooks[:sp.hooks]
+}
+
+// buildBatch turns the overlay into one Pebble batch.
+func (tx *Txn) buildBatch() (*pebble.Batch, error) {
+	b := tx.s.db.NewBatch()
+	for k, sv := range tx.writes {
+		var err error
+		if sv.deleted {
+			err = b.Delete([]byte(k), nil)
+		} else {
+			err = b.Set([]byte(k), sv.value, nil)
+		}
+		if err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("build batch: %w", err)
+		}
+	}
+	for i := range tx.events {
+		e := &tx.events[i]
+		if err := b.Set(eventKey(e.Seq), encodeEvent(e), nil); err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("build batch: %w", err)
+		}
+	}
+	return b, nil
+}
