@@ -1,4 +1,55 @@
 // Command libos runs agent processes on a libos runtime directory.
+//
+//	libos run <image> --goal TEXT [flags]   run a process tree to its end
+//	libos demo [--dir DIR]                  the offline demo (replay provider)
+//	libos skill run|check <dir> [flags]     run or check a skill package
 package main
 
-func main() {}
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `usage: libos <command> [arguments]
+
+commands:
+  run <image> --goal TEXT   run a process tree until its root ends or the runtime is idle
+  demo                      run the embedded offline demo
+  skill run <dir>           run a skill package's runner
+  skill check <dir>         admit a skill package and print what it holds
+
+Run 'libos <command> -h' for a command's flags.
+`
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	exitWaiting = 3
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(args[1:], stdout, stderr)
+	case "demo":
+		return demoCommand(args[1:], stdout, stderr)
+	case "skill":
+		return runSkillCommand(args[1:], stdin, stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "libos: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}

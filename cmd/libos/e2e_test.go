@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var libosBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "libos-e2e")
+	if err != nil {
+		panic(err)
+	}
+	libosBin = filepath.Join(dir, "libos")
+	out, err := exec.Command("go", "build", "-o", libosBin, ".").CombinedOutput()
+	if err != nil {
+		panic("build libos: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// runBin runs the built binary and returns stdout, stderr and the exit code.
+func runBin(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(libosBin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func decodeOutcome(t *testing.T, stdout string) map[string]any {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("stdout must be one JSON line, got %q", stdout)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &m); err != nil {
+		t.Fatalf("stdout %q: %v", stdout, err)
+	}
+	return m
+}
+
+func TestRunReplayScript(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runBin(t, "run", "base:v0", "--goal", "read the clock", "--script", "../../testdata/replay/clock.yaml", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr)
+	}
+	out := decodeOutcome(t, stdout)
+	result := out["result"].(map[string]any)
+	if out["status"] != "exited" || out["image"] != "base:v0" || result["zone"] != "Europe/Paris" || result["pid"] != out["pid"] {
+		t.Fatalf("outcome %v", out)
+	}
+	if _, ok := out["reason"]; ok {
+		t.Fatal("reason is only for failed or killed processes")
+	}
+	for _, want := range []string{"call get_current_time", "get_current_time ok", "call process_exit", "running -> exited"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestRunFlagsAfterAndBeforeImage(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := runBin(t, "run", "--dir", dir, "--script", "../../testdata/replay/clock.yaml", "base:v0", "--goal", "g")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+func TestRunDeniedAndExhausted(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runBin(t, "run", "base:v0", "--goal", "g", "--script", "../../testdata/replay/denied_sleep.yaml", "--dir", dir, "--deny", "clock:sleep=read")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if out := decodeOutcome(t, stdout); out["result"].(map[string]any)["message"] != "denied" {
+		t.Fatalf("outcome %v", out)
+	}
+	stdout, _, code = runBin(t, "run", "base:v0", "--goal", "g", "--script", "../../testdata/replay/exhausted.yaml", "--dir", dir)
+	out := decodeOutcome(t, stdout)
+	if code != 1 || out["status"] != "failed" || !strings.Contains(out["reason"].(string), "replay script exhausted") || out["result"] != nil {
+		t.Fatalf("exit %d outcome %v", code, out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := [][]string{
+		{"run", "--goal", "g", "--script", "../../testdata/replay/clock.yaml", "--dir", dir},
+		{"run", "base:v0", "--script", "../../testdata/replay/clock.yaml", "--dir", dir},
+		{"run", "base:v0", "--goal", "g", "--script", "missing.yaml", "--dir", dir},
+		{"run", "base:v0", "--goal", "g", "--script", "../../testdata/replay/clock.yaml", "--grant", "clock:now", "--dir", dir},
+		{"run", "base:v0", "--goal", "g", "--script", "../../testdata/replay/clock.yaml", "--grant", "clock:now=fly", "--dir", dir},
+		{"run", "nope:v1", "--goal", "g", "--script", "../../testdata/replay/clock.yaml", "--dir", dir},
+		{"run", "base:v0", "--goal", "g", "--provider", "carrier-pigeon", "--dir", dir},
+		{"run", "base:v0", "--goal", "g", "--bogus", "--dir", dir},
+		{"frobnicate"},
+		{},
+	}
+	for _, args := range cases {
+		_, stderr, code := runBin(t, args...)
+		if code != 2 || strings.TrimSpace(stderr) == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 with a message", args, code, stderr)
+		}
+	}
+	// Refused command lines create nothing on disk.
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Fatalf("a refused command line wrote %d entries into the runtime directory", len(entries))
+	}
+}
+
+func TestMalformedScript(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("processes:\n  - image: base:v0\n    turns:\n      - tool_calls: [{arguments: {}}]\n"), 0o600)
+	_, stderr, code := runBin(t, "run", "base:v0", "--goal", "g", "--script", bad, "--dir", t.TempDir())
+	if code != 2 || !strings.Contains(stderr, "name") {
+		t.Fatalf("exit %d stderr %q", code, stderr)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runBin(t, "demo", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("demo exit %d:\n%s", code, stderr)
+	}
+	out := decodeOutcome(t, stdout)
+	result := out["result"].(map[string]any)
+	if out["status"] != "exited" || result["summary"] != "demo finished" || result["requested_seconds"] != 1.0 {
+		t.Fatalf("demo outcome %v", out)
+	}
+	if el, ok := result["elapsed_seconds"].(float64); !ok || el < 1 {
+		t.Fatalf("demo elapsed_seconds = %v", result["elapsed_seconds"])
+	}
+	for _, want := range []string{"call get_current_time", "call sleep", "error invalid_arguments", "cancelled", "call process_exit", "(timer)"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("demo stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	// The demo runs again in the same directory.
+	if _, stderr, code := runBin(t, "demo", "--dir", dir); code != 0 {
+		t.Fatalf("second demo exit %d:\n%s", code, stderr)
+	}
+}
+
+func TestDirectoryInUse(t *testing.T) {
+	dir := t.TempDir()
+	// Hold the directory with a run that waits on a long sleep.
+	script := filepath.Join(t.TempDir(), "slow.yaml")
+	os.WriteFile(script, []byte("processes:\n  - image: base:v0\n    turns:\n      - tool_calls: [{name: sleep, arguments: {seconds: 60}}]\n"), 0o600)
+	holder := exec.Command(libosBin, "run", "base:v0", "--goal", "g", "--script", script, "--dir", dir)
+	var holderErr lockedBuffer
+	holder.Stderr = &holderErr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Process.Kill()
+	waitFor(t, func() bool { return strings.Contains(holderErr.String(), "(timer)") })
+	_, stderr, code := runBin(t, "run", "base:v0", "--goal", "g", "--script", "../../testdata/replay/clock.yaml", "--dir", dir)
+	if code != 1 || !strings.Contains(stderr, "in use") {
+		t.Fatalf("exit %d stderr %q", code, stderr)
+	}
+}

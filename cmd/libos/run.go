@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	_ "embed"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/images"
+	"github.com/libos/libos/kernel"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+)
+
+//go:embed demo/demo.yaml
+var demoScript []byte
+
+// grantFlag collects repeated RESOURCE=RIGHTS flags.
+type grantFlag struct {
+	name   string
+	grants []capabilities.Grant
+	effect capabilities.Effect
+}
+
+func (g *grantFlag) String() string { return "" }
+
+func (g *grantFlag) Set(v string) error {
+	i := strings.LastIndex(v, "=")
+	if i <= 0 || i == len(v)-1 {
+		return fmt.Errorf("--%s %q: want RESOURCE=RIGHTS (for example clock:now=read)", g.name, v)
+	}
+	resource := v[:i]
+	rights, err := capabilities.ParseRights(v[i+1:])
+	if err != nil {
+		return fmt.Errorf("--%s %q: %w", g.name, v, err)
+	}
+	grant := capabilities.Grant{Resource: resource, Rights: rights, Effect: g.effect}
+	if err := capabilities.ValidateGrant(grant); err != nil {
+		return fmt.Errorf("--%s %q: %w", g.name, v, err)
+	}
+	g.grants = append(g.grants, grant)
+	return nil
+}
+
+// providerFlags select and configure the LLM provider.
+type providerFlags struct {
+	provider, script, model, baseURL string
+}
+
+func (p *providerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.provider, "provider", "", "LLM provider: replay or openai (default: replay when --script is given, else openai)")
+	fs.StringVar(&p.script, "script", "", "replay script (YAML) for --provider replay")
+	fs.StringVar(&p.model, "model", "", "model name for --provider openai (default $LIBOS_MODEL)")
+	fs.StringVar(&p.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL)")
+}
+
+func (p *providerFlags) build() (llm.Provider, error) {
+	name := p.provider
+	if name == "" {
+		name = "openai"
+		if p.script != "" {
+			name = "replay"
+		}
+	}
+	switch name {
+	case "replay":
+		if p.script == "" {
+			return nil, errors.New("--script: required with --provider replay")
+		}
+		script, err := llm.LoadScript(p.script)
+		if err != nil {
+			return nil, fmt.Errorf("--script: %w", err)
+		}
+		return llm.NewReplay(script)
+	case "openai":
+		cfg := llm.OpenAIConfigFromEnv()
+		if p.model != "" {
+			cfg.Model = p.model
+		}
+		if p.baseURL != "" {
+			cfg.BaseURL = p.baseURL
+		}
+		return llm.NewOpenAI(cfg)
+	}
+	return nil, fmt.Errorf("--provider %q: must be replay or openai", name)
+}
+
+func runCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("libos run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	goal := fs.String("goal", "", "the root process's goal (required)")
+	dir := fs.String("dir", "./.libos", "runtime directory")
+	var pf providerFlags
+	pf.register(fs)
+	grants := &grantFlag{name: "grant", effect: capabilities.Allow}
+	denies := &grantFlag{name: "deny", effect: capabilities.Deny}
+	fs.Var(grants, "grant", "grant RESOURCE=RIGHTS to the root (repeatable; RIGHTS is comma-separated)")
+	fs.Var(denies, "deny", "deny RESOURCE=RIGHTS to the root (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: libos run <image> --goal TEXT [--dir DIR] [--provider replay|openai] [--script FILE] [--model M] [--base-url URL] [--grant RESOURCE=RIGHTS]... [--deny RESOURCE=RIGHTS]...")
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "libos run: exactly one image argument is required (for example base:v0)")
+		return exitUsage
+	}
+	if *goal == "" {
+		fmt.Fprintln(stderr, "libos run: --goal: required")
+		return exitUsage
+	}
+	if _, err := images.Builtin(pos[0]); err != nil {
+		fmt.Fprintf(stderr, "libos run: %v\n", err)
+		return exitUsage
+	}
+	provider, err := pf.build()
+	if err != nil {
+		fmt.Fprintf(stderr, "libos run: %v\n", err)
+		return exitUsage
+	}
+	return runRoot(*dir, provider, pos[0], *goal, rootGrants(grants.grants, denies.grants), stdout, stderr)
+}
+
+// rootGrants are what a root started from the command line holds: the clock,
+// plus the flags' grants, with denies last (deny beats allow).
+func rootGrants(grants, denies []capabilities.Grant) []capabilities.Grant {
+	out := []capabilities.Grant{
+		{Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
+		{Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
+	}
+	out = append(out, grants...)
+	return append(out, denies...)
+}
+
+func demoCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("libos demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "./.libos", "runtime directory")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 0 {
+		fmt.Fprintf(stderr, "libos demo: unexpected argument %q\n", pos[0])
+		return exitUsage
+	}
+	script, err := llm.ParseScript(demoScript)
+	if err != nil {
+		fmt.Fprintf(stderr, "libos demo: embedded script: %v\n", err)
+		return exitFailed
+	}
+	goal := "Show the runtime-session tools: read the clock, have a bad argument refused, sleep once, and exit with a structured result."
+	provider, err := llm.NewReplay(script)
+	if err != nil {
+		fmt.Fprintf(stderr, "libos demo: embedded script: %v\n", err)
+		return exitFailed
+	}
+	return runRoot(*dir, provider, "base:v0", goal, rootGrants(nil, nil), stdout, stderr)
+}
+
+// runRoot opens dir, spawns a root process and runs until it ends or the
+// runtime is idle, printing progress to stderr and the outcome to stdout.
+func runRoot(dir string, provider llm.Provider, image, goal string, grants []capabilities.Grant, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rt, err := kernel.Open(dir, kernel.Options{Provider: provider, OnEvent: progressPrinter(stderr)})
+	if err != nil {
+		fmt.Fprintf(stderr, "libos: %v\n", err)
+		return exitFailed
+	}
+	defer rt.Close()
+	pid, err := rt.Spawn(kernel.SpawnSpec{Image: image, Goal: goal, Grants: grants})
+	if err != nil {
+		fmt.Fprintf(stderr, "libos: %v\n", err)
+		if errors.Is(err, kernel.ErrInvalidSpawn) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	if err := rt.RunUntilIdle(ctx); err != nil {
+		fmt.Fprintf(stderr, "libos: %v\n", err)
+		return exitFailed
+	}
+	return printOutcome(rt, pid, stdout, stderr)
+}
+
+// outcome is the final JSON line of run, demo and resume.
+type outcome struct {
+	PID       int64           `json:"pid"`
+	Image     string          `json:"image"`
+	Status    process.State   `json:"status"`
+	ResultOID *string         `json:"result_oid"`
+	Result    json.RawMessage `json:"result"`
+	Reason    string          `json:"reason,omitempty"`
+}
+
+func printOutcome(rt *kernel.Runtime, pid int64, stdout, stderr io.Writer) int {
+	info, err := rt.Process(pid)
+	if err != nil {
+		fmt.Fprintf(stderr, "libos: %v\n", err)
+		return exitFailed
+	}
+	out := outcome{PID: info.PID, Image: info.Image, Status: info.Status, Result: json.RawMessage("null"), Reason: info.Reason}
+	if info.ResultOID != "" {
+		oid := info.ResultOID
+		out.ResultOID = &oid
+		_, payload, err := rt.ReadObject(oid)
+		switch {
+		case errors.Is(err, objects.ErrPayloadLost):
+			fmt.Fprintf(stderr, "libos: result %s: %v\n", oid, err)
+		case err != nil:
+			fmt.Fprintf(stderr, "libos: result %s: %v\n", oid, err)
+		case json.Valid(payload):
+			out.Result = payload
+		}
+	}
+	b, _ := json.Marshal(out)
+	fmt.Fprintln(stdout, string(b))
+	switch info.Status {
+	case process.Exited:
+		return exitOK
+	case process.Failed, process.Killed:
+		return exitFailed
+	}
+	return exitWaiting
+}
+
+// progressPrinter prints one line per event on w.
+func progressPrinter(w io.Writer) func(kernel.Event) {
+	return func(ev kernel.Event) {
+		var line string
+		switch ev.Kind {
+		case kernel.EventSpawn:
+			line = fmt.Sprintf("spawned %s", ev.Image)
+			if ev.Parent != 0 {
+				line += fmt.Sprintf(" (parent %d)", ev.Parent)
+			}
+		case kernel.EventState:
+			line = fmt.Sprintf("%s -> %s", ev.From, ev.To)
+			if ev.Wait != "" {
+				line += " (" + ev.Wait + ")"
+			}
+			if ev.Reason != "" {
+				line += ": " + ev.Reason
+			}
+		case kernel.EventQuantum:
+			line = fmt.Sprintf("quantum: provider call, turn %d", ev.Turn)
+		case kernel.EventProvider:
+			line = "provider error: " + ev.Reason
+		case kernel.EventToolCall:
+			line = fmt.Sprintf("call %s %s", ev.Tool, ev.Args)
+		case kernel.EventToolDone:
+			status := "ok"
+			if ev.OK != nil && !*ev.OK {
+				status = "error"
+				if ev.Code != "" {
+					status += " " + ev.Code
+				}
+			}
+			line = fmt.Sprintf("  %s %s: %s", ev.Tool, status, ev.Summary)
+		case kernel.EventRecovered:
+			line = "recovered: " + ev.Reason
+		default:
+			line = ev.Kind
+		}
+		fmt.Fprintf(w, "[pid %d] %s\n", ev.PID, line)
+	}
+}

@@ -1,0 +1,223 @@
+// Package images defines agent images: the YAML definition of what an
+// AgentProcess is (system prompt, tool table, completion gate, declared
+// capabilities, default budgets, context window) and the built-in images
+// embedded in the binary.
+package images
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// BuiltinTools is the tool-table entry that stands for every built-in tool of
+// the runtime, so an image keeps up as tools are added.
+const BuiltinTools = "builtin"
+
+// Completion gates.
+const (
+	GateOnePhase         = "one_phase"
+	GateCumulativeReview = "cumulative_review"
+)
+
+// Tool projections.
+const (
+	ProjectionAll    = "all"
+	ProjectionSkills = "skills"
+)
+
+// ErrUnknownImage is returned for an image reference that names no image.
+var ErrUnknownImage = errors.New("unknown image")
+
+// Image is an agent image definition.
+type Image struct {
+	Name           string               `yaml:"name" json:"name"`
+	Version        string               `yaml:"version" json:"version"`
+	Description    string               `yaml:"description" json:"description,omitempty"`
+	SystemPrompt   string               `yaml:"system_prompt" json:"system_prompt"`
+	Tools          []string             `yaml:"tools" json:"tools"`
+	CompletionGate string               `yaml:"completion_gate" json:"completion_gate"`
+	ToolProjection string               `yaml:"tool_projection" json:"tool_projection"`
+	Skills         []string             `yaml:"skills" json:"skills,omitempty"`
+	Capabilities   []DeclaredCapability `yaml:"capabilities" json:"capabilities,omitempty"`
+	Budget         Budget               `yaml:"budget" json:"budget"`
+	Context        ContextConfig        `yaml:"context" json:"context"`
+	Metadata       map[string]string    `yaml:"metadata" json:"metadata,omitempty"`
+}
+
+// DeclaredCapability is what an image says it needs. It is a declaration
+// only: the Host (or a parent, by attenuation) grants.
+type DeclaredCapability struct {
+	Resource string   `yaml:"resource" json:"resource"`
+	Rights   []string `yaml:"rights" json:"rights"`
+	Why      string   `yaml:"why" json:"why,omitempty"`
+}
+
+// Budget holds an image's default limits; 0 means unlimited.
+type Budget struct {
+	ToolCalls   int64 `yaml:"tool_calls" json:"tool_calls"`
+	LLMCalls    int64 `yaml:"llm_calls" json:"llm_calls"`
+	LLMTokens   int64 `yaml:"llm_tokens" json:"llm_tokens"`
+	Children    int64 `yaml:"children" json:"children"`
+	WallSeconds int64 `yaml:"wall_seconds" json:"wall_seconds"`
+}
+
+// ContextConfig says whether a process keeps its LLM context as an Object and
+// how large its model's window is.
+type ContextConfig struct {
+	Object          bool `yaml:"object" json:"object"`
+	WindowTokens    int  `yaml:"window_tokens" json:"window_tokens"`
+	MaxOutputTokens int  `yaml:"max_output_tokens" json:"max_output_tokens"`
+}
+
+// Ref is the image reference "name:version".
+func (im *Image) Ref() string { return im.Name + ":" + im.Version }
+
+// Gated reports whether process_exit goes through the completion review.
+func (im *Image) Gated() bool { return im.CompletionGate == GateCumulativeReview }
+
+var identRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// ParseRef splits "name:version".
+func ParseRef(ref string) (name, version string, err error) {
+	name, version, ok := strings.Cut(ref, ":")
+	if !ok || !identRe.MatchString(name) || !identRe.MatchString(version) {
+		return "", "", fmt.Errorf("image reference %q: must be name:version (lowercase letters, digits, '.', '_', '-')", ref)
+	}
+	return name, version, nil
+}
+
+// Parse decodes and validates one image definition. source names the input
+// in errors.
+func Parse(source string, data []byte) (*Image, error) {
+	var im Image
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&im); err != nil {
+		return nil, fmt.Errorf("image %s: %w", source, err)
+	}
+	if err := im.validate(); err != nil {
+		return nil, fmt.Errorf("image %s: %w", source, err)
+	}
+	return &im, nil
+}
+
+// Load reads an image definition from a file.
+func Load(path string) (*Image, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	return Parse(path, data)
+}
+
+func (im *Image) validate() error {
+	if !identRe.MatchString(im.Name) {
+		return fmt.Errorf("name: %q must be lowercase letters, digits, '.', '_' or '-' (at most 64)", im.Name)
+	}
+	if !identRe.MatchString(im.Version) {
+		return fmt.Errorf("version: %q must be lowercase letters, digits, '.', '_' or '-' (at most 64)", im.Version)
+	}
+	if strings.TrimSpace(im.SystemPrompt) == "" {
+		return errors.New("system_prompt: required")
+	}
+	if len(im.Tools) == 0 {
+		return fmt.Errorf("tools: required (list tool names, or %q for every built-in tool)", BuiltinTools)
+	}
+	seen := map[string]bool{}
+	for i, t := range im.Tools {
+		if t == "" {
+			return fmt.Errorf("tools[%d]: empty tool name", i)
+		}
+		if seen[t] {
+			return fmt.Errorf("tools[%d]: %q listed twice", i, t)
+		}
+		seen[t] = true
+	}
+	switch im.CompletionGate {
+	case "":
+		im.CompletionGate = GateOnePhase
+	case GateOnePhase, GateCumulativeReview:
+	default:
+		return fmt.Errorf("completion_gate: %q must be %q or %q", im.CompletionGate, GateOnePhase, GateCumulativeReview)
+	}
+	switch im.ToolProjection {
+	case "":
+		im.ToolProjection = ProjectionAll
+	case ProjectionAll, ProjectionSkills:
+	default:
+		return fmt.Errorf("tool_projection: %q must be %q or %q", im.ToolProjection, ProjectionAll, ProjectionSkills)
+	}
+	for i, c := range im.Capabilities {
+		if c.Resource == "" {
+			return fmt.Errorf("capabilities[%d].resource: required", i)
+		}
+		if len(c.Rights) == 0 {
+			return fmt.Errorf("capabilities[%d].rights: required", i)
+		}
+	}
+	b := im.Budget
+	for name, v := range map[string]int64{"tool_calls": b.ToolCalls, "llm_calls": b.LLMCalls, "llm_tokens": b.LLMTokens, "children": b.Children, "wall_seconds": b.WallSeconds} {
+		if v < 0 {
+			return fmt.Errorf("budget.%s: %d must be >= 0 (0 means unlimited)", name, v)
+		}
+	}
+	if im.Context.WindowTokens < 0 || im.Context.MaxOutputTokens < 0 {
+		return errors.New("context: window_tokens and max_output_tokens must be >= 0")
+	}
+	if im.Context.WindowTokens == 0 {
+		im.Context.WindowTokens = 128000
+	}
+	return nil
+}
+
+//go:embed builtin/*.yaml
+var builtinFS embed.FS
+
+var builtins = func() map[string]*Image {
+	m := map[string]*Image{}
+	entries, err := fs.ReadDir(builtinFS, "builtin")
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range entries {
+		data, err := builtinFS.ReadFile("builtin/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		im, err := Parse("builtin/"+e.Name(), data)
+		if err != nil {
+			panic(err) // a broken built-in image is a build defect
+		}
+		m[im.Ref()] = im
+	}
+	return m
+}()
+
+// Builtin returns a copy of the built-in image ref ("name:version").
+func Builtin(ref string) (*Image, error) {
+	im, ok := builtins[ref]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (built-in images: %s)", ErrUnknownImage, ref, strings.Join(BuiltinRefs(), ", "))
+	}
+	c := *im
+	return &c, nil
+}
+
+// BuiltinRefs lists the built-in image references, sorted.
+func BuiltinRefs() []string {
+	refs := make([]string, 0, len(builtins))
+	for r := range builtins {
+		refs = append(refs, r)
+	}
+	sort.Strings(refs)
+	return refs
+}

@@ -1,0 +1,195 @@
+package kernel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+)
+
+// Entry is one item of a process's LLM context.
+type Entry struct {
+	Role       llm.Role       `json:"role"`
+	Kind       string         `json:"kind,omitempty"` // "" (a message), "notice", "summary"
+	Content    string         `json:"content,omitempty"`
+	ToolCalls  []llm.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+	Name       string         `json:"name,omitempty"`
+	Tokens     int            `json:"tokens"`
+}
+
+// TokenEstimator estimates the tokens of a text. The default counts one token
+// per four bytes, rounded up: close enough for pressure decisions on English
+// and JSON, and deterministic.
+type TokenEstimator interface {
+	Estimate(text string) int
+}
+
+type byteEstimator struct{}
+
+func (byteEstimator) Estimate(text string) int { return (len(text) + 3) / 4 }
+
+func (k *Runtime) entryTokens(e *Entry) int {
+	n := k.tokens.Estimate(e.Content)
+	for _, c := range e.ToolCalls {
+		n += k.tokens.Estimate(c.Name) + k.tokens.Estimate(string(c.Arguments))
+	}
+	return n + 4
+}
+
+const (
+	contextKind        = "llm_context"
+	labelGeneration    = "generation"
+	contextNamePrefix  = "llm_context:"
+	goalName           = "goal"
+	resultName         = "result"
+	contextHeading     = "LLM context object:"
+	evidenceKindEntry  = "entry"
+	evidenceKindHeader = "header"
+)
+
+// llmContext is a decoded context Object.
+type llmContext struct {
+	meta    objects.Meta
+	entries []Entry
+	tokens  int
+}
+
+func (c *llmContext) generation() uint64 {
+	g, _ := strconv.ParseUint(c.meta.Labels[labelGeneration], 10, 64)
+	return g
+}
+
+type contextDoc struct {
+	Entries []Entry `json:"entries"`
+}
+
+// loadContext reads a process's context Object, using the cache when the
+// version matches. A payload lost to a reopen reads as empty here; recovery
+// rebuilds it from retained evidence before any quantum runs.
+func (k *Runtime) loadContext(tx *objects.Txn, r *procRecord) (*llmContext, error) {
+	meta, err := tx.Stat(r.ContextOID)
+	if err != nil {
+		return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
+	}
+	k.ctxMu.Lock()
+	cached := k.ctxCache[r.PID]
+	k.ctxMu.Unlock()
+	if cached != nil && cached.meta.Version == meta.Version && cached.meta.OID == meta.OID {
+		return &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens}, nil
+	}
+	_, payload, err := tx.Read(r.ContextOID)
+	c := &llmContext{meta: meta}
+	switch {
+	case errors.Is(err, objects.ErrPayloadLost):
+		entries, err := k.rebuildContext(tx, r)
+		if err != nil {
+			return nil, err
+		}
+		c.entries = entries
+		for _, e := range entries {
+			c.tokens += e.Tokens
+		}
+		if !k.retain {
+			// The notice is new: it must be written back, not counted as retained.
+			r.RetainedEntries = 0
+		}
+		return c, nil
+	case err != nil:
+		return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
+	}
+	var doc contextDoc
+	if err := json.Unmarshal(payload, &doc); err != nil {
+		return nil, fmt.Errorf("decode context of pid %d: %w", r.PID, err)
+	}
+	c.entries = doc.Entries
+	for _, e := range c.entries {
+		c.tokens += e.Tokens
+	}
+	return c, nil
+}
+
+// appendEntries stages new entries on the context, retains them as evidence
+// when full-I/O retention is on, and refreshes the cache after commit.
+func (k *Runtime) appendEntries(tx *objects.Txn, r *procRecord, c *llmContext, add ...Entry) error {
+	if len(add) == 0 {
+		return nil
+	}
+	for i := range add {
+		add[i].Tokens = k.entryTokens(&add[i])
+		c.tokens += add[i].Tokens
+	}
+	// Copy on write: the cached slice may be shared with a reader.
+	entries := make([]Entry, 0, len(c.entries)+len(add))
+	entries = append(append(entries, c.entries...), add...)
+	c.entries = entries
+	return k.writeContext(tx, r, c, nil)
+}
+
+// writeContext stores c's entries with a compare-and-swap on the version c
+// was read at. labels, when non-nil, replace the Object's labels.
+func (k *Runtime) writeContext(tx *objects.Txn, r *procRecord, c *llmContext, labels map[string]string) error {
+	payload, err := json.Marshal(contextDoc{Entries: c.entries})
+	if err != nil {
+		return fmt.Errorf("encode context of pid %d: %w", r.PID, err)
+	}
+	meta, err := tx.Write(c.meta.OID, c.meta.Version, objects.WriteSpec{Payload: payload, Labels: labels})
+	if err != nil {
+		return fmt.Errorf("write context of pid %d: %w", r.PID, err)
+	}
+	c.meta = meta
+	if k.retain {
+		for r.RetainedEntries < len(c.entries) {
+			r.RetainSeq++
+			if err := putJSON(tx, retainKey(r.PID, r.RetainSeq), retained{Kind: evidenceKindEntry, Entry: &c.entries[r.RetainedEntries]}); err != nil {
+				return err
+			}
+			r.RetainedEntries++
+		}
+	}
+	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens}
+	pid := r.PID
+	tx.AfterCommit(func() {
+		k.ctxMu.Lock()
+		if old := k.ctxCache[pid]; old == nil || old.meta.Version < snapshot.meta.Version {
+			k.ctxCache[pid] = snapshot
+		}
+		k.ctxMu.Unlock()
+	})
+	return nil
+}
+
+// retained is one durable full-I/O evidence item.
+type retained struct {
+	Kind  string `json:"kind"`
+	Entry *Entry `json:"entry,omitempty"`
+	// Header items hold the system prompt and goal text of the first request.
+	System string `json:"system,omitempty"`
+	Goal   string `json:"goal,omitempty"`
+}
+
+// materialize builds the provider request messages of a process.
+func (k *Runtime) materialize(r *procRecord, c *llmContext, system, goal string) []llm.Message {
+	msgs := make([]llm.Message, 0, len(c.entries)+2)
+	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system}, llm.Message{Role: llm.RoleUser, Content: goal})
+	for i := range c.entries {
+		e := &c.entries[i]
+		msgs = append(msgs, llm.Message{Role: e.Role, Content: e.Content, ToolCalls: e.ToolCalls, ToolCallID: e.ToolCallID, Name: e.Name})
+	}
+	return msgs
+}
+
+func (k *Runtime) systemPrompt(r *procRecord, c *llmContext, imagePrompt string, contextObject bool) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(imagePrompt))
+	fmt.Fprintf(&b, "\n\nProcess: pid %d, image %s, namespace %s, goal object %s.", r.PID, r.Image, r.Namespace, r.GoalOID)
+	if contextObject {
+		fmt.Fprintf(&b, "\n\n%s oid=%s version=%d generation=%d estimated_tokens=%d",
+			contextHeading, c.meta.OID, c.meta.Version, c.generation(), c.tokens)
+	}
+	return b.String()
+}

@@ -1,0 +1,70 @@
+package kernel
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/libos/libos/objects"
+)
+
+// Event kinds of the durable event log.
+const (
+	EventSpawn     = "process.spawned"
+	EventState     = "process.state"
+	EventQuantum   = "quantum.started"
+	EventProvider  = "provider.call"
+	EventToolCall  = "tool.call"
+	EventToolDone  = "tool.result"
+	EventRecovered = "runtime.recovered"
+)
+
+// Event is one entry of the runtime's event log, as a Host observes it.
+type Event struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	PID     int64     `json:"pid,omitempty"`
+	Parent  int64     `json:"parent,omitempty"`
+	Image   string    `json:"image,omitempty"`
+	From    string    `json:"from,omitempty"`
+	To      string    `json:"to,omitempty"`
+	Wait    string    `json:"wait,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	Turn    int       `json:"turn,omitempty"`
+	Tool    string    `json:"tool,omitempty"`
+	CallID  string    `json:"call_id,omitempty"`
+	Args    string    `json:"args,omitempty"`    // short summary of the arguments
+	OK      *bool     `json:"ok,omitempty"`      // tool results
+	Code    string    `json:"code,omitempty"`    // error code of a failed tool call
+	Summary string    `json:"summary,omitempty"` // short summary of a result or error
+	Detail  any       `json:"detail,omitempty"`
+}
+
+// emit appends ev to the durable log in tx and hands it to OnEvent after
+// the commit.
+func (k *Runtime) emit(tx *objects.Txn, ev Event) error {
+	ev.Time = k.clock.Now()
+	seq, err := tx.AppendEvent(ev.Kind, ev)
+	if err != nil {
+		return fmt.Errorf("append %s event: %w", ev.Kind, err)
+	}
+	ev.Seq = seq
+	if k.opts.OnEvent != nil {
+		tx.AfterCommit(func() { k.opts.OnEvent(ev) })
+	}
+	return nil
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// summarize shortens s to at most n bytes for progress lines.
+func summarize(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,380 @@
+// Package kernel is the libos runtime: it opens a runtime directory,
+// recovers it, schedules AgentProcesses in quanta on a pool of workers,
+// implements the syscall surface that tools call, and records every state
+// change durably before it is acknowledged.
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/clock"
+	"github.com/libos/libos/images"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+	"github.com/libos/libos/tools/session"
+)
+
+// Sentinel errors a Host must tell apart.
+var (
+	ErrNoProcess    = errors.New("no such process")
+	ErrNoProvider   = errors.New("no LLM provider configured")
+	ErrClosed       = errors.New("runtime is closed")
+	ErrRunning      = errors.New("the scheduler is already running")
+	ErrInvalidSpawn = errors.New("invalid spawn request")
+)
+
+// Options configure a Runtime. The zero value of every field is a sensible default.
+type Options struct {
+	// Provider answers model calls. Required to run quanta; a runtime opened
+	// only to inspect or post messages may omit it.
+	Provider llm.Provider
+	// Clock is the time source (default: the real clock).
+	Clock clock.Clock
+	// Workers is the number of quanta run in parallel (default 16). A waiting
+	// process holds no worker.
+	Workers int
+	// DisableFullIO turns off retention of full provider I/O as durable
+	// evidence; it is on by default.
+	DisableFullIO bool
+	// MaxSleepSeconds is sleep's maximum, shown in its schema (default 60).
+	MaxSleepSeconds float64
+	// OnEvent, when set, is called after each committed event, in commit
+	// order per process. It must not block for long.
+	OnEvent func(Event)
+	// Images resolves image references beyond the built-ins.
+	Images map[string]*images.Image
+	// Tokens estimates tokens (default: four bytes a token).
+	Tokens TokenEstimator
+	// FS is the filesystem under the store (tests inject faults with errorfs).
+	FS vfs.FS
+}
+
+// Runtime is an open runtime directory. Its methods are safe for concurrent use.
+type Runtime struct {
+	dir    string
+	opts   Options
+	store  *objects.Store
+	clock  clock.Clock
+	broker *tools.Broker
+	tokens TokenEstimator
+	retain bool // full-I/O retention
+
+	ctxMu    sync.Mutex
+	ctxCache map[int64]*llmContext
+
+	sched *scheduler
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// Open opens (creating if needed) the runtime directory dir and recovers it.
+// A directory held by another runtime fails with an error wrapping
+// objects.ErrInUse.
+func Open(dir string, opts Options) (*Runtime, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 16
+	}
+	if opts.MaxSleepSeconds <= 0 {
+		opts.MaxSleepSeconds = session.DefaultMaxSleepSeconds
+	}
+	if opts.Tokens == nil {
+		opts.Tokens = byteEstimator{}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
+	}
+	if opts.FS == nil {
+		if err := os.MkdirAll(abs, 0o700); err != nil {
+			return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
+		}
+	}
+	store, err := objects.Open(filepath.Join(abs, "store"), objects.Options{FS: opts.FS, Clock: opts.Clock.Now})
+	if err != nil {
+		return nil, fmt.Errorf("open runtime directory %s: %w", abs, err)
+	}
+	broker, err := tools.NewBroker(BuiltinTools(tools.Config{MaxSleepSeconds: opts.MaxSleepSeconds})...)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	k := &Runtime{
+		dir:      abs,
+		opts:     opts,
+		store:    store,
+		clock:    opts.Clock,
+		broker:   broker,
+		tokens:   opts.Tokens,
+		retain:   !opts.DisableFullIO,
+		ctxCache: map[int64]*llmContext{},
+		closed:   make(chan struct{}),
+	}
+	k.sched = newScheduler(k)
+	if err := k.recover(); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("recover runtime directory %s: %w", abs, err)
+	}
+	return k, nil
+}
+
+// BuiltinTools returns every built-in tool of the runtime.
+func BuiltinTools(cfg tools.Config) []*tools.Tool {
+	return session.Tools(cfg)
+}
+
+// Dir is the absolute runtime directory.
+func (k *Runtime) Dir() string { return k.dir }
+
+// Store exposes the Object store (for inspection tools and tests).
+func (k *Runtime) Store() *objects.Store { return k.store }
+
+// Close stops the scheduler (waiting for running quanta to commit) and
+// releases the directory.
+func (k *Runtime) Close() error {
+	var err error
+	k.closeOnce.Do(func() {
+		close(k.closed)
+		k.sched.stopAndWait()
+		err = k.store.Close()
+	})
+	return err
+}
+
+// image resolves an image reference.
+func (k *Runtime) image(ref string) (*images.Image, error) {
+	if im, ok := k.opts.Images[ref]; ok {
+		return im, nil
+	}
+	return images.Builtin(ref)
+}
+
+// SpawnSpec is a Host request for a root process.
+type SpawnSpec struct {
+	Image string
+	Goal  string
+	// Grants are what the Host grants; the process also gets read, write and
+	// materialize on its own Object namespace.
+	Grants []capabilities.Grant
+	// Budget lowers the image's default limits (0 fields keep the default).
+	Budget capabilities.Budget
+}
+
+// Spawn creates a root process and makes it runnable.
+func (k *Runtime) Spawn(spec SpawnSpec) (int64, error) {
+	im, err := k.image(spec.Image)
+	if err != nil {
+		return 0, fmt.Errorf("%w: image: %w", ErrInvalidSpawn, err)
+	}
+	if spec.Goal == "" {
+		return 0, fmt.Errorf("%w: goal: required", ErrInvalidSpawn)
+	}
+	grants := make([]capabilities.Grant, len(spec.Grants))
+	for i, g := range spec.Grants {
+		if g.ID == "" {
+			g.ID = fmt.Sprintf("host-%d", i+1)
+		}
+		if g.Effect == "" {
+			g.Effect = capabilities.Allow
+		}
+		if err := capabilities.ValidateGrant(g); err != nil {
+			return 0, fmt.Errorf("%w: grants[%d]: %w", ErrInvalidSpawn, i, err)
+		}
+		grants[i] = g
+	}
+	var pid int64
+	err = k.store.Update(func(tx *objects.Txn) error {
+		r, err := k.createProcess(tx, im, 0, spec.Goal, grants, spec.Budget)
+		if err != nil {
+			return err
+		}
+		pid = r.PID
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	k.sched.enqueue(pid)
+	return pid, nil
+}
+
+func imageBudget(im *images.Image) capabilities.Budget {
+	b := im.Budget
+	return capabilities.Budget{ToolCalls: b.ToolCalls, LLMCalls: b.LLMCalls, LLMTokens: b.LLMTokens, Children: b.Children, WallSeconds: b.WallSeconds}
+}
+
+// createProcess stages a new runnable process with its goal and context Objects.
+func (k *Runtime) createProcess(tx *objects.Txn, im *images.Image, parent int64, goal string, grants []capabilities.Grant, budget capabilities.Budget) (*procRecord, error) {
+	seq, err := tx.NextSequence("pid")
+	if err != nil {
+		return nil, err
+	}
+	pid := int64(seq)
+	root := pid
+	if parent != 0 {
+		pr, err := loadProc(tx, parent)
+		if err != nil {
+			return nil, err
+		}
+		root = pr.RootPID
+	}
+	// Replay entries are taken per image in spawn order within one process
+	// tree, so every root started in a shared directory reads its script from
+	// the start.
+	spawnIndex, err := tx.NextSequence(fmt.Sprintf("image:%d:%s", root, im.Ref()))
+	if err != nil {
+		return nil, err
+	}
+	ns := Namespace(pid)
+	goalMeta, err := tx.Create(objects.CreateSpec{Namespace: ns, Name: goalName, Kind: "goal", Owner: fmt.Sprint(pid), Payload: []byte(goal)})
+	if err != nil {
+		return nil, fmt.Errorf("create goal object: %w", err)
+	}
+	ctxMeta, err := tx.Create(objects.CreateSpec{
+		Namespace: ns, Name: contextNamePrefix + fmt.Sprint(pid), Kind: contextKind, Owner: fmt.Sprint(pid),
+		Labels: map[string]string{labelGeneration: "0"}, Payload: []byte(`{"entries":[]}`),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create context object: %w", err)
+	}
+	all := make([]capabilities.Grant, 0, len(grants)+1)
+	all = append(all, capabilities.Grant{
+		ID: fmt.Sprintf("g%d-ns", pid), Resource: "object_namespace:" + ns,
+		Rights: []capabilities.Right{capabilities.Read, capabilities.Write, capabilities.Materialize}, Effect: capabilities.Allow,
+	})
+	for i, g := range grants {
+		if g.ID == "" {
+			g.ID = fmt.Sprintf("g%d-%d", pid, i+1)
+		}
+		if g.Effect == "" {
+			g.Effect = capabilities.Allow
+		}
+		all = append(all, g)
+	}
+	now := k.clock.Now()
+	r := &procRecord{
+		Record: process.Record{
+			PID: pid, ParentPID: parent, Image: im.Ref(), ImageSpawnIndex: int(spawnIndex - 1),
+			State: process.Created, GoalOID: goalMeta.OID, Namespace: ns,
+			Grants: all, Limits: imageBudget(im).Min(budget), CreatedAt: now, UpdatedAt: now,
+		},
+		ContextOID: ctxMeta.OID,
+		RootPID:    root,
+	}
+	if err := k.emit(tx, Event{Kind: EventSpawn, PID: pid, Parent: parent, Image: im.Ref()}); err != nil {
+		return nil, err
+	}
+	if k.retain {
+		r.RetainSeq++
+		if err := putJSON(tx, retainKey(pid, r.RetainSeq), retained{Kind: evidenceKindHeader, Goal: goal}); err != nil {
+			return nil, err
+		}
+	}
+	if err := k.step(tx, r, process.Input{Kind: process.Admit}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ProcessInfo is a snapshot of a process for a Host.
+type ProcessInfo struct {
+	PID       int64               `json:"pid"`
+	ParentPID int64               `json:"parent_pid"`
+	Image     string              `json:"image"`
+	Status    process.State       `json:"status"`
+	Wait      *process.Wait       `json:"wait,omitempty"`
+	Reason    string              `json:"reason,omitempty"`
+	ResultOID string              `json:"result_oid,omitempty"`
+	GoalOID   string              `json:"goal_oid"`
+	Namespace string              `json:"namespace"`
+	Turn      int                 `json:"turn"`
+	Used      capabilities.Budget `json:"used"`
+	Limits    capabilities.Budget `json:"limits"`
+}
+
+func (r *procRecord) info() ProcessInfo {
+	return ProcessInfo{
+		PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, Status: r.State, Wait: r.Wait, Reason: r.Reason,
+		ResultOID: r.ResultOID, GoalOID: r.GoalOID, Namespace: r.Namespace, Turn: r.Turn, Used: r.Used, Limits: r.Limits,
+	}
+}
+
+// Process returns a snapshot of one process.
+func (k *Runtime) Process(pid int64) (ProcessInfo, error) {
+	var info ProcessInfo
+	err := k.store.View(func(tx *objects.Txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		info = r.info()
+		return nil
+	})
+	return info, err
+}
+
+// Processes lists every process, terminal ones included, by pid.
+func (k *Runtime) Processes() ([]ProcessInfo, error) {
+	var out []ProcessInfo
+	err := k.store.View(func(tx *objects.Txn) error {
+		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
+			var r procRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			out = append(out, r.info())
+			return nil
+		})
+	})
+	return out, err
+}
+
+// ReadObject reads an Object's metadata and payload (Host view: no authority
+// check). A runtime-local payload from before a reopen returns
+// objects.ErrPayloadLost with the metadata.
+func (k *Runtime) ReadObject(oid string) (objects.Meta, []byte, error) {
+	var meta objects.Meta
+	var payload []byte
+	err := k.store.View(func(tx *objects.Txn) error {
+		var err error
+		meta, payload, err = tx.Read(oid)
+		return err
+	})
+	return meta, payload, err
+}
+
+// RunUntilIdle runs quanta until every process is terminal or waits on
+// something only an outside event can end (a Human message). Pending timers
+// are not idle: the runtime waits for them on its clock.
+func (k *Runtime) RunUntilIdle(ctx context.Context) error {
+	if k.opts.Provider == nil {
+		return ErrNoProvider
+	}
+	return k.sched.run(ctx)
+}
+
+func (k *Runtime) now() time.Time { return k.clock.Now() }
+
+// workers returns the worker count.
+func (k *Runtime) workers() int {
+	if k.opts.Workers > 0 {
+		return k.opts.Workers
+	}
+	return runtime.GOMAXPROCS(0) * 8
+}

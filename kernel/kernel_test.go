@@ -1,0 +1,492 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/clock"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+)
+
+var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type harness struct {
+	t      *testing.T
+	dir    string
+	clock  *clock.Fake
+	rt     *Runtime
+	mu     sync.Mutex
+	events []Event
+}
+
+func newHarness(t *testing.T, script string, mutate ...func(*Options)) *harness {
+	t.Helper()
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
+	h.open(script, mutate...)
+	return h
+}
+
+func (h *harness) open(script string, mutate ...func(*Options)) {
+	h.t.Helper()
+	opts := Options{Clock: h.clock, OnEvent: func(ev Event) {
+		h.mu.Lock()
+		h.events = append(h.events, ev)
+		h.mu.Unlock()
+	}}
+	if script != "" {
+		s, err := llm.ParseScript([]byte(script))
+		if err != nil {
+			h.t.Fatalf("script: %v", err)
+		}
+		p, err := llm.NewReplay(s)
+		if err != nil {
+			h.t.Fatalf("replay: %v", err)
+		}
+		opts.Provider = p
+	}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	rt, err := Open(h.dir, opts)
+	if err != nil {
+		h.t.Fatalf("open: %v", err)
+	}
+	h.rt = rt
+	h.t.Cleanup(func() { rt.Close() })
+}
+
+func clockGrants() []capabilities.Grant {
+	return []capabilities.Grant{
+		{Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}},
+		{Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}},
+	}
+}
+
+func (h *harness) spawn(grants []capabilities.Grant) int64 {
+	h.t.Helper()
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "test goal", Grants: grants})
+	if err != nil {
+		h.t.Fatalf("spawn: %v", err)
+	}
+	return pid
+}
+
+func (h *harness) run() {
+	h.t.Helper()
+	if err := h.rt.RunUntilIdle(context.Background()); err != nil {
+		h.t.Fatalf("run: %v", err)
+	}
+}
+
+func (h *harness) info(pid int64) ProcessInfo {
+	h.t.Helper()
+	info, err := h.rt.Process(pid)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return info
+}
+
+func (h *harness) result(pid int64) map[string]any {
+	h.t.Helper()
+	info := h.info(pid)
+	if info.Status != process.Exited {
+		h.t.Fatalf("pid %d: status %s (%s), want exited", pid, info.Status, info.Reason)
+	}
+	_, payload, err := h.rt.ReadObject(info.ResultOID)
+	if err != nil {
+		h.t.Fatalf("result: %v", err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(payload, &out); err != nil {
+		h.t.Fatalf("result %s: %v", payload, err)
+	}
+	return out
+}
+
+// toolResults returns the results the process saw, in order.
+func (h *harness) toolResults(pid int64) []map[string]any {
+	h.t.Helper()
+	var out []map[string]any
+	err := h.rt.store.View(func(tx *objects.Txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		c, err := h.rt.loadContext(tx, r)
+		if err != nil {
+			return err
+		}
+		for _, e := range c.entries {
+			if e.Role == llm.RoleTool {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(e.Content), &m); err != nil {
+					return err
+				}
+				m["_tool"] = e.Name
+				out = append(out, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+const clockScript = `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: get_current_time
+            arguments: {timezone: Asia/Shanghai}
+      - tool_calls:
+          - name: sleep
+            arguments: {seconds: 5}
+          - name: get_current_time
+            arguments: {}
+      - tool_calls:
+          - name: process_exit
+            arguments:
+              payload: {slept: "${last.elapsed_seconds}", pid: "${process.pid}"}
+`
+
+func TestRunToExit(t *testing.T) {
+	h := newHarness(t, clockScript)
+	pid := h.spawn(clockGrants())
+	h.run()
+	got := h.result(pid)
+	if got["slept"] != 5.0 || got["pid"] != float64(pid) {
+		t.Fatalf("result = %v", got)
+	}
+	res := h.toolResults(pid)
+	if len(res) != 4 {
+		t.Fatalf("want 4 tool results, got %d: %v", len(res), res)
+	}
+	if res[0]["iso8601"] != "2026-11-29T20:00:00+08:00" || res[0]["timezone"] != "Asia/Shanghai" || res[0]["unix_seconds"] != float64(epoch.Unix()) {
+		t.Errorf("get_current_time = %v", res[0])
+	}
+	// The call after the sleep was never started; its answer comes first,
+	// the sleep's own result when the timer fired.
+	if res[1]["_tool"] != "get_current_time" || res[1]["cancelled"] != true || res[1]["effect_started"] != false || res[1]["ok"] != false {
+		t.Errorf("call after sleep = %v", res[1])
+	}
+	if res[2]["_tool"] != "sleep" || res[2]["requested_seconds"] != 5.0 || res[2]["elapsed_seconds"] != 5.0 {
+		t.Errorf("sleep = %v", res[2])
+	}
+	if res[3]["status"] != "exited" || res[3]["result_oid"] != h.info(pid).ResultOID {
+		t.Errorf("process_exit = %v", res[3])
+	}
+	if !h.clock.Now().Equal(epoch.Add(5 * time.Second)) {
+		t.Errorf("fake clock at %v: the sleep must wait on the runtime clock", h.clock.Now())
+	}
+}
+
+func TestDeniedSleepDoesNotWait(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: sleep
+            arguments: {seconds: 30}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: "${last.error.code}"}
+`)
+	pid := h.spawn(nil)
+	h.run()
+	if got := h.result(pid); got["message"] != "denied" {
+		t.Fatalf("result = %v", got)
+	}
+	if !h.clock.Now().Equal(epoch) {
+		t.Fatalf("a denied sleep waited: clock at %v", h.clock.Now())
+	}
+	res := h.toolResults(pid)
+	msg := res[0]["error"].(map[string]any)["message"].(string)
+	if !strings.Contains(msg, "clock:sleep") || res[0]["effect_started"] != false {
+		t.Fatalf("denial must name the resource and not start: %v", res[0])
+	}
+}
+
+func TestOneShotGrant(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: get_current_time
+            arguments: {timezone: Not/AZone}
+          - name: get_current_time
+            arguments: {timezone: UTC, extra: 1}
+      - tool_calls:
+          - name: get_current_time
+            arguments: {}
+      - tool_calls:
+          - name: get_current_time
+            arguments: {}
+      - tool_calls:
+          - name: process_exit
+            arguments: {}
+`)
+	one := 1
+	pid := h.spawn([]capabilities.Grant{{Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}, UsesRemaining: &one}})
+	h.run()
+	res := h.toolResults(pid)
+	codes := []string{}
+	for _, r := range res {
+		if e, ok := r["error"].(map[string]any); ok {
+			codes = append(codes, e["code"].(string))
+		} else {
+			codes = append(codes, "ok")
+		}
+	}
+	want := []string{"invalid_arguments", "invalid_arguments", "ok", "denied", "ok"}
+	if strings.Join(codes, ",") != strings.Join(want, ",") {
+		t.Fatalf("codes = %v, want %v", codes, want)
+	}
+	if h.info(pid).ResultOID != "" {
+		t.Fatal("a bare exit on a one-phase image has no result")
+	}
+}
+
+func TestScriptExhaustedFails(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: get_current_time
+            arguments: {}
+`)
+	pid := h.spawn(clockGrants())
+	h.run()
+	info := h.info(pid)
+	if info.Status != process.Failed || !strings.Contains(info.Reason, "replay script exhausted") {
+		t.Fatalf("status %s reason %q", info.Status, info.Reason)
+	}
+}
+
+func TestLLMBudgetExhausted(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - text: thinking
+      - text: still thinking
+      - text: and more
+`)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Budget: capabilities.Budget{LLMCalls: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	info := h.info(pid)
+	if info.Status != process.Failed || !strings.Contains(info.Reason, "llm_calls") || info.Turn != 2 {
+		t.Fatalf("status %s turn %d reason %q", info.Status, info.Turn, info.Reason)
+	}
+}
+
+func TestUnknownToolAndBadArguments(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: format_disk
+            arguments: {}
+          - name: sleep
+            arguments: {seconds: 61}
+          - name: sleep
+            arguments: {}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: done, review_token: x}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: done}
+`)
+	pid := h.spawn(clockGrants())
+	h.run()
+	res := h.toolResults(pid)
+	// A batch-ending tool ends the batch even when it is refused: the call
+	// after the rejected sleep is not started.
+	if res[2]["cancelled"] != true || res[2]["effect_started"] != false {
+		t.Errorf("call after a refused sleep: %v", res[2])
+	}
+	wantMsgs := map[int]string{0: `unknown tool "format_disk"`, 1: "seconds: must be <= 60", 3: "review_token/completion_evidence: only for images"}
+	for i, w := range wantMsgs {
+		msg := res[i]["error"].(map[string]any)["message"].(string)
+		if !strings.Contains(msg, w) {
+			t.Errorf("result %d: %q does not contain %q", i, msg, w)
+		}
+	}
+	if got := h.result(pid); got["message"] != "done" {
+		t.Fatalf("result = %v", got)
+	}
+	if !h.clock.Now().Equal(epoch) {
+		t.Fatal("rejected sleeps must not wait")
+	}
+}
+
+func TestExitPrecedence(t *testing.T) {
+	cases := []struct {
+		entry int
+		check func(t *testing.T, h *harness, pid int64)
+	}{
+		{0, func(t *testing.T, h *harness, pid int64) {
+			info := h.info(pid)
+			if info.ResultOID != info.GoalOID {
+				t.Fatalf("result_oid must win: %s vs goal %s", info.ResultOID, info.GoalOID)
+			}
+		}},
+		{1, func(t *testing.T, h *harness, pid int64) {
+			info := h.info(pid)
+			_, payload, err := h.rt.ReadObject(info.ResultOID)
+			if err != nil || string(payload) != "[1,2]" {
+				t.Fatalf("payload must beat message: %s %v", payload, err)
+			}
+		}},
+		{2, func(t *testing.T, h *harness, pid int64) {
+			res := h.toolResults(pid)
+			if res[0]["error"].(map[string]any)["code"] != "not_found" {
+				t.Fatalf("missing result_oid: %v", res[0])
+			}
+			if got := h.result(pid); got["message"] != "m" {
+				t.Fatalf("message result = %v", got)
+			}
+		}},
+	}
+	for _, c := range cases {
+		script := []string{
+			"processes:\n  - image: base:v0\n    turns:\n      - tool_calls:\n          - name: process_exit\n            arguments: {result_oid: \"${process.goal_oid}\", payload: {a: 1}, message: m}\n",
+			"processes:\n  - image: base:v0\n    turns:\n      - tool_calls:\n          - name: process_exit\n            arguments: {payload: [1, 2], message: m}\n",
+			"processes:\n  - image: base:v0\n    turns:\n      - tool_calls:\n          - name: process_exit\n            arguments: {result_oid: no-such-object}\n      - tool_calls:\n          - name: process_exit\n            arguments: {message: m}\n",
+		}[c.entry]
+		hh := newHarness(t, script)
+		pid := hh.spawn(nil)
+		hh.run()
+		c.check(t, hh, pid)
+	}
+}
+
+func TestReopenKeepsTerminalStateAndReportsLostPayload(t *testing.T) {
+	h := newHarness(t, clockScript)
+	pid := h.spawn(clockGrants())
+	h.run()
+	resultOID := h.info(pid).ResultOID
+	if err := h.rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.open(clockScript)
+	info := h.info(pid)
+	if info.Status != process.Exited || info.ResultOID != resultOID {
+		t.Fatalf("after reopen: %+v", info)
+	}
+	meta, _, err := h.rt.ReadObject(resultOID)
+	if !errors.Is(err, objects.ErrPayloadLost) || meta.Version != 1 {
+		t.Fatalf("runtime-local result after reopen: meta %+v err %v", meta, err)
+	}
+	// The context is rebuilt from retained evidence.
+	res := h.toolResults(pid)
+	if len(res) != 4 {
+		t.Fatalf("rebuilt context has %d tool results, want 4", len(res))
+	}
+}
+
+func TestSecondOpenFails(t *testing.T) {
+	h := newHarness(t, "")
+	_, err := Open(h.dir, Options{})
+	if !errors.Is(err, objects.ErrInUse) || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second open: %v", err)
+	}
+}
+
+func TestRunWithoutProvider(t *testing.T) {
+	h := newHarness(t, "")
+	if err := h.rt.RunUntilIdle(context.Background()); !errors.Is(err, ErrNoProvider) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestSpawnValidation(t *testing.T) {
+	h := newHarness(t, "")
+	if _, err := h.rt.Spawn(SpawnSpec{Image: "nope:v1", Goal: "g"}); !errors.Is(err, ErrInvalidSpawn) {
+		t.Fatalf("unknown image: %v", err)
+	}
+	if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0"}); !errors.Is(err, ErrInvalidSpawn) {
+		t.Fatalf("empty goal: %v", err)
+	}
+	bad := []capabilities.Grant{{Resource: "clock:*:x", Rights: []capabilities.Right{capabilities.Read}}}
+	if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: bad}); !errors.Is(err, ErrInvalidSpawn) {
+		t.Fatalf("bad grant: %v", err)
+	}
+	if ps, _ := h.rt.Processes(); len(ps) != 0 {
+		t.Fatalf("a refused spawn left %d processes", len(ps))
+	}
+}
+
+// blockingProvider blocks until its context ends.
+type blockingProvider struct{ started chan struct{} }
+
+func (b *blockingProvider) Name() string { return "blocking" }
+func (b *blockingProvider) Complete(ctx context.Context, _ llm.Request) (llm.Response, error) {
+	close(b.started)
+	<-ctx.Done()
+	return llm.Response{}, &llm.CallError{Settlement: llm.SettlementUnknown, Err: ctx.Err()}
+}
+
+func TestInterruptedQuantumResumesWithNotice(t *testing.T) {
+	bp := &blockingProvider{started: make(chan struct{})}
+	h := newHarness(t, "", func(o *Options) { o.Provider = bp })
+	pid := h.spawn(clockGrants())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- h.rt.RunUntilIdle(ctx) }()
+	<-bp.started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+	info := h.info(pid)
+	if info.Status != process.Runnable || info.Turn != 1 {
+		t.Fatalf("after an interrupted call: %+v", info)
+	}
+	h.rt.Close()
+	// Turn 0 was consumed by the interrupted call: the script continues at turn 1.
+	h.open(`
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {message: never}}]
+      - tool_calls: [{name: process_exit, arguments: {message: resumed}}]
+`)
+	h.run()
+	if got := h.result(pid); got["message"] != "resumed" {
+		t.Fatalf("result = %v", got)
+	}
+	var sawNotice bool
+	h.rt.store.View(func(tx *objects.Txn) error {
+		r, _ := loadProc(tx, pid)
+		c, _ := h.rt.loadContext(tx, r)
+		for _, e := range c.entries {
+			if e.Kind == "notice" && strings.Contains(e.Content, "interrupted") {
+				sawNotice = true
+			}
+		}
+		return nil
+	})
+	if !sawNotice {
+		t.Fatal("the process must be told its previous turn was interrupted")
+	}
+}

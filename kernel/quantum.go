@@ -1,0 +1,434 @@
+package kernel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/images"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+)
+
+// errSkip aborts a transaction that found nothing to do.
+var errSkip = errors.New("skip")
+
+const noToolCallNotice = "(runtime notice) Your reply contained no tool call. Act only through tools; when the goal is done, call process_exit alone in its turn."
+
+const interruptedNotice = "(runtime notice) Your previous turn was interrupted before its result was recorded: the model call may or may not have completed and none of its tool calls ran. Re-read the state you depend on before acting."
+
+func sha(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// quantum runs one step of pid: resume a pending action, or one provider
+// call and its tool calls. It returns only infrastructure errors; a process's
+// own failures are recorded on the process.
+func (k *Runtime) quantum(ctx context.Context, pid int64) error {
+	var (
+		req      llm.Request
+		im       *images.Image
+		reserved int64
+		called   bool // phase A dispatched the process: the provider call goes ahead
+	)
+	err := k.store.Update(func(tx *objects.Txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		if r.State != process.Runnable {
+			return errSkip
+		}
+		im, err = k.image(r.Image)
+		if err != nil {
+			return k.failProcess(tx, r, fmt.Sprintf("image %s: %v", r.Image, err))
+		}
+		if r.ResumePending != "" {
+			return k.resumePending(ctx, tx, r)
+		}
+		c, err := k.loadContext(tx, r)
+		if err != nil {
+			return err
+		}
+		if r.InterruptedTurn {
+			r.InterruptedTurn = false
+			if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: interruptedNotice}); err != nil {
+				return err
+			}
+		}
+		goal, err := k.goalText(tx, r)
+		if err != nil {
+			return err
+		}
+		system := k.systemPrompt(r, c, im.SystemPrompt, im.Context.Object)
+		req = llm.Request{
+			Process:   llm.ProcessInfo{PID: r.PID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
+			Turn:      r.Turn,
+			Messages:  k.materialize(r, c, system, goal),
+			Tools:     k.toolSchemas(im),
+			MaxTokens: im.Context.MaxOutputTokens,
+		}
+		// Reserve the call and its worst-case tokens up the ancestor chain
+		// before the call starts: a crash after this point leaves the
+		// reservation charged, never an uncharged call.
+		reserved = int64(c.tokens + k.tokens.Estimate(system) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens)
+		if err := charge(tx, r, capabilities.Budget{LLMCalls: 1, LLMTokens: reserved}); err != nil {
+			if errors.Is(err, capabilities.ErrBudgetExhausted) {
+				return k.failProcess(tx, r, err.Error())
+			}
+			return err
+		}
+		r.ReservedTokens = reserved
+		reqJSON, _ := json.Marshal(req.Messages)
+		if err := putJSON(tx, callKey(r.PID, r.Turn), callRecord{
+			Turn: r.Turn, Status: "started", RequestSHA256: sha(reqJSON), StartedAt: k.now(), ReservedTokens: reserved,
+		}); err != nil {
+			return err
+		}
+		if err := k.emit(tx, Event{Kind: EventQuantum, PID: r.PID, Turn: r.Turn}); err != nil {
+			return err
+		}
+		called = true
+		return k.step(tx, r, process.Input{Kind: process.Dispatch})
+	})
+	if errors.Is(err, errSkip) {
+		return nil
+	}
+	if err != nil || !called {
+		return err
+	}
+
+	resp, perr := k.opts.Provider.Complete(ctx, req)
+
+	return k.store.Update(func(tx *objects.Txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		cr := callRecord{Turn: req.Turn, RequestSHA256: "", ReservedTokens: reserved, FinishedAt: k.now()}
+		if old, gerr := tx.Get(callKey(pid, req.Turn)); gerr == nil {
+			_ = json.Unmarshal(old, &cr)
+		}
+		cr.FinishedAt = k.now()
+		r.Turn++
+		r.ReservedTokens = 0
+		if perr != nil {
+			cr.Error = perr.Error()
+			cr.Settlement = string(llm.SettlementOf(perr))
+			cr.Status = "failed"
+			if ctx.Err() != nil && r.State == process.Running {
+				// The Host stopped the runtime mid-call: the call's settlement
+				// is unknown and the process resumes later with a notice.
+				cr.Status, cr.Settlement = "unknown", string(llm.SettlementUnknown)
+				r.InterruptedTurn = true
+				if err := putJSON(tx, callKey(pid, req.Turn), cr); err != nil {
+					return err
+				}
+				return k.step(tx, r, process.Input{Kind: process.Recover})
+			}
+			if err := putJSON(tx, callKey(pid, req.Turn), cr); err != nil {
+				return err
+			}
+			if err := k.emit(tx, Event{Kind: EventProvider, PID: pid, Turn: req.Turn, Reason: perr.Error()}); err != nil {
+				return err
+			}
+			if r.State != process.Running {
+				return saveProc(tx, r)
+			}
+			return k.failProcess(tx, r, "provider: "+perr.Error())
+		}
+		used := int64(resp.Usage.PromptTokens + resp.Usage.CompletionTokens)
+		cr.Status, cr.Usage, cr.ToolCalls = "completed", &usage{resp.Usage.PromptTokens, resp.Usage.CompletionTokens}, len(resp.ToolCalls)
+		if err := putJSON(tx, callKey(pid, req.Turn), cr); err != nil {
+			return err
+		}
+		// Settle the reservation to the reported usage. Going over the token
+		// budget is discovered here; the call already happened, so it is
+		// charged in full and the next call is refused.
+		if err := settleTokens(tx, r, used-reserved); err != nil {
+			return err
+		}
+		if r.State != process.Running {
+			// Killed or paused while the call was in flight: nothing runs.
+			return saveProc(tx, r)
+		}
+		c, err := k.loadContext(tx, r)
+		if err != nil {
+			return err
+		}
+		assistant := Entry{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}
+		if err := k.appendEntries(tx, r, c, assistant); err != nil {
+			return err
+		}
+		return k.dispatch(ctx, tx, r, c, im, req.Turn, resp.ToolCalls)
+	})
+}
+
+// settleTokens adjusts the token charge of r's chain by delta without a
+// limit check (the effect already happened).
+func settleTokens(tx *objects.Txn, r *procRecord, delta int64) error {
+	recs, err := chain(tx, r)
+	if err != nil {
+		return err
+	}
+	for i, rec := range recs {
+		rec.Used.LLMTokens += delta
+		if rec.Used.LLMTokens < 0 {
+			rec.Used.LLMTokens = 0
+		}
+		if i > 0 {
+			if err := saveProc(tx, rec); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dispatch runs the tool calls of one response in order, in the quantum's
+// final transaction, and moves the process to its next state.
+func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, im *images.Image, turn int, calls []llm.ToolCall) error {
+	if len(calls) == 0 {
+		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: noToolCallNotice}); err != nil {
+			return err
+		}
+		return k.step(tx, r, process.Input{Kind: process.Yield})
+	}
+	table := k.toolTable(im)
+	var (
+		endedBy string
+		block   *tools.Block
+		blockCall llm.ToolCall
+		exit    *tools.Exit
+	)
+	for _, call := range calls {
+		if endedBy != "" {
+			res := tools.NotStarted(fmt.Sprintf("not started: %s ended this batch", endedBy))
+			if err := k.recordCall(tx, r, c, turn, call, res, false, "cancelled"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120)}); err != nil {
+			return err
+		}
+		sp := tx.Savepoint()
+		out, terr := k.invoke(ctx, tx, r, table, call)
+		if terr != nil {
+			tx.RollbackTo(sp)
+			te := tools.AsError(terr)
+			if err := k.recordCall(tx, r, c, turn, call, tools.ErrorResult(te), false, te.Code); err != nil {
+				return err
+			}
+			if t, ok := table[call.Name]; ok && t.EndsBatch {
+				endedBy = call.Name
+			}
+			continue
+		}
+		switch {
+		case out.Block != nil:
+			block, blockCall, endedBy = out.Block, call, call.Name
+		case out.Exit != nil:
+			exit, endedBy = out.Exit, call.Name
+			if err := k.recordCall(tx, r, c, turn, call, tools.SuccessResult(out.Result), true, ""); err != nil {
+				return err
+			}
+		default:
+			if err := k.recordCall(tx, r, c, turn, call, tools.SuccessResult(out.Result), true, ""); err != nil {
+				return err
+			}
+			if t := table[call.Name]; t.EndsBatch {
+				endedBy = call.Name
+			}
+		}
+	}
+	switch {
+	case exit != nil:
+		return k.exitProcess(tx, r, exit)
+	case block != nil:
+		return k.blockProcess(tx, r, turn, blockCall, block)
+	}
+	return k.step(tx, r, process.Input{Kind: process.Yield})
+}
+
+// invoke validates, authorizes budget and runs one call.
+func (k *Runtime) invoke(ctx context.Context, tx *objects.Txn, r *procRecord, table map[string]*tools.Tool, call llm.ToolCall) (tools.Outcome, error) {
+	if _, ok := table[call.Name]; !ok {
+		return tools.Outcome{}, tools.Errorf(tools.CodeUnknownTool, "unknown tool %q: not in the tool table of image %s", call.Name, r.Image)
+	}
+	t, args, err := k.broker.Prepare(call.Name, call.Arguments)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if err := charge(tx, r, capabilities.Budget{ToolCalls: 1}); err != nil {
+		return tools.Outcome{}, err
+	}
+	sys := &syscalls{k: k, tx: tx, r: r}
+	return t.Invoke(ctx, sys, args)
+}
+
+// recordCall appends a tool result to the context and records the call.
+func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn int, call llm.ToolCall, result map[string]any, ok bool, code string) error {
+	body, err := json.Marshal(result)
+	if err != nil {
+		return fmt.Errorf("encode result of %s: %w", call.Name, err)
+	}
+	r.ToolCalls++
+	if err := putJSON(tx, toolRecKey(r.PID, r.ToolCalls), toolRecord{
+		Turn: turn, CallID: call.ID, Tool: call.Name, OK: ok, ArgsSHA256: sha(call.Arguments), ResultSHA256: sha(body), Code: code,
+	}); err != nil {
+		return err
+	}
+	if ok {
+		r.ObservedTools = addObserved(r.ObservedTools, call.Name)
+	}
+	ev := Event{Kind: EventToolDone, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, OK: boolPtr(ok), Code: code, Summary: summarize(string(body), 160)}
+	if err := k.emit(tx, ev); err != nil {
+		return err
+	}
+	return k.appendEntries(tx, r, c, Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: string(body)})
+}
+
+// blockProcess records the pending action of a blocking call and makes the
+// process wait. The pending action is durable before timing starts.
+func (k *Runtime) blockProcess(tx *objects.Txn, r *procRecord, turn int, call llm.ToolCall, b *tools.Block) error {
+	id := fmt.Sprintf("t%d-%s", turn, call.ID)
+	p := &pendingAction{ID: id, PID: r.PID, Tool: call.Name, CallID: call.ID, State: pendingStatePending, Data: b.Data, StartedAt: k.now()}
+	if err := savePending(tx, p); err != nil {
+		return err
+	}
+	r.ResumePending = id
+	w := b.Wait
+	w.PendingID = id
+	return k.step(tx, r, process.Input{Kind: process.Block, Wait: &w})
+}
+
+// resumePending produces the result of a pending action whose wait ended.
+func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRecord) error {
+	p, err := loadPending(tx, r.PID, r.ResumePending)
+	if err != nil {
+		return err
+	}
+	if p.State == pendingStateResuming {
+		return k.failProcess(tx, r, fmt.Sprintf("pending %s action %s was found resuming after a restart; its settlement is unknown, so it is not replayed", p.Tool, p.ID))
+	}
+	t, ok := k.broker.Lookup(p.Tool)
+	if !ok || t.Resume == nil {
+		return k.failProcess(tx, r, fmt.Sprintf("pending action %s: tool %q cannot resume", p.ID, p.Tool))
+	}
+	c, err := k.loadContext(tx, r)
+	if err != nil {
+		return err
+	}
+	sys := &syscalls{k: k, tx: tx, r: r}
+	res, rerr := t.Resume(ctx, sys, tools.Pending{ID: p.ID, Tool: p.Tool, CallID: p.CallID, Data: p.Data, StartedAt: p.StartedAt, Recovered: p.Recovered})
+	var result map[string]any
+	ok = rerr == nil
+	code := ""
+	if rerr != nil {
+		te := tools.AsError(rerr)
+		te.EffectStarted = true
+		result, code = tools.ErrorResult(te), te.Code
+	} else {
+		result = tools.SuccessResult(res)
+	}
+	p.State = pendingStateCompleted
+	if err := savePending(tx, p); err != nil {
+		return err
+	}
+	r.ResumePending = ""
+	pid := r.PID
+	tx.AfterCommit(func() { k.sched.enqueue(pid) })
+	if err := k.recordCall(tx, r, c, r.Turn-1, llm.ToolCall{ID: p.CallID, Name: p.Tool}, result, ok, code); err != nil {
+		return err
+	}
+	return saveProc(tx, r)
+}
+
+// exitProcess commits a terminal exit.
+func (k *Runtime) exitProcess(tx *objects.Txn, r *procRecord, e *tools.Exit) error {
+	return k.step(tx, r, process.Input{Kind: process.Exit, ResultOID: e.ResultOID})
+}
+
+// failProcess moves r to failed with reason.
+func (k *Runtime) failProcess(tx *objects.Txn, r *procRecord, reason string) error {
+	return k.step(tx, r, process.Input{Kind: process.Fail, Reason: reason})
+}
+
+// fireTimer wakes pid from a timer wait if the wait is still the one the
+// timer was armed for.
+func (k *Runtime) fireTimer(pid int64, gen uint64) error {
+	err := k.store.Update(func(tx *objects.Txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		if r.State != process.Waiting || r.Gen != gen || r.Wait == nil || r.Wait.Kind != process.WaitTimer {
+			return errSkip
+		}
+		return k.step(tx, r, process.Input{Kind: process.Wake, Gen: gen, WaitKind: process.WaitTimer})
+	})
+	if errors.Is(err, errSkip) {
+		return nil
+	}
+	return err
+}
+
+// goalText is the goal as the prompt shows it.
+func (k *Runtime) goalText(tx *objects.Txn, r *procRecord) (string, error) {
+	meta, payload, err := tx.Read(r.GoalOID)
+	switch {
+	case errors.Is(err, objects.ErrPayloadLost):
+		if goal, rerr := k.recoveredGoal(tx, r); rerr == nil {
+			return "Goal:\n" + goal, nil
+		}
+		return fmt.Sprintf("Goal: unavailable. The payload of goal object %s (version %d) did not survive a runtime reopen and could not be recovered. Do not invent it; ask for a restated goal or a checkpoint restore.", meta.OID, meta.Version), nil
+	case err != nil:
+		return "", fmt.Errorf("goal of pid %d: %w", r.PID, err)
+	}
+	return "Goal:\n" + string(payload), nil
+}
+
+// toolTable is the set of tools an image shows.
+func (k *Runtime) toolTable(im *images.Image) map[string]*tools.Tool {
+	table := map[string]*tools.Tool{}
+	for _, name := range im.Tools {
+		if name == images.BuiltinTools {
+			for _, n := range k.broker.Names() {
+				t, _ := k.broker.Lookup(n)
+				table[n] = t
+			}
+			continue
+		}
+		if t, ok := k.broker.Lookup(name); ok {
+			table[name] = t
+		}
+	}
+	return table
+}
+
+// toolSchemas renders an image's tool table for the provider, sorted by name.
+func (k *Runtime) toolSchemas(im *images.Image) []llm.ToolSchema {
+	table := k.toolTable(im)
+	names := make([]string, 0, len(table))
+	for n := range table {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]llm.ToolSchema, 0, len(names))
+	for _, n := range names {
+		t := table[n]
+		params, _ := json.Marshal(t.Schema)
+		out = append(out, llm.ToolSchema{Name: t.Name, Description: t.Description, Parameters: params})
+	}
+	return out
+}
+

@@ -1,0 +1,236 @@
+package kernel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+)
+
+// Key layout of the kernel's prefix. Every key the kernel writes is under
+// "k/"; objects owns "o/", "ev/" and "seq/".
+const (
+	prefixProc    = "k/p/"
+	prefixPending = "k/pa/"
+	prefixCall    = "k/call/"
+	prefixRetain  = "k/io/"
+	prefixToolRec = "k/tc/"
+	keyMeta       = "k/meta"
+)
+
+func procKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixProc, pid) }
+func pendingKey(pid int64, id string) []byte {
+	return fmt.Appendf(nil, "%s%020d/%s", prefixPending, pid, id)
+}
+func callKey(pid int64, turn int) []byte { return fmt.Appendf(nil, "%s%020d/%010d", prefixCall, pid, turn) }
+func retainKey(pid int64, seq uint64) []byte {
+	return fmt.Appendf(nil, "%s%020d/%020d", prefixRetain, pid, seq)
+}
+func retainPrefix(pid int64) []byte { return fmt.Appendf(nil, "%s%020d/", prefixRetain, pid) }
+func toolRecKey(pid int64, seq uint64) []byte {
+	return fmt.Appendf(nil, "%s%020d/%020d", prefixToolRec, pid, seq)
+}
+
+// Namespace returns the Object namespace of a process.
+func Namespace(pid int64) string { return fmt.Sprintf("proc-%d", pid) }
+
+// procRecord is the durable record of one process: the state machine's
+// record plus what the kernel keeps beside it.
+type procRecord struct {
+	process.Record
+	ContextOID string `json:"context_oid,omitempty"`
+	RootPID    int64  `json:"root_pid"`
+	// ObservedTools are the unique names of tools that succeeded, for the
+	// completion review.
+	ObservedTools []string `json:"observed_tools,omitempty"`
+	// ResumePending names the pending action whose wait has ended and whose
+	// result the next quantum must produce.
+	ResumePending string `json:"resume_pending,omitempty"`
+	// RetainedEntries counts context entries already written as evidence.
+	RetainedEntries int `json:"retained_entries"`
+	// ToolCalls counts recorded tool calls (the key sequence of k/tc/).
+	ToolCalls uint64 `json:"tool_calls"`
+	// RetainSeq is the last evidence sequence number.
+	RetainSeq uint64 `json:"retain_seq"`
+	// ReservedTokens is what the running quantum reserved of the token budget.
+	ReservedTokens int64 `json:"reserved_tokens,omitempty"`
+	// InterruptedTurn is set by recovery when a quantum's provider call had
+	// unknown settlement; the next prompt tells the process.
+	InterruptedTurn bool `json:"interrupted_turn,omitempty"`
+}
+
+func loadProc(tx *objects.Txn, pid int64) (*procRecord, error) {
+	b, err := tx.Get(procKey(pid))
+	if err != nil {
+		if errors.Is(err, objects.ErrNotFound) {
+			return nil, fmt.Errorf("%w: pid %d", ErrNoProcess, pid)
+		}
+		return nil, fmt.Errorf("load process %d: %w", pid, err)
+	}
+	var r procRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode process %d: %w", pid, err)
+	}
+	return &r, nil
+}
+
+func saveProc(tx *objects.Txn, r *procRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode process %d: %w", r.PID, err)
+	}
+	return tx.Set(procKey(r.PID), b)
+}
+
+// step applies a state-machine input, records the event and saves.
+func (k *Runtime) step(tx *objects.Txn, r *procRecord, in process.Input) error {
+	from := r.State
+	next, err := process.Step(r.Record, in, k.clock.Now())
+	if err != nil {
+		return err
+	}
+	r.Record = next
+	ev := Event{Kind: EventState, PID: r.PID, From: string(from), To: string(next.State), Reason: in.Reason}
+	if next.Wait != nil {
+		ev.Wait = string(next.Wait.Kind)
+	}
+	if err := k.emit(tx, ev); err != nil {
+		return err
+	}
+	pid, state, wait, gen := r.PID, next.State, next.Wait, next.Gen
+	tx.AfterCommit(func() { k.sched.notify(pid, state, wait, gen) })
+	return saveProc(tx, r)
+}
+
+// chain returns the records of pid and its ancestors, nearest first.
+func chain(tx *objects.Txn, r *procRecord) ([]*procRecord, error) {
+	out := []*procRecord{r}
+	for p := r.ParentPID; p != 0; {
+		a, err := loadProc(tx, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+		p = a.ParentPID
+	}
+	return out, nil
+}
+
+// charge adds delta to the budgets of r and every ancestor, all or nothing.
+// The caller saves r; ancestors are saved here.
+func charge(tx *objects.Txn, r *procRecord, delta capabilities.Budget) error {
+	recs, err := chain(tx, r)
+	if err != nil {
+		return err
+	}
+	accts := make([]capabilities.Account, len(recs))
+	for i, rec := range recs {
+		accts[i] = capabilities.Account{PID: rec.PID, Limits: rec.Limits, Used: rec.Used}
+	}
+	charged, err := capabilities.Charge(accts, delta)
+	if err != nil {
+		return err
+	}
+	for i, rec := range recs {
+		rec.Used = charged[i].Used
+		if i > 0 {
+			if err := saveProc(tx, rec); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func addObserved(list []string, name string) []string {
+	i := sort.SearchStrings(list, name)
+	if i < len(list) && list[i] == name {
+		return list
+	}
+	list = append(list, "")
+	copy(list[i+1:], list[i:])
+	list[i] = name
+	return list
+}
+
+// pendingAction is a durable resumable action: pending, then completed (or
+// resuming while an outside step of it is in flight).
+type pendingAction struct {
+	ID        string          `json:"id"`
+	PID       int64           `json:"pid"`
+	Tool      string          `json:"tool"`
+	CallID    string          `json:"call_id"`
+	State     string          `json:"state"` // pending | resuming | completed | failed
+	Data      json.RawMessage `json:"data,omitempty"`
+	StartedAt time.Time       `json:"started_at"`
+	Recovered bool            `json:"recovered,omitempty"`
+}
+
+const (
+	pendingStatePending   = "pending"
+	pendingStateResuming  = "resuming"
+	pendingStateCompleted = "completed"
+)
+
+func loadPending(tx *objects.Txn, pid int64, id string) (*pendingAction, error) {
+	b, err := tx.Get(pendingKey(pid, id))
+	if err != nil {
+		return nil, fmt.Errorf("load pending action %s of pid %d: %w", id, pid, err)
+	}
+	var p pendingAction
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("decode pending action %s: %w", id, err)
+	}
+	return &p, nil
+}
+
+func savePending(tx *objects.Txn, p *pendingAction) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return tx.Set(pendingKey(p.PID, p.ID), b)
+}
+
+// callRecord is the durable record of one provider call.
+type callRecord struct {
+	Turn           int       `json:"turn"`
+	Status         string    `json:"status"` // started | completed | failed | unknown
+	Settlement     string    `json:"settlement,omitempty"`
+	RequestSHA256  string    `json:"request_sha256"`
+	StartedAt      time.Time `json:"started_at"`
+	FinishedAt     time.Time `json:"finished_at,omitzero"`
+	ReservedTokens int64     `json:"reserved_tokens"`
+	Usage          *usage    `json:"usage,omitempty"`
+	Error          string    `json:"error,omitempty"`
+	ToolCalls      int       `json:"tool_calls"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// toolRecord is the durable audit record of one tool call.
+type toolRecord struct {
+	Turn         int    `json:"turn"`
+	CallID       string `json:"call_id"`
+	Tool         string `json:"tool"`
+	OK           bool   `json:"ok"`
+	ArgsSHA256   string `json:"arguments_sha256"`
+	ResultSHA256 string `json:"result_sha256"`
+	Code         string `json:"code,omitempty"`
+}
+
+func putJSON(tx *objects.Txn, key []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.Set(key, b)
+}

@@ -1,0 +1,137 @@
+package kernel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+)
+
+// maxRecoveredGoalChars bounds a goal recovered from retained evidence.
+const maxRecoveredGoalChars = 32000
+
+const historyLostNotice = "(runtime notice) The runtime was reopened with full-I/O retention off, so this process's earlier conversation history was lost. Re-read the state you depend on before acting."
+
+// recover brings a reopened directory to a consistent state before any
+// quantum runs, in a fixed order per process: a process found running had a
+// quantum of unknown settlement, so it returns to runnable with its call
+// recorded as unknown (charged at its reservation) and a notice; a sleep in
+// progress is not resumed or restarted but woken at once with an unknown
+// settlement. Context payloads are rebuilt lazily from evidence.
+func (k *Runtime) recover() error {
+	var pids []int64
+	err := k.store.View(func(tx *objects.Txn) error {
+		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
+			var r procRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode process record: %w", err)
+			}
+			if r.State == process.Running || (r.State == process.Waiting && r.Wait != nil && r.Wait.Kind == process.WaitTimer) {
+				pids = append(pids, r.PID)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		err := k.store.Update(func(tx *objects.Txn) error {
+			r, err := loadProc(tx, pid)
+			if err != nil {
+				return err
+			}
+			switch r.State {
+			case process.Running:
+				var cr callRecord
+				if b, err := tx.Get(callKey(pid, r.Turn)); err == nil {
+					if err := json.Unmarshal(b, &cr); err != nil {
+						return fmt.Errorf("decode call record of pid %d: %w", pid, err)
+					}
+					cr.Status, cr.Settlement, cr.FinishedAt = "unknown", string(llm.SettlementUnknown), k.now()
+					if err := putJSON(tx, callKey(pid, r.Turn), cr); err != nil {
+						return err
+					}
+					r.Turn++
+				}
+				r.ReservedTokens = 0
+				r.InterruptedTurn = true
+				if err := k.emit(tx, Event{Kind: EventRecovered, PID: pid, Reason: "quantum interrupted; provider call settlement unknown"}); err != nil {
+					return err
+				}
+				return k.step(tx, r, process.Input{Kind: process.Recover})
+			case process.Waiting:
+				p, err := loadPending(tx, pid, r.Wait.PendingID)
+				if err != nil {
+					return err
+				}
+				p.Recovered = true
+				if err := savePending(tx, p); err != nil {
+					return err
+				}
+				if err := k.emit(tx, Event{Kind: EventRecovered, PID: pid, Reason: "sleep interrupted by reopen; settlement unknown"}); err != nil {
+					return err
+				}
+				return k.step(tx, r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: process.WaitTimer})
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("recover pid %d: %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// rebuildContext reconstructs a context whose runtime-local payload was lost
+// from the retained evidence of the process.
+func (k *Runtime) rebuildContext(tx *objects.Txn, r *procRecord) ([]Entry, error) {
+	if !k.retain {
+		return []Entry{{Role: llm.RoleUser, Kind: "notice", Content: historyLostNotice}}, nil
+	}
+	var entries []Entry
+	err := tx.Scan(retainPrefix(r.PID), func(_, v []byte) error {
+		var item retained
+		if err := json.Unmarshal(v, &item); err != nil {
+			return fmt.Errorf("decode evidence of pid %d: %w", r.PID, err)
+		}
+		if item.Kind == evidenceKindEntry && item.Entry != nil {
+			entries = append(entries, *item.Entry)
+		}
+		return nil
+	})
+	return entries, err
+}
+
+// recoveredGoal returns the initial goal from retained evidence, or why it
+// cannot.
+func (k *Runtime) recoveredGoal(tx *objects.Txn, r *procRecord) (string, error) {
+	if !k.retain {
+		return "", errors.New("full-I/O retention is off")
+	}
+	goal, found := "", false
+	err := tx.Scan(retainPrefix(r.PID), func(_, v []byte) error {
+		var item retained
+		if err := json.Unmarshal(v, &item); err != nil {
+			return err
+		}
+		if item.Kind == evidenceKindHeader {
+			goal, found = item.Goal, true
+			return objects.ErrStopScan
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return "", errors.New("no retained evidence holds the goal")
+	}
+	if n := len([]rune(goal)); n > maxRecoveredGoalChars {
+		return "", fmt.Errorf("the retained goal has %d characters, more than the %d that may be recovered", n, maxRecoveredGoalChars)
+	}
+	return goal, nil
+}

@@ -1,0 +1,254 @@
+package kernel
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libos/libos/clock"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+)
+
+// scheduler feeds runnable processes to workers. It learns of state changes
+// from commits (notify is called after each committed transition), so it
+// never turns a wait into runnable by itself: only a timer it owns, whose
+// wake is itself a committed transition guarded by the state generation.
+type scheduler struct {
+	k *Runtime
+
+	mu       sync.Mutex
+	queue    []int64
+	queued   map[int64]bool
+	inflight map[int64]bool
+	requeue  map[int64]bool // became runnable while in flight
+	timers   timerHeap
+	kick     chan struct{}
+	running  bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+type timer struct {
+	at  time.Time
+	pid int64
+	gen uint64
+}
+
+type timerHeap []timer
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timer)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
+}
+
+func newScheduler(k *Runtime) *scheduler {
+	return &scheduler{
+		k:        k,
+		queued:   map[int64]bool{},
+		inflight: map[int64]bool{},
+		requeue:  map[int64]bool{},
+		kick:     make(chan struct{}, 1),
+	}
+}
+
+func (s *scheduler) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue makes pid eligible for a quantum.
+func (s *scheduler) enqueue(pid int64) {
+	s.mu.Lock()
+	switch {
+	case s.inflight[pid]:
+		s.requeue[pid] = true
+	case !s.queued[pid]:
+		s.queued[pid] = true
+		s.queue = append(s.queue, pid)
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+// notify is called after a committed transition of pid.
+func (s *scheduler) notify(pid int64, state process.State, w *process.Wait, gen uint64) {
+	switch {
+	case state == process.Runnable:
+		s.enqueue(pid)
+	case state == process.Waiting && w != nil && w.Kind == process.WaitTimer:
+		s.mu.Lock()
+		heap.Push(&s.timers, timer{at: w.Until, pid: pid, gen: gen})
+		s.mu.Unlock()
+		s.wake()
+	}
+}
+
+// load seeds the queue and timers from the durable records.
+func (s *scheduler) load() error {
+	return s.k.store.View(func(tx *objects.Txn) error {
+		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
+			var r procRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode process record: %w", err)
+			}
+			s.notify(r.PID, r.State, r.Wait, r.Gen)
+			return nil
+		})
+	})
+}
+
+type workResult struct {
+	pid int64
+	err error
+}
+
+// run is the scheduler loop of RunUntilIdle.
+func (s *scheduler) run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return ErrRunning
+	}
+	select {
+	case <-s.k.closed:
+		s.mu.Unlock()
+		return ErrClosed
+	default:
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.running, s.cancel, s.done = true, cancel, make(chan struct{})
+	s.queue, s.queued, s.timers = nil, map[int64]bool{}, nil
+	s.mu.Unlock()
+	defer func() {
+		cancel()
+		s.mu.Lock()
+		s.running = false
+		close(s.done)
+		s.mu.Unlock()
+	}()
+	if err := s.load(); err != nil {
+		return err
+	}
+
+	workers := s.k.workers()
+	work := make(chan int64, workers)
+	results := make(chan workResult, workers)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pid := range work {
+				results <- workResult{pid: pid, err: s.k.quantum(ctx, pid)}
+			}
+		}()
+	}
+	busy := 0
+	var fatal error
+	finish := func(res workResult) {
+		busy--
+		s.mu.Lock()
+		delete(s.inflight, res.pid)
+		if s.requeue[res.pid] {
+			delete(s.requeue, res.pid)
+			if !s.queued[res.pid] {
+				s.queued[res.pid] = true
+				s.queue = append(s.queue, res.pid)
+			}
+		}
+		s.mu.Unlock()
+		if res.err != nil && fatal == nil {
+			fatal = res.err
+		}
+	}
+	defer func() {
+		close(work)
+		for busy > 0 {
+			finish(<-results)
+		}
+		wg.Wait()
+	}()
+
+	for {
+		if fatal != nil {
+			return fatal
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		for busy < workers && len(s.queue) > 0 {
+			pid := s.queue[0]
+			s.queue = s.queue[1:]
+			delete(s.queued, pid)
+			s.inflight[pid] = true
+			busy++
+			work <- pid
+		}
+		now := s.k.clock.Now()
+		var due []timer
+		for len(s.timers) > 0 && !s.timers[0].at.After(now) {
+			due = append(due, heap.Pop(&s.timers).(timer))
+		}
+		idle := busy == 0 && len(s.queue) == 0
+		var next *timer
+		if len(s.timers) > 0 {
+			t := s.timers[0]
+			next = &t
+		}
+		s.mu.Unlock()
+
+		if len(due) > 0 {
+			for _, t := range due {
+				if err := s.k.fireTimer(t.pid, t.gen); err != nil {
+					fatal = err
+				}
+			}
+			continue
+		}
+		if idle && next == nil {
+			return nil
+		}
+		var timerCh <-chan struct{}
+		if next != nil {
+			if idle {
+				if sk, ok := s.k.clock.(clock.Skipper); ok {
+					sk.SkipTo(next.at)
+				}
+			}
+			timerCh = s.k.clock.At(next.at)
+		}
+		select {
+		case res := <-results:
+			finish(res)
+		case <-s.kick:
+		case <-timerCh:
+		case <-ctx.Done():
+		case <-s.k.closed:
+			cancel()
+		}
+	}
+}
+
+// stopAndWait cancels a running loop and waits for it to return.
+func (s *scheduler) stopAndWait() {
+	s.mu.Lock()
+	running, cancel, done := s.running, s.cancel, s.done
+	s.mu.Unlock()
+	if running {
+		cancel()
+		<-done
+	}
+}

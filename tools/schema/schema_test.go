@@ -1,0 +1,102 @@
+package schema
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func testSchema() *Schema {
+	return Object(map[string]*Schema{
+		"timezone": {Type: "string", Default: "UTC", MinLength: Ptr(1), MaxLength: Ptr(8)},
+		"seconds":  {Type: "number", Minimum: Ptr(0.0), Maximum: Ptr(60.0)},
+		"limit":    {Type: "integer", Minimum: Ptr(0.0), Maximum: Ptr(1000.0), Default: 50},
+		"ack":      {Type: "boolean", Default: true},
+		"kind":     {Type: "string", Enum: []any{"normal", "interrupt"}},
+		"ids":      {Type: "array", MaxItems: Ptr(2), Items: &Schema{Type: "string"}},
+		"payload":  {},
+		"nested":   Object(map[string]*Schema{"x": {Type: "integer"}}, "x"),
+	}, "seconds")
+}
+
+func TestNormalize(t *testing.T) {
+	cases := []struct {
+		in, want, field, rule string
+	}{
+		{in: `{"seconds": 1.5}`, want: `{"ack":true,"limit":50,"seconds":1.5,"timezone":"UTC"}`},
+		{in: `{"seconds": 0, "payload": [1, {"a": null}]}`, want: `{"ack":true,"limit":50,"payload":[1,{"a":null}],"seconds":0,"timezone":"UTC"}`},
+		{in: `{"seconds": 2, "limit": 3.0}`, want: `{"ack":true,"limit":3,"seconds":2,"timezone":"UTC"}`},
+		{in: `{}`, field: "seconds", rule: "required"},
+		{in: ``, field: "seconds", rule: "required"},
+		{in: `{"seconds": 61}`, field: "seconds", rule: "must be <= 60"},
+		{in: `{"seconds": -1}`, field: "seconds", rule: "must be >= 0"},
+		{in: `{"seconds": "5"}`, field: "seconds", rule: "must be a number, got string"},
+		{in: `{"seconds": 1, "bogus": 1}`, field: "bogus", rule: "unknown field"},
+		{in: `{"seconds": 1, "limit": 1.5}`, field: "limit", rule: "must be an integer"},
+		{in: `{"seconds": 1, "ack": "yes"}`, field: "ack", rule: "must be a boolean"},
+		{in: `{"seconds": 1, "kind": "loud"}`, field: "kind", rule: "must be one of"},
+		{in: `{"seconds": 1, "ids": ["a","b","c"]}`, field: "ids", rule: "at most 2 items"},
+		{in: `{"seconds": 1, "ids": ["a", 1]}`, field: "ids[1]", rule: "must be a string"},
+		{in: `{"seconds": 1, "timezone": ""}`, field: "timezone", rule: "at least 1 characters"},
+		{in: `{"seconds": 1, "timezone": "ABCDEFGHI"}`, field: "timezone", rule: "at most 8 characters"},
+		{in: `{"seconds": 1, "nested": {}}`, field: "nested.x", rule: "required"},
+		{in: `{"seconds": 1, "nested": {"x": 1, "y": 2}}`, field: "nested.y", rule: "unknown field"},
+		{in: `[1]`, field: "", rule: "must be an object"},
+		{in: `{"seconds": 1} {}`, rule: "trailing data"},
+		{in: `{"seconds": 1e400}`, field: "seconds", rule: "must be"},
+		{in: `{"seconds":`, rule: "not valid JSON"},
+	}
+	for _, c := range cases {
+		got, err := testSchema().Normalize(json.RawMessage(c.in))
+		if c.rule == "" {
+			if err != nil {
+				t.Errorf("%s: unexpected error %v", c.in, err)
+			} else if string(got) != c.want {
+				t.Errorf("%s: got %s want %s", c.in, got, c.want)
+			}
+			continue
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: want a FieldError, got %v", c.in, err)
+			continue
+		}
+		if fe.Field != c.field || !strings.Contains(fe.Rule, c.rule) {
+			t.Errorf("%s: got field %q rule %q; want field %q rule containing %q", c.in, fe.Field, fe.Rule, c.field, c.rule)
+		}
+	}
+}
+
+func TestSchemaJSONShape(t *testing.T) {
+	b, err := json.Marshal(testSchema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, want := range []string{`"additionalProperties":false`, `"required":["seconds"]`, `"default":"UTC"`, `"maximum":60`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("schema JSON lacks %s: %s", want, s)
+		}
+	}
+}
+
+func FuzzNormalize(f *testing.F) {
+	for _, seed := range []string{`{"seconds":1}`, `{"seconds":1,"ids":["a"]}`, `{"nested":{"x":1}}`, `[]`, `null`, `{"seconds":1e308}`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out, err := testSchema().Normalize(json.RawMessage(in))
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			return
+		}
+		// Accepted arguments are canonical: normalizing them again is a no-op.
+		again, err := testSchema().Normalize(out)
+		if err != nil || string(again) != string(out) {
+			t.Fatalf("not idempotent: %s -> %s (%v)", out, again, err)
+		}
+	})
+}

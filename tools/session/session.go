@@ -1,0 +1,226 @@
+// Package session holds the runtime-session tools: get_current_time, sleep
+// and process_exit.
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	_ "time/tzdata" // IANA zone names must resolve on hosts without a zoneinfo database
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+	"github.com/libos/libos/tools/schema"
+)
+
+// Resources the session tools check.
+const (
+	ResourceClockNow   = "clock:now"
+	ResourceClockSleep = "clock:sleep"
+)
+
+// DefaultMaxSleepSeconds is the Host default for sleep's maximum.
+const DefaultMaxSleepSeconds = 60
+
+// Tools returns the session family for cfg.
+func Tools(cfg tools.Config) []*tools.Tool {
+	return []*tools.Tool{getCurrentTime(), sleep(cfg), processExit()}
+}
+
+func getCurrentTime() *tools.Tool {
+	return &tools.Tool{
+		Name:        "get_current_time",
+		Description: "Read the wall clock (not a monotonic timer). Needs read on clock:now. Returns iso8601 (in the requested zone, with its offset), unix_seconds and timezone.",
+		Schema: schema.Object(map[string]*schema.Schema{
+			"timezone": {Type: "string", Default: "UTC", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(64),
+				Description: "IANA time zone name such as UTC or Asia/Shanghai."},
+		}),
+		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+			var args struct {
+				Timezone string `json:"timezone"`
+			}
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return tools.Outcome{}, fmt.Errorf("get_current_time: decode arguments: %w", err)
+			}
+			loc, err := LoadIANA(args.Timezone)
+			if err != nil {
+				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "timezone: %v", err)
+			}
+			if err := sys.Authorize(capabilities.Read, ResourceClockNow); err != nil {
+				return tools.Outcome{}, err
+			}
+			now := sys.Now().In(loc)
+			return tools.Outcome{Result: map[string]any{
+				"iso8601":      now.Format(time.RFC3339Nano),
+				"unix_seconds": now.Unix(),
+				"timezone":     args.Timezone,
+			}}, nil
+		},
+	}
+}
+
+// LoadIANA resolves an IANA zone name, refusing the names Go accepts that are
+// not IANA zones ("" and "Local").
+func LoadIANA(name string) (*time.Location, error) {
+	if name == "" || name == "Local" || strings.ContainsAny(name, " \\") {
+		return nil, fmt.Errorf("%q is not an IANA time zone name (for example UTC or Asia/Shanghai)", name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not an IANA time zone name (for example UTC or Asia/Shanghai)", name)
+	}
+	return loc, nil
+}
+
+type sleepData struct {
+	RequestedSeconds float64 `json:"requested_seconds"`
+}
+
+func sleep(cfg tools.Config) *tools.Tool {
+	max := cfg.MaxSleepSeconds
+	if max <= 0 {
+		max = DefaultMaxSleepSeconds
+	}
+	return &tools.Tool{
+		Name: "sleep",
+		Description: fmt.Sprintf("Wait once for a known delay of 0..%g seconds. Needs read on clock:sleep. "+
+			"Returns requested_seconds and the measured elapsed_seconds. Never use it to wait for an event.", max),
+		Schema: schema.Object(map[string]*schema.Schema{
+			"seconds": {Type: "number", Minimum: schema.Ptr(0.0), Maximum: schema.Ptr(max),
+				Description: fmt.Sprintf("Finite delay in seconds, 0..%g.", max)},
+		}, "seconds"),
+		EndsBatch: true,
+		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+			var args sleepData
+			if err := json.Unmarshal(raw, &struct {
+				Seconds *float64 `json:"seconds"`
+			}{&args.RequestedSeconds}); err != nil {
+				return tools.Outcome{}, fmt.Errorf("sleep: decode arguments: %w", err)
+			}
+			if err := sys.Authorize(capabilities.Read, ResourceClockSleep); err != nil {
+				return tools.Outcome{}, err
+			}
+			d := time.Duration(args.RequestedSeconds * float64(time.Second))
+			data, _ := json.Marshal(args)
+			return tools.Outcome{Block: &tools.Block{
+				Wait: process.Wait{Kind: process.WaitTimer, Until: sys.Now().Add(d)},
+				Data: data,
+			}}, nil
+		},
+		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (map[string]any, error) {
+			var d sleepData
+			if err := json.Unmarshal(p.Data, &d); err != nil {
+				return nil, fmt.Errorf("sleep: decode pending action %s: %w", p.ID, err)
+			}
+			now := sys.Now()
+			if p.Recovered {
+				return map[string]any{
+					"requested_seconds": d.RequestedSeconds,
+					"settlement":        "unknown",
+					"note":              "the runtime restarted during this delay; it may or may not have fully elapsed. Re-read the time and state; do not blindly sleep again.",
+					"now_iso8601":       now.UTC().Format(time.RFC3339Nano),
+				}, nil
+			}
+			elapsed := now.Sub(p.StartedAt).Seconds()
+			return map[string]any{
+				"requested_seconds": d.RequestedSeconds,
+				"elapsed_seconds":   math.Round(elapsed*1e6) / 1e6,
+			}, nil
+		},
+	}
+}
+
+func processExit() *tools.Tool {
+	return &tools.Tool{
+		Name: "process_exit",
+		Description: "Finish this process; call it alone, after all other work. Result precedence: result_oid (an existing readable Object) " +
+			"overrides payload, payload (structured final summary) overrides message, message becomes {\"message\": ...}; none gives result_oid null " +
+			"on a one-phase image. review_token and completion_evidence are only for images with a cumulative completion review. " +
+			"Only status \"exited\" means the process ended.",
+		Schema: schema.Object(map[string]*schema.Schema{
+			"result_oid":          {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(64), Description: "Reuse an existing readable Object as the result."},
+			"payload":             {Description: "Structured final summary (any JSON value) stored as the result Object."},
+			"message":             {Type: "string", MaxLength: schema.Ptr(32000), Description: "Internal result text, stored as {\"message\": ...}; not Human output."},
+			"review_token":        {Type: "string", Description: "Token of the latest completion review (gated images only)."},
+			"completion_evidence": {Type: "object", Description: "Evidence for the completion review (gated images only)."},
+		}),
+		EndsBatch: true,
+		Invoke:    invokeExit,
+	}
+}
+
+type exitArgs struct {
+	ResultOID          *string         `json:"result_oid"`
+	Payload            json.RawMessage `json:"payload"`
+	Message            *string         `json:"message"`
+	ReviewToken        *string         `json:"review_token"`
+	CompletionEvidence json.RawMessage `json:"completion_evidence"`
+}
+
+func invokeExit(ctx context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+	var args exitArgs
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return tools.Outcome{}, fmt.Errorf("process_exit: decode arguments: %w", err)
+	}
+	self := sys.Self()
+	exit := &tools.Exit{}
+	if self.Gated {
+		review, err := sys.CompletionReview(deref(args.ReviewToken), args.CompletionEvidence)
+		if err != nil {
+			return tools.Outcome{}, err
+		}
+		if !review.Exit {
+			return tools.Outcome{Result: map[string]any{
+				"status":            "completion_review_required",
+				"completion_review": review.Review,
+			}}, nil
+		}
+		exit.EvidenceSHA256 = review.EvidenceSHA256
+	} else if args.ReviewToken != nil || args.CompletionEvidence != nil {
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments,
+			"review_token/completion_evidence: only for images with completion_gate cumulative_review; image %s exits in one phase", self.Image)
+	}
+	switch {
+	case args.ResultOID != nil:
+		meta, err := sys.StatObject(*args.ResultOID)
+		if err != nil {
+			return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "result_oid: %s: %v", *args.ResultOID, err)
+		}
+		if err := sys.Authorize(capabilities.Read, "object:"+meta.OID, "object_namespace:"+meta.Namespace); err != nil {
+			return tools.Outcome{}, err
+		}
+		exit.ResultOID = meta.OID
+	case len(args.Payload) > 0 && string(args.Payload) != "null":
+		meta, err := sys.CreateResult(args.Payload)
+		if err != nil {
+			return tools.Outcome{}, err
+		}
+		exit.ResultOID = meta.OID
+	case args.Message != nil:
+		data, _ := json.Marshal(map[string]string{"message": *args.Message})
+		meta, err := sys.CreateResult(data)
+		if err != nil {
+			return tools.Outcome{}, err
+		}
+		exit.ResultOID = meta.OID
+	}
+	var resultOID any
+	if exit.ResultOID != "" {
+		resultOID = exit.ResultOID
+	}
+	return tools.Outcome{
+		Result: map[string]any{"status": "exited", "result_oid": resultOID},
+		Exit:   exit,
+	}, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

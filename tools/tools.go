@@ -1,0 +1,241 @@
+// Package tools is the ToolBroker: the catalog of tools with their exact JSON
+// Schemas, argument validation, and the rules of a batch of calls. Built-in
+// tool families live in subpackages. Tools reach the kernel only through
+// Syscalls, which this package declares and the kernel implements, so every
+// tool is testable against a fake.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools/schema"
+)
+
+// Error codes shown to the model in a failed tool result.
+const (
+	CodeInvalidArguments = "invalid_arguments"
+	CodeUnknownTool      = "unknown_tool"
+	CodeDenied           = "denied"
+	CodeBudgetExhausted  = "budget_exhausted"
+	CodeNotFound         = "not_found"
+	CodeConflict         = "conflict"
+	CodeFailed           = "failed"
+)
+
+// Error is a tool failure that the model is shown as
+// {ok:false, error:{code, message}, effect_started}.
+type Error struct {
+	Code          string
+	Message       string
+	EffectStarted bool
+	Err           error
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds a tool Error whose effect did not start.
+func Errorf(code, format string, a ...any) *Error {
+	err := fmt.Errorf(format, a...)
+	return &Error{Code: code, Message: err.Error(), Err: errors.Unwrap(err)}
+}
+
+// AsError turns any error into a tool Error: argument, authority and budget
+// failures keep their codes, anything else is a plain failure.
+func AsError(err error) *Error {
+	var te *Error
+	switch {
+	case errors.As(err, &te):
+		return te
+	case errors.Is(err, schema.ErrInvalid):
+		return &Error{Code: CodeInvalidArguments, Message: err.Error(), Err: err}
+	case errors.Is(err, ErrDenied):
+		return &Error{Code: CodeDenied, Message: err.Error(), Err: err}
+	case errors.Is(err, capabilities.ErrBudgetExhausted):
+		return &Error{Code: CodeBudgetExhausted, Message: err.Error(), Err: err}
+	case errors.Is(err, objects.ErrNotFound):
+		return &Error{Code: CodeNotFound, Message: err.Error(), Err: err}
+	case errors.Is(err, objects.ErrConflict):
+		return &Error{Code: CodeConflict, Message: err.Error(), Err: err}
+	}
+	return &Error{Code: CodeFailed, Message: err.Error(), Err: err}
+}
+
+// ErrDenied is wrapped by every authority refusal.
+var ErrDenied = errors.New("capability denied")
+
+// Self describes the calling process.
+type Self struct {
+	PID       int64
+	ParentPID int64
+	Image     string
+	Gated     bool
+	GoalOID   string
+	Namespace string
+}
+
+// Config is the Host's tool configuration that schemas show.
+type Config struct {
+	MaxSleepSeconds float64
+}
+
+// Syscalls is the process-scoped kernel surface a tool call uses. The kernel
+// hands each call its own value, bound to the transaction the call's effects
+// commit in: every staged change of a call that returns an error is rolled
+// back, so a failed call changes nothing. A Syscalls value must not be kept
+// after the call returns and is not safe for concurrent use.
+type Syscalls interface {
+	Self() Self
+	Now() time.Time
+	Config() Config
+	// Authorize checks right on a target known by names (most specific first)
+	// and reserves a one-shot grant if that is what allows it. A refusal wraps
+	// ErrDenied and names the right and resource.
+	Authorize(right capabilities.Right, names ...string) error
+	// StatObject and ReadObject read Objects; they do not check authority.
+	StatObject(oid string) (objects.Meta, error)
+	ReadObject(oid string) (objects.Meta, []byte, error)
+	// CreateResult creates the caller's result Object holding data (JSON),
+	// without an authority check: every process may end itself.
+	CreateResult(data json.RawMessage) (objects.Meta, error)
+	// CompletionReview runs the cumulative completion review of a gated
+	// image for a process_exit call with token ("" for a bare probe) and
+	// evidence (nil for none).
+	CompletionReview(token string, evidence json.RawMessage) (process.Decision, error)
+}
+
+// Outcome is what a successful call produced. Exactly one of Result, Block
+// or Exit describes it; Block and Exit end the batch.
+type Outcome struct {
+	// Result is the JSON object shown to the model ("ok": true is added).
+	Result map[string]any
+	// Block makes the process wait durably; the result is produced by the
+	// tool's Resume when the wait ends.
+	Block *Block
+	// Exit ends the process; Result is shown alongside.
+	Exit *Exit
+}
+
+// Block is a durable wait a call enters.
+type Block struct {
+	Wait process.Wait
+	// Data is kept with the pending action and handed to Resume.
+	Data json.RawMessage
+}
+
+// Exit is a terminal exit a call requests.
+type Exit struct {
+	ResultOID      string
+	EvidenceSHA256 string
+}
+
+// Pending is a durable pending action handed back to the tool that created it.
+type Pending struct {
+	ID        string
+	Tool      string
+	CallID    string
+	Data      json.RawMessage
+	StartedAt time.Time
+	// Recovered is true when the runtime was reopened while the action was
+	// pending, so whether its effect completed is not known.
+	Recovered bool
+}
+
+// Tool is one catalog entry.
+type Tool struct {
+	Name        string
+	Description string
+	Schema      *schema.Schema
+	// EndsBatch marks wait, compaction and exit tools: calls after one in the
+	// same response are answered as not started.
+	EndsBatch bool
+	// Invoke runs the call with validated arguments (defaults applied).
+	Invoke func(ctx context.Context, sys Syscalls, args json.RawMessage) (Outcome, error)
+	// Resume completes a pending action this tool created with Block.
+	Resume func(ctx context.Context, sys Syscalls, p Pending) (map[string]any, error)
+}
+
+// Family builds the tools of one built-in family for a configuration.
+type Family func(cfg Config) []*Tool
+
+// Broker is the catalog. It is immutable after construction and safe for
+// concurrent use.
+type Broker struct {
+	tools map[string]*Tool
+	names []string
+}
+
+// NewBroker builds a catalog from tools; a duplicate name is an error.
+func NewBroker(ts ...*Tool) (*Broker, error) {
+	b := &Broker{tools: map[string]*Tool{}}
+	for _, t := range ts {
+		if t.Name == "" || t.Schema == nil || t.Invoke == nil {
+			return nil, fmt.Errorf("tools: tool %q lacks a name, schema or Invoke", t.Name)
+		}
+		if _, dup := b.tools[t.Name]; dup {
+			return nil, fmt.Errorf("tools: tool %q registered twice", t.Name)
+		}
+		b.tools[t.Name] = t
+		b.names = append(b.names, t.Name)
+	}
+	sort.Strings(b.names)
+	return b, nil
+}
+
+// Names lists every tool name, sorted.
+func (b *Broker) Names() []string { return append([]string(nil), b.names...) }
+
+// Lookup finds a tool.
+func (b *Broker) Lookup(name string) (*Tool, bool) {
+	t, ok := b.tools[name]
+	return t, ok
+}
+
+// Prepare finds the tool a call names and validates its arguments against the
+// exact schema, returning the canonical arguments with defaults applied.
+// Nothing is executed.
+func (b *Broker) Prepare(name string, raw json.RawMessage) (*Tool, json.RawMessage, error) {
+	t, ok := b.tools[name]
+	if !ok {
+		return nil, nil, Errorf(CodeUnknownTool, "unknown tool %q", name)
+	}
+	args, err := t.Schema.Normalize(raw)
+	if err != nil {
+		return nil, nil, &Error{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: %v", name, err), Err: err}
+	}
+	return t, args, nil
+}
+
+// NotStarted is the result every call after a batch-ending call receives.
+func NotStarted(reason string) map[string]any {
+	return map[string]any{"ok": false, "cancelled": true, "effect_started": false, "reason": reason}
+}
+
+// ErrorResult renders a failed call for the model.
+func ErrorResult(e *Error) map[string]any {
+	return map[string]any{
+		"ok":             false,
+		"error":          map[string]any{"code": e.Code, "message": e.Message},
+		"effect_started": e.EffectStarted,
+	}
+}
+
+// SuccessResult renders a successful call's result for the model.
+func SuccessResult(r map[string]any) map[string]any {
+	out := make(map[string]any, len(r)+1)
+	for k, v := range r {
+		out[k] = v
+	}
+	out["ok"] = true
+	return out
+}
