@@ -204,10 +204,10 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 	}
 	table := k.toolTable(im)
 	var (
-		endedBy string
-		block   *tools.Block
+		endedBy   string
+		block     *tools.Block
 		blockCall llm.ToolCall
-		exit    *tools.Exit
+		exit      *tools.Exit
 	)
 	for _, call := range calls {
 		if endedBy != "" {
@@ -431,4 +431,3 @@ func (k *Runtime) toolSchemas(im *images.Image) []llm.ToolSchema {
 	}
 	return out
 }
-

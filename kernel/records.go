@@ -27,7 +27,9 @@ func procKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixProc, 
 func pendingKey(pid int64, id string) []byte {
 	return fmt.Appendf(nil, "%s%020d/%s", prefixPending, pid, id)
 }
-func callKey(pid int64, turn int) []byte { return fmt.Appendf(nil, "%s%020d/%010d", prefixCall, pid, turn) }
+func callKey(pid int64, turn int) []byte {
+	return fmt.Appendf(nil, "%s%020d/%010d", prefixCall, pid, turn)
+}
 func retainKey(pid int64, seq uint64) []byte {
 	return fmt.Appendf(nil, "%s%020d/%020d", prefixRetain, pid, seq)
 }
