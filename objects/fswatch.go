@@ -3,6 +3,7 @@ package objects
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -15,9 +16,12 @@ import (
 // at the moment the error happens guarantees that no later commit reaches
 // Pebble (commits are serialized by the store's write lock), so the database
 // can still be closed and the directory released.
+//
+// It also counts WAL syncs, which shows how many commits share one fsync.
 type walWatchFS struct {
 	vfs.FS
 	onError func(error)
+	syncs   atomic.Uint64
 }
 
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
@@ -32,7 +36,7 @@ func (fs *walWatchFS) wrap(name string, f vfs.File, err error) (vfs.File, error)
 	if !isWAL(name) {
 		return f, nil
 	}
-	return &walWatchFile{File: f, name: name, onError: fs.onError}, nil
+	return &walWatchFile{File: f, name: name, fs: fs}, nil
 }
 
 // Create implements vfs.FS.
@@ -58,13 +62,15 @@ func (fs *walWatchFS) Unwrap() vfs.FS { return fs.FS }
 
 type walWatchFile struct {
 	vfs.File
-	name    string
-	onError func(error)
+	name string
+	fs   *walWatchFS
 }
 
 func (f *walWatchFile) check(op string, err error) error {
 	if err != nil {
-		f.onError(fmt.Errorf("%s write-ahead log %s: %w", op, f.name, err))
+		f.fs.onError(fmt.Errorf("%s write-ahead log %s: %w", op, f.name, err))
+	} else if op == "sync" {
+		f.fs.syncs.Add(1)
 	}
 	return err
 }

@@ -47,6 +47,10 @@ type Stats struct {
 	ReadOnlyUpdates uint64
 	// Conflicts counts compare-and-swap mismatches reported by Write/Remove.
 	Conflicts uint64
+	// WALSyncs counts successful syncs of write-ahead-log files. With many
+	// concurrent committers it grows slower than SyncedCommits because
+	// commits share syncs.
+	WALSyncs uint64
 }
 
 // Store is an open runtime database. It is safe for concurrent use by many
@@ -58,6 +62,7 @@ type Store struct {
 	instance string
 	clock    func() time.Time
 	locals   *localStore
+	fs       *walWatchFS
 
 	// writeMu gives one Update at a time exclusive write access: staging,
 	// validation and applying the batch happen under it; the WAL sync wait
@@ -121,7 +126,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Pebble != nil {
 		opts.Pebble(popts)
 	}
-	popts.FS = &walWatchFS{FS: fs, onError: s.fail}
+	s.fs = &walWatchFS{FS: fs, onError: s.fail}
+	popts.FS = s.fs
 	popts.Lock = lock
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
@@ -226,6 +232,7 @@ func (s *Store) Stats() Stats {
 		SyncedCommits:   s.syncedCommits.Load(),
 		ReadOnlyUpdates: s.readOnlyUpdates.Load(),
 		Conflicts:       s.conflicts.Load(),
+		WALSyncs:        s.fs.syncs.Load(),
 	}
 }
 
@@ -245,12 +252,23 @@ func (s *Store) LastEventSeq() uint64 { return s.lastEventSeq.Load() }
 // A read-only fn (nothing staged) writes no batch; Update still waits until
 // every commit it could have read is durable. After a write or sync error
 // every Update returns an error wrapping ErrFailed and the cause.
-func (s *Store) Update(fn func(tx *Txn) error) (err error) {
+func (s *Store) Update(fn func(tx *Txn) error) error {
 	if fn == nil {
 		return fmt.Errorf("objects: update: %w: fn: must not be nil", ErrInvalid)
 	}
+	tx, err := s.update(fn)
+	if err != nil {
+		return err
+	}
+	// Hooks run after the operation is deregistered so that a hook may call
+	// Close.
+	tx.runHooks()
+	return nil
+}
+
+func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	if err := s.begin(); err != nil {
-		return fmt.Errorf("objects: update: %w", err)
+		return nil, fmt.Errorf("objects: update: %w", err)
 	}
 	defer s.ops.Done()
 
@@ -262,13 +280,13 @@ func (s *Store) Update(fn func(tx *Txn) error) (err error) {
 		}
 	}()
 	if ferr := s.failedErr(); ferr != nil {
-		return fmt.Errorf("objects: update: %w", ferr)
+		return nil, fmt.Errorf("objects: update: %w", ferr)
 	}
 	tx := newTxn(s, s.db, false)
-	err = fn(tx)
+	err := fn(tx)
 	tx.finished = true
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	if tx.empty() {
@@ -276,16 +294,15 @@ func (s *Store) Update(fn func(tx *Txn) error) (err error) {
 		s.writeMu.Unlock()
 		locked = false
 		if werr := wait.wait(); werr != nil {
-			return fmt.Errorf("objects: update: earlier commit: %w", werr)
+			return nil, fmt.Errorf("objects: update: earlier commit: %w", werr)
 		}
 		s.readOnlyUpdates.Add(1)
-		tx.runHooks()
-		return nil
+		return tx, nil
 	}
 
 	batch, err := tx.buildBatch()
 	if err != nil {
-		return fmt.Errorf("objects: update: %w", err)
+		return nil, fmt.Errorf("objects: update: %w", err)
 	}
 	commit := newCommitWait()
 	s.locals.setLast(commit)
@@ -293,7 +310,7 @@ func (s *Store) Update(fn func(tx *Txn) error) (err error) {
 		s.fail(aerr)
 		ferr := s.failedErr()
 		commit.finish(ferr)
-		return fmt.Errorf("objects: update: %w", ferr)
+		return nil, fmt.Errorf("objects: update: %w", ferr)
 	}
 	s.locals.publish(tx.locals)
 	if n := len(tx.events); n > 0 {
@@ -306,13 +323,12 @@ func (s *Store) Update(fn func(tx *Txn) error) (err error) {
 		s.fail(fmt.Errorf("sync: %w", serr))
 		ferr := s.failedErr()
 		commit.finish(ferr)
-		return fmt.Errorf("objects: update: %w", ferr)
+		return nil, fmt.Errorf("objects: update: %w", ferr)
 	}
 	_ = batch.Close()
 	s.syncedCommits.Add(1)
 	commit.finish(nil)
-	tx.runHooks()
-	return nil
+	return tx, nil
 }
 
 // apply hands the batch to Pebble without waiting for the sync. Pebble
@@ -343,8 +359,17 @@ func (s *Store) View(fn func(tx *Txn) error) error {
 	if fn == nil {
 		return fmt.Errorf("objects: view: %w: fn: must not be nil", ErrInvalid)
 	}
+	tx, err := s.view(fn)
+	if err != nil {
+		return err
+	}
+	tx.runHooks()
+	return nil
+}
+
+func (s *Store) view(fn func(tx *Txn) error) (*Txn, error) {
 	if err := s.begin(); err != nil {
-		return fmt.Errorf("objects: view: %w", err)
+		return nil, fmt.Errorf("objects: view: %w", err)
 	}
 	defer s.ops.Done()
 	gen := s.locals.beginView()
@@ -357,13 +382,12 @@ func (s *Store) View(fn func(tx *Txn) error) error {
 	err := fn(tx)
 	tx.finished = true
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if werr := wait.wait(); werr != nil {
-		return fmt.Errorf("objects: view: read state that failed to sync: %w", werr)
+		return nil, fmt.Errorf("objects: view: read state that failed to sync: %w", werr)
 	}
-	tx.runHooks()
-	return nil
+	return tx, nil
 }
 
 // Events returns up to limit events with seq greater than afterSeq in

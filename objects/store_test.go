@@ -1,0 +1,371 @@
+package objects
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+)
+
+func TestReopenKeepsDurableState(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock()
+	s := openTest(t, dir, clock)
+	firstInstance := s.Instance()
+
+	durable := create(t, s, CreateSpec{Namespace: "ns", Name: "durable", Kind: "k", Tier: TierDurable,
+		Payload: []byte("durable-1"), Labels: map[string]string{"l": "v"}})
+	local := create(t, s, CreateSpec{Namespace: "ns", Name: "local", Kind: "k", Payload: []byte("local-1")})
+	empty := create(t, s, CreateSpec{Namespace: "ns", Name: "empty", Kind: "k"})
+	mustUpdate(t, s, func(tx *Txn) error {
+		if _, err := tx.Write(durable.OID, 1, WriteSpec{Payload: []byte("durable-2")}); err != nil {
+			return err
+		}
+		if _, err := tx.Write(local.OID, 1, WriteSpec{Payload: []byte("local-2")}); err != nil {
+			return err
+		}
+		for range 3 {
+			if _, err := tx.NextSequence("ids"); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.AppendEvent("custom", map[string]string{"hello": "world"}); err != nil {
+			return err
+		}
+		return tx.Set([]byte("mailbox/1"), []byte("msg"))
+	})
+	var before []Meta
+	mustView(t, s, func(tx *Txn) error {
+		var err error
+		before, err = tx.List("ns")
+		return err
+	})
+	eventsBefore, err := s.Events(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeTest(t, s)
+
+	s = openTest(t, dir, clock)
+	defer closeTest(t, s)
+	if s.Instance() == firstInstance || s.Instance() == "" {
+		t.Fatalf("instance after reopen = %q (before %q)", s.Instance(), firstInstance)
+	}
+	mustView(t, s, func(tx *Txn) error {
+		after, err := tx.List("ns")
+		if err != nil {
+			return err
+		}
+		if len(after) != len(before) {
+			t.Fatalf("List after reopen = %+v", after)
+		}
+		for i := range after {
+			want := before[i]
+			want.PayloadLost = want.Tier == TierRuntimeLocal
+			if !reflect.DeepEqual(after[i], want) {
+				t.Fatalf("meta after reopen:\n got %+v\nwant %+v", after[i], want)
+			}
+		}
+
+		m, data, err := tx.Read(durable.OID)
+		if err != nil || m.Version != 2 || string(data) != "durable-2" || m.Labels["l"] != "v" || m.PayloadLost {
+			t.Fatalf("durable after reopen = %+v %q %v", m, data, err)
+		}
+		for _, oid := range []string{local.OID, empty.OID} {
+			m, data, err = tx.Read(oid)
+			if !errors.Is(err, ErrPayloadLost) || data != nil {
+				t.Fatalf("runtime-local Read after reopen = %q, %v; want ErrPayloadLost", data, err)
+			}
+			if m.OID != oid || !m.PayloadLost || m.Tier != TierRuntimeLocal {
+				t.Fatalf("runtime-local meta after reopen = %+v", m)
+			}
+		}
+		if m.Version != 1 || m.PayloadBytes != 0 {
+			t.Fatalf("empty meta after reopen = %+v", m)
+		}
+		if v, err := tx.Get([]byte("mailbox/1")); err != nil || string(v) != "msg" {
+			t.Fatalf("raw key after reopen = %q, %v", v, err)
+		}
+		return nil
+	})
+	eventsAfter, err := s.Events(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(eventsAfter, eventsBefore) {
+		t.Fatalf("events after reopen differ:\n%+v\n%+v", eventsAfter, eventsBefore)
+	}
+	if last := eventsAfter[len(eventsAfter)-1]; last.Kind != "custom" || string(last.Data) != `{"hello":"world"}` ||
+		!last.Time.Equal(clock.Now()) {
+		t.Fatalf("custom event = %+v", last)
+	}
+
+	mustUpdate(t, s, func(tx *Txn) error {
+		if id, err := tx.NextSequence("ids"); err != nil || id != 4 {
+			t.Fatalf("NextSequence after reopen = %d, %v", id, err)
+		}
+		// Labels-only write keeps a lost payload lost.
+		m, err := tx.Write(local.OID, 2, WriteSpec{KeepPayload: true, Labels: map[string]string{"x": "y"}})
+		if err != nil || !m.PayloadLost || m.Version != 3 {
+			t.Fatalf("keep-payload write of lost object = %+v, %v", m, err)
+		}
+		if _, _, err := tx.Read(local.OID); !errors.Is(err, ErrPayloadLost) {
+			t.Fatalf("Read after keep-payload write = %v", err)
+		}
+		// A new payload makes it readable again.
+		m, err = tx.Write(local.OID, 3, WriteSpec{Payload: []byte("local-4")})
+		if err != nil || m.PayloadLost {
+			t.Fatalf("write of lost object = %+v, %v", m, err)
+		}
+		return nil
+	})
+	if _, data, err := read(t, s, local.OID); err != nil || string(data) != "local-4" {
+		t.Fatalf("Read after rewrite = %q, %v", data, err)
+	}
+}
+
+func TestOpenInUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "runtime")
+	s := openTest(t, dir, nil)
+	_, err := Open(dir, Options{})
+	wantErr(t, err, ErrInUse)
+	if !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("in-use error does not explain itself: %v", err)
+	}
+	// The held store is unaffected.
+	mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v")) })
+	closeTest(t, s)
+	s = openTest(t, dir, nil)
+	if got := rawKeys(t, s); got["k"] != "v" {
+		t.Fatalf("keys = %v", got)
+	}
+	closeTest(t, s)
+
+	// A directory that cannot be created is not reported as in use.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(filepath.Join(file, "sub"), Options{})
+	if err == nil || errors.Is(err, ErrInUse) {
+		t.Fatalf("Open under a file = %v", err)
+	}
+	_, err = Open("", Options{})
+	wantErr(t, err, ErrInvalid)
+}
+
+func TestOpenIsSilent(t *testing.T) {
+	// Pebble's default logger writes through the standard log package; the
+	// store's default must print nothing there, while an explicit logger
+	// still receives Pebble's messages.
+	var buf bytes.Buffer
+	log.SetOutput(&buf)
+	defer log.SetOutput(os.Stderr)
+	dir := t.TempDir()
+	for range 2 {
+		s, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v")) })
+		closeTest(t, s)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("default Open printed:\n%s", buf.String())
+	}
+	s, err := Open(dir, Options{Logger: pebble.DefaultLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeTest(t, s)
+	if buf.Len() == 0 {
+		t.Fatal("explicit logger received nothing from a reopen that replays the WAL")
+	}
+}
+
+// walFault injects an error into write-ahead-log operations of one kind
+// while on.
+func walFault(kinds ...errorfs.OpKind) *errorfs.Toggle {
+	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".log") {
+			return nil
+		}
+		for _, k := range kinds {
+			if op.Kind == k {
+				return errorfs.ErrInjected
+			}
+		}
+		return nil
+	})}
+}
+
+func TestDiskFaultFailsStore(t *testing.T) {
+	cases := map[string][]errorfs.OpKind{
+		"write": {errorfs.OpFileWrite, errorfs.OpFileWriteAt},
+		"sync":  {errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo},
+	}
+	for name, kinds := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			fault := walFault(kinds...)
+			s, err := Open(dir, Options{FS: errorfs.Wrap(vfs.Default, fault)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Acknowledged writes before the fault, from several goroutines.
+			var acked []Meta
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var m Meta
+					err := s.Update(func(tx *Txn) error {
+						var err error
+						m, err = tx.Create(CreateSpec{Namespace: "ns", Name: fmt.Sprintf("o%d", i), Kind: "k",
+							Tier: TierDurable, Payload: fmt.Appendf(nil, "payload-%d", i)})
+						if err != nil {
+							return err
+						}
+						return tx.Set(fmt.Appendf(nil, "raw/%d", i), []byte("v"))
+					})
+					if err != nil {
+						t.Errorf("Update before fault: %v", err)
+						return
+					}
+					mu.Lock()
+					acked = append(acked, m)
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			lastSeq := s.LastEventSeq()
+
+			fault.On()
+			hookRan := false
+			err = s.Update(func(tx *Txn) error {
+				tx.AfterCommit(func() { hookRan = true })
+				return tx.Set([]byte("raw/lost"), []byte("v"))
+			})
+			wantErr(t, err, ErrFailed)
+			if !strings.Contains(err.Error(), "injected") {
+				t.Fatalf("failure does not carry its cause: %v", err)
+			}
+			if hookRan {
+				t.Fatal("AfterCommit ran for a commit that failed to sync")
+			}
+			fault.Off()
+			// The store refuses writes even after the disk recovers.
+			err = s.Update(func(tx *Txn) error { return tx.Set([]byte("raw/after"), []byte("v")) })
+			wantErr(t, err, ErrFailed)
+			err = s.Update(func(tx *Txn) error { return nil })
+			wantErr(t, err, ErrFailed)
+			_ = s.Close() // may report the WAL error; must release the directory
+
+			s2 := openTest(t, dir, nil)
+			defer closeTest(t, s2)
+			if len(acked) != 8 {
+				t.Fatalf("%d acknowledged writes", len(acked))
+			}
+			mustView(t, s2, func(tx *Txn) error {
+				for _, m := range acked {
+					got, data, err := tx.Read(m.OID)
+					if err != nil || got.Version != 1 || !bytes.HasPrefix(data, []byte("payload-")) {
+						t.Fatalf("acknowledged object %s after fault: %+v %q %v", m.Name, got, data, err)
+					}
+				}
+				if _, err := tx.Get([]byte("raw/after")); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("write refused by the failed store exists: %v", err)
+				}
+				return nil
+			})
+			keys := rawKeys(t, s2)
+			for i := range 8 {
+				if keys[fmt.Sprintf("raw/%d", i)] != "v" {
+					t.Fatalf("acknowledged raw key %d missing: %v", i, keys)
+				}
+			}
+			if s2.LastEventSeq() < lastSeq {
+				t.Fatalf("LastEventSeq after reopen = %d, acknowledged %d", s2.LastEventSeq(), lastSeq)
+			}
+			// The reopened store works normally.
+			mustUpdate(t, s2, func(tx *Txn) error { return tx.Set([]byte("raw/next"), []byte("v")) })
+		})
+	}
+}
+
+func TestFailedStoreWaitsForReaders(t *testing.T) {
+	// A View that read state whose commit then failed to sync reports the
+	// failure instead of returning data that is not durable.
+	dir := t.TempDir()
+	fault := walFault(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
+	s, err := Open(dir, Options{FS: errorfs.Wrap(vfs.Default, fault)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v1")) })
+	fault.On()
+	if err := s.Update(func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v2")) }); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Update = %v", err)
+	}
+	err = s.View(func(tx *Txn) error { _, err := tx.Get([]byte("k")); return err })
+	// The failed commit is the last one; its state is visible in memory but
+	// was never made durable, so the View must not succeed silently.
+	wantErr(t, err, ErrFailed)
+	fault.Off()
+	_ = s.Close()
+}
+
+func TestCloseWaitsForOperations(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	closed := make(chan error, 1)
+	mustView(t, s, func(tx *Txn) error {
+		go func() { closed <- s.Close() }()
+		for {
+			s.mu.Lock()
+			c := s.closed
+			s.mu.Unlock()
+			if c {
+				break
+			}
+			runtime.Gosched()
+		}
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned while a View was running: %v", err)
+		default:
+		}
+		// The running View still reads; new operations are refused.
+		if _, err := tx.Get([]byte("k")); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get during Close = %v", err)
+		}
+		wantErr(t, s.Update(func(*Txn) error { return nil }), ErrClosed)
+		return nil
+	})
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	// A hook may close the store it was registered on.
+	s = openTest(t, t.TempDir(), nil)
+	var hookClose error
+	mustUpdate(t, s, func(tx *Txn) error {
+		tx.AfterCommit(func() { hookClose = s.Close() })
+		return tx.Set([]byte("k"), []byte("v"))
+	})
+	if hookClose != nil {
+		t.Fatalf("Close from hook: %v", hookClose)
+	}
+}
