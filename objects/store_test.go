@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -367,5 +368,63 @@ func TestCloseWaitsForOperations(t *testing.T) {
 	})
 	if hookClose != nil {
 		t.Fatalf("Close from hook: %v", hookClose)
+	}
+}
+
+func TestDiskFaultUnderConcurrentCommits(t *testing.T) {
+	for name, kinds := range map[string][]errorfs.OpKind{
+		"write": {errorfs.OpFileWrite, errorfs.OpFileWriteAt},
+		"sync":  {errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			fault := walFault(kinds...)
+			s, err := Open(dir, Options{FS: errorfs.Wrap(vfs.Default, fault)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const workers = 16
+			var (
+				mu       sync.Mutex
+				acked    []string
+				ackCount atomic.Int64
+				wg       sync.WaitGroup
+			)
+			value := bytes.Repeat([]byte("v"), 2000) // fills WAL blocks quickly
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; ; i++ {
+						key := fmt.Sprintf("w%02d/%06d", w, i)
+						err := s.Update(func(tx *Txn) error { return tx.Set([]byte(key), value) })
+						if err != nil {
+							if !errors.Is(err, ErrFailed) {
+								t.Errorf("Update: %v", err)
+							}
+							return
+						}
+						mu.Lock()
+						acked = append(acked, key)
+						mu.Unlock()
+						if ackCount.Add(1) == 200 {
+							fault.On()
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			fault.Off()
+			_ = s.Close()
+
+			s2 := openTest(t, dir, nil)
+			defer closeTest(t, s2)
+			keys := rawKeys(t, s2)
+			for _, k := range acked {
+				if keys[k] != string(value) {
+					t.Fatalf("acknowledged key %s lost (%d acknowledged, %d present)", k, len(acked), len(keys))
+				}
+			}
+		})
 	}
 }
