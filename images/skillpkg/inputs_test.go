@@ -149,3 +149,31 @@ func TestParseTemplate(t *testing.T) {
 		}
 	}
 }
+
+func TestResolveEnvironment(t *testing.T) {
+	host := map[string]string{"REGION": "eu", "EMPTY": "", "SECRET": "s"}
+	var asked []string
+	lookup := func(k string) (string, bool) {
+		asked = append(asked, k)
+		v, ok := host[k]
+		return v, ok
+	}
+	got, err := ResolveEnvironment(Environment{Required: []string{"REGION", "EMPTY"}, Optional: []string{"TRACE", "SECRET"}}, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, map[string]string{"REGION": "eu", "EMPTY": "", "SECRET": "s"}) {
+		t.Fatalf("ResolveEnvironment = %v", got)
+	}
+	if !reflect.DeepEqual(asked, []string{"REGION", "EMPTY", "TRACE", "SECRET"}) {
+		t.Fatalf("looked up %v", asked)
+	}
+	_, err = ResolveEnvironment(Environment{Required: []string{"REGION", "MISSING"}}, lookup)
+	if !errors.Is(err, ErrMissingEnvironment) || !strings.Contains(err.Error(), "MISSING is declared in environment.required") {
+		t.Fatalf("missing required: %v", err)
+	}
+	got, err = ResolveEnvironment(Environment{}, lookup)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("empty declaration = %v, %v", got, err)
+	}
+}

@@ -93,8 +93,9 @@ type Runner struct {
 	Default bool
 	Type    RunnerType
 	// Base is the package-relative, slash-separated folder that the runner's
-	// relative paths (module, command, cwd) resolve from: "" for skill.yaml,
-	// "tools/<namespace>/<tool>" for a bundled tool.
+	// module and relative command paths resolve from: "" for skill.yaml,
+	// "tools/<namespace>/<tool>" for a bundled tool. A cli-tool cwd always
+	// resolves from the package folder, as the runtime contract says.
 	Base string
 	// Module is the package-relative, slash-separated module path (javascript).
 	Module string

@@ -1,0 +1,464 @@
+// Package clitool runs cli-tool skill runners: a declared command started
+// without a shell, in its own process group, with an environment rebuilt from
+// a documented baseline plus declared names, inputs delivered through files
+// and variables, stdout and stderr drained concurrently into bounded, hashed
+// captures, and a timeout that terminates the whole group.
+//
+// The rules that need no I/O (environment construction, input name
+// normalization and collision detection, argument templating, cwd
+// resolution) are separate functions; Run is the I/O around them.
+package clitool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/libos/libos/images/skillpkg"
+)
+
+// DefaultTimeout applies when a call declares none.
+const DefaultTimeout = skillpkg.DefaultCLIToolTimeout
+
+// TerminateGrace is how long a timed-out or aborted process group has between
+// SIGTERM and SIGKILL.
+const TerminateGrace = 500 * time.Millisecond
+
+// drainGrace bounds how long the output pipes may stay open after the process
+// group is gone; only a descendant that left the group can hold them longer.
+const drainGrace = time.Second
+
+// Call describes one invocation. The zero values of optional fields select
+// the documented defaults.
+type Call struct {
+	// Command is the declared command. A name without '/' is looked up in the
+	// child's PATH (absolute entries only); a relative path resolves from
+	// CommandDir.
+	Command string
+	// Args are argument templates (see RenderArgs).
+	Args []string
+	// Cwd is the declared cwd (see ResolveCwd).
+	Cwd string
+	// InputMode selects stdin delivery; "" means args.
+	InputMode skillpkg.InputMode
+	// Timeout bounds the call; <= 0 means DefaultTimeout.
+	Timeout time.Duration
+	// PackageDir is the absolute package folder.
+	PackageDir string
+	// CommandDir is the absolute folder relative command paths resolve from;
+	// "" means PackageDir.
+	CommandDir string
+	// Workspace is the absolute workspace root, delivered as RUNX_CWD.
+	Workspace string
+	// Inputs are the resolved inputs (see skillpkg.ResolveInputs).
+	Inputs map[string]json.RawMessage
+	// Declared lists the runner's declared variable names; Environment holds
+	// the values of those present (absent optional names are omitted).
+	Declared    []string
+	Environment map[string]string
+	// LookupEnv reads the host environment for the baseline; nil means
+	// os.LookupEnv.
+	LookupEnv LookupFunc
+	// TempDir is where the private input folder is created; "" means
+	// os.TempDir().
+	TempDir string
+}
+
+// CallFor fills the static part of a Call from an admitted cli-tool runner.
+func CallFor(pkg *skillpkg.Package, r *skillpkg.Runner) Call {
+	return Call{
+		Command:    r.Command,
+		Args:       r.Args,
+		Cwd:        r.Cwd,
+		InputMode:  r.InputMode,
+		Timeout:    r.Timeout,
+		PackageDir: pkg.Dir,
+		CommandDir: filepath.Join(pkg.Dir, filepath.FromSlash(r.Base)),
+		Declared:   r.Environment.Names(),
+	}
+}
+
+// Result is what a call did. Err is nil exactly when the call succeeded (exit
+// code 0, no timeout or abort, and a complete UTF-8 stdout).
+type Result struct {
+	// Argv is the argument vector as spawned (argv[0] is Command as
+	// declared); nil when the call failed before that was decided.
+	Argv []string
+	// Cwd is the resolved working directory.
+	Cwd string
+	// Started is true when a process was spawned.
+	Started bool
+	// Exited is true when the process exited by itself; ExitCode is then its
+	// code. Signal names the signal that ended it otherwise.
+	Exited   bool
+	ExitCode int
+	Signal   string
+	Stdout   Stream
+	Stderr   Stream
+	// Output is the result value: stdout parsed as JSON when it is entirely
+	// JSON, otherwise stdout as a JSON string. It is set whenever stdout is
+	// complete UTF-8, also on failure, so raw output stays visible.
+	Output   json.RawMessage
+	Duration time.Duration
+	// Err wraps one of the package's sentinel errors.
+	Err error
+}
+
+// Run performs one call. It never panics on bad input and always returns
+// after the process group it started is gone and the private input folder
+// is removed. Run is safe for concurrent use.
+func Run(ctx context.Context, call Call) Result {
+	start := time.Now()
+	res := Result{}
+	fail := func(err error) Result {
+		res.Err = err
+		res.Duration = time.Since(start)
+		return res
+	}
+	if call.InputMode == "" {
+		call.InputMode = skillpkg.InputModeArgs
+	}
+	if call.Timeout <= 0 {
+		call.Timeout = DefaultTimeout
+	}
+	if call.CommandDir == "" {
+		call.CommandDir = call.PackageDir
+	}
+	lookup := call.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+
+	plan, err := planInputs(call.Inputs)
+	if err != nil {
+		return fail(err)
+	}
+	args, err := RenderArgs(call.Args, call.Inputs, call.Declared, call.Environment)
+	if err != nil {
+		return fail(err)
+	}
+	res.Cwd = ResolveCwd(call.Cwd, call.PackageDir, call.Workspace)
+	pathValue, ok := call.Environment["PATH"]
+	if !ok {
+		pathValue, _ = lookup("PATH")
+	}
+	commandPath, err := resolveCommand(call.Command, call.CommandDir, pathValue)
+	if err != nil {
+		return fail(err)
+	}
+	res.Argv = append([]string{call.Command}, args...)
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("%w before the process started: %v", ErrAborted, context.Cause(ctx)))
+	}
+
+	inputDir, err := os.MkdirTemp(call.TempDir, "libos-skill-")
+	if err != nil {
+		return fail(fmt.Errorf("%w: creating the input folder: %v", ErrInternal, err))
+	}
+	defer os.RemoveAll(inputDir)
+	transport, err := writeInputs(inputDir, plan, call.Workspace)
+	if err != nil {
+		return fail(err)
+	}
+	env := BuildEnv(lookup, call.Environment, transport)
+
+	p := &process{timeout: call.Timeout}
+	if err := p.start(commandPath, res.Argv, env, res.Cwd); err != nil {
+		return fail(err)
+	}
+	res.Started = true
+	var stdin []byte
+	if call.InputMode == skillpkg.InputModeStdin {
+		stdin = plan.all
+	}
+	cause := p.supervise(ctx, stdin)
+
+	res.Stdout, res.Stderr = p.stdout.stream(), p.stderr.stream()
+	if p.state == nil {
+		return fail(fmt.Errorf("%w: the process status is unavailable", ErrInternal))
+	}
+	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case ws.Exited():
+			res.Exited, res.ExitCode = true, ws.ExitStatus()
+		case ws.Signaled():
+			res.Signal = signalName(ws.Signal())
+		}
+	}
+	output, outputErr := outputValue(res.Stdout, p.stdoutIncomplete)
+	res.Output = output
+	switch {
+	case errors.Is(cause, ErrTimeout):
+		return fail(fmt.Errorf("%w after %s; its process group was terminated", ErrTimeout, call.Timeout))
+	case errors.Is(cause, ErrAborted):
+		return fail(fmt.Errorf("%w: %v; its process group was terminated", ErrAborted, context.Cause(ctx)))
+	case cause != nil:
+		return fail(cause)
+	case res.Signal != "":
+		return fail(fmt.Errorf("%w: killed by signal %s", ErrExitStatus, res.Signal))
+	case !res.Exited:
+		return fail(fmt.Errorf("%w: exit status unavailable", ErrInternal))
+	case res.ExitCode != 0:
+		return fail(fmt.Errorf("%w: exited with code %d", ErrExitStatus, res.ExitCode))
+	case outputErr != nil:
+		return fail(outputErr)
+	}
+	res.Duration = time.Since(start)
+	return res
+}
+
+func signalName(s syscall.Signal) string {
+	name := s.String()
+	if strings.HasPrefix(name, "signal ") {
+		return name
+	}
+	return fmt.Sprintf("%s (%d)", name, int(s))
+}
+
+// writeInputs writes the complete input object and one file per input into
+// the private folder and returns the transport variables pointing at them.
+func writeInputs(dir string, plan inputPlan, workspace string) (map[string]string, error) {
+	// MkdirTemp already creates 0700; chmod states the requirement and
+	// survives an unusual umask.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: securing the input folder: %v", ErrInternal, err)
+	}
+	inputsPath := filepath.Join(dir, "inputs.json")
+	if err := os.WriteFile(inputsPath, plan.all, 0o600); err != nil {
+		return nil, fmt.Errorf("%w: writing inputs: %v", ErrInternal, err)
+	}
+	filePath := func(f inputFile) string { return filepath.Join(dir, "input_"+f.norm) }
+	for _, f := range plan.files {
+		if err := os.WriteFile(filePath(f), f.data, 0o600); err != nil {
+			return nil, fmt.Errorf("%w: writing input %q: %v", ErrInternal, f.input, err)
+		}
+	}
+	return plan.transportEnv(workspace, inputsPath, filePath), nil
+}
+
+// resolveCommand finds the executable for a declared command.
+func resolveCommand(command, dir, pathValue string) (string, error) {
+	if strings.Contains(command, "/") {
+		p := command
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := checkExecutable(p); err != nil {
+			return "", fmt.Errorf("%w: command %q: %v", ErrSpawn, command, err)
+		}
+		return p, nil
+	}
+	for _, d := range filepath.SplitList(pathValue) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue // relative PATH entries would depend on the cwd
+		}
+		p := filepath.Join(d, command)
+		if checkExecutable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: command %q was not found in PATH", ErrSpawn, command)
+}
+
+func checkExecutable(p string) error {
+	info, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if info.IsDir() {
+		return fmt.Errorf("%s is a folder", p)
+	}
+	if info.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s is not executable", p)
+	}
+	return nil
+}
+
+// outputValue turns a successful stdout into the result value.
+func outputValue(s Stream, incomplete bool) (json.RawMessage, error) {
+	switch {
+	case incomplete:
+		return nil, fmt.Errorf("%w: stdout was held open by a process outside the process group, so its content is incomplete", ErrOutputRejected)
+	case s.Truncated:
+		return nil, fmt.Errorf("%w: stdout was %d bytes, more than the %d retained; a text or JSON result must be complete", ErrOutputRejected, s.Bytes, MaxRetainedBytes)
+	case !utf8.Valid(s.Retained):
+		return nil, fmt.Errorf("%w: stdout is not valid UTF-8 text", ErrOutputRejected)
+	}
+	if trimmed := bytes.TrimSpace(s.Retained); len(trimmed) > 0 && json.Valid(trimmed) {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, trimmed); err == nil {
+			return compact.Bytes(), nil
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(string(s.Retained)); err != nil {
+		return nil, fmt.Errorf("%w: encoding stdout: %v", ErrInternal, err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// process supervises one spawned process group.
+type process struct {
+	timeout time.Duration
+	cmd     *exec.Cmd
+	stdinW  *os.File
+	stdoutR *os.File
+	stderrR *os.File
+	stdout  *capture
+	stderr  *capture
+	drains  sync.WaitGroup
+	state   *os.ProcessState
+	// stdoutIncomplete is set when the drain had to stop before EOF.
+	stdoutIncomplete bool
+}
+
+func (p *process) start(path string, argv, env []string, dir string) error {
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (*os.File, *os.File, error) {
+		r, w, err := os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	stdinR, stdinW, err := pipe()
+	if err != nil {
+		return fmt.Errorf("%w: creating pipes: %v", ErrInternal, err)
+	}
+	stdoutR, stdoutW, err := pipe()
+	if err != nil {
+		closeAll()
+		return fmt.Errorf("%w: creating pipes: %v", ErrInternal, err)
+	}
+	stderrR, stderrW, err := pipe()
+	if err != nil {
+		closeAll()
+		return fmt.Errorf("%w: creating pipes: %v", ErrInternal, err)
+	}
+	p.cmd = &exec.Cmd{
+		Path:        path,
+		Args:        argv,
+		Env:         env,
+		Dir:         dir,
+		Stdin:       stdinR,
+		Stdout:      stdoutW,
+		Stderr:      stderrW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := p.cmd.Start(); err != nil {
+		closeAll()
+		return fmt.Errorf("%w: %v", ErrSpawn, err)
+	}
+	// The child holds its own copies; the parent keeps only its ends so that
+	// EOF on stdout/stderr means every writer is gone.
+	stdinR.Close()
+	stdoutW.Close()
+	stderrW.Close()
+	p.stdinW, p.stdoutR, p.stderrR = stdinW, stdoutR, stderrR
+	p.stdout, p.stderr = newCapture(MaxRetainedBytes), newCapture(MaxRetainedBytes)
+	p.drains.Add(2)
+	go p.drain(p.stdoutR, p.stdout, &p.stdoutIncomplete)
+	go p.drain(p.stderrR, p.stderr, nil)
+	return nil
+}
+
+func (p *process) drain(r *os.File, c *capture, incomplete *bool) {
+	defer p.drains.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		c.Write(buf[:n])
+		if err != nil {
+			if incomplete != nil && !errors.Is(err, io.EOF) {
+				*incomplete = true
+			}
+			return
+		}
+	}
+}
+
+// supervise feeds stdin, enforces the timeout and the context, and returns
+// once the process is reaped, its group is gone and the output is drained. It
+// returns ErrTimeout or ErrAborted when it terminated the group for that
+// reason, nil otherwise.
+func (p *process) supervise(ctx context.Context, stdin []byte) error {
+	stdinDone := make(chan struct{})
+	go func() {
+		defer close(stdinDone)
+		if len(stdin) > 0 {
+			// A process that exits without reading makes this fail with
+			// EPIPE; not reading stdin is the process's choice.
+			_, _ = p.stdinW.Write(stdin)
+		}
+		p.stdinW.Close()
+	}()
+
+	pgid := p.cmd.Process.Pid
+	exited := make(chan bool, 1)
+	go func() {
+		// On the reaping fallback the exit status lands in ProcessState;
+		// the error adds nothing a caller needs.
+		reaped, _ := awaitExit(p.cmd)
+		exited <- reaped
+	}()
+	timer := time.NewTimer(p.timeout)
+	defer timer.Stop()
+
+	var cause error
+	var reaped bool
+	select {
+	case reaped = <-exited:
+	case <-timer.C:
+		cause = ErrTimeout
+	case <-ctx.Done():
+		cause = ErrAborted
+	}
+	if cause != nil {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		grace := time.NewTimer(TerminateGrace)
+		select {
+		case reaped = <-exited:
+		case <-grace.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			reaped = <-exited
+		}
+		grace.Stop()
+	}
+	// Descendants left behind go with the group. Until the leader is reaped
+	// its pid stays allocated, so the group id cannot name anyone else.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if !reaped {
+		// A non-zero exit is an *exec.ExitError; the status is read from
+		// ProcessState either way.
+		_ = p.cmd.Wait()
+	}
+	p.state = p.cmd.ProcessState
+
+	p.stdinW.Close()
+	<-stdinDone
+	deadline := time.Now().Add(drainGrace)
+	_ = p.stdoutR.SetReadDeadline(deadline)
+	_ = p.stderrR.SetReadDeadline(deadline)
+	p.drains.Wait()
+	p.stdoutR.Close()
+	p.stderrR.Close()
+	return cause
+}
