@@ -1,0 +1,633 @@
+package mailbox
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/libos/libos/objects"
+)
+
+// Key layout, all under "mb/", recipients and seqs as 20-digit decimals so
+// byte order is numeric order:
+//
+//	mb/h/<recipient>        queue header: last seq, total and unread counts
+//	mb/m/<recipient>/<seq>  the message (JSON)
+//	mb/u/<recipient>/<seq>  present while the message is unread (empty value)
+//
+// The unread index lets a read of unread messages skip acknowledged history;
+// it is maintained in the same transaction as every status change.
+const (
+	keyHeader = "mb/h/"
+	keyMsg    = "mb/m/"
+	keyUnread = "mb/u/"
+)
+
+func headerKey(recipient int64) []byte {
+	return fmt.Appendf(nil, "%s%020d", keyHeader, recipient)
+}
+
+func queuePrefix(kind string, recipient int64) []byte {
+	return fmt.Appendf(nil, "%s%020d/", kind, recipient)
+}
+
+func seqKey(kind string, recipient int64, seq uint64) []byte {
+	return fmt.Appendf(nil, "%s%020d/%020d", kind, recipient, seq)
+}
+
+// seqFromKey returns the seq at the end of a message or unread-index key.
+func seqFromKey(key []byte) (uint64, error) {
+	const digits = 20
+	if len(key) < digits {
+		return 0, fmt.Errorf("mailbox: corrupt key %q", key)
+	}
+	var seq uint64
+	for _, c := range key[len(key)-digits:] {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("mailbox: corrupt key %q", key)
+		}
+		seq = seq*10 + uint64(c-'0')
+	}
+	return seq, nil
+}
+
+// header is the per-recipient queue summary.
+type header struct {
+	lastSeq uint64
+	total   uint64
+	unread  uint64
+}
+
+const headerFormatV1 = 1
+
+func (h header) encode() []byte {
+	b := make([]byte, 1, 25)
+	b[0] = headerFormatV1
+	b = binary.BigEndian.AppendUint64(b, h.lastSeq)
+	b = binary.BigEndian.AppendUint64(b, h.total)
+	return binary.BigEndian.AppendUint64(b, h.unread)
+}
+
+func loadHeader(tx *objects.Txn, recipient int64) (header, error) {
+	raw, err := tx.Get(headerKey(recipient))
+	if errors.Is(err, objects.ErrNotFound) {
+		return header{}, nil
+	}
+	if err != nil {
+		return header{}, fmt.Errorf("mailbox: queue of %d: %w", recipient, err)
+	}
+	if len(raw) != 25 || raw[0] != headerFormatV1 {
+		return header{}, fmt.Errorf("mailbox: queue of %d: corrupt header (%d bytes)", recipient, len(raw))
+	}
+	return header{
+		lastSeq: binary.BigEndian.Uint64(raw[1:9]),
+		total:   binary.BigEndian.Uint64(raw[9:17]),
+		unread:  binary.BigEndian.Uint64(raw[17:25]),
+	}, nil
+}
+
+func storeHeader(tx *objects.Txn, recipient int64, h header) error {
+	if err := tx.Set(headerKey(recipient), h.encode()); err != nil {
+		return fmt.Errorf("mailbox: queue of %d: %w", recipient, err)
+	}
+	return nil
+}
+
+// dropUnread lowers the unread count of recipient by n.
+func dropUnread(tx *objects.Txn, recipient int64, n int) error {
+	if n == 0 {
+		return nil
+	}
+	h, err := loadHeader(tx, recipient)
+	if err != nil {
+		return err
+	}
+	if h.unread < uint64(n) {
+		return fmt.Errorf("mailbox: queue of %d: header counts %d unread, fewer than the %d being settled", recipient, h.unread, n)
+	}
+	h.unread -= uint64(n)
+	return storeHeader(tx, recipient, h)
+}
+
+func decodeMessage(key, raw []byte) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return Message{}, fmt.Errorf("mailbox: decode %q: %w", key, err)
+	}
+	if seq, err := seqFromKey(key); err != nil || seq != m.Seq {
+		return Message{}, fmt.Errorf("mailbox: decode %q: record holds seq %d", key, m.Seq)
+	}
+	return m, nil
+}
+
+func putMessage(tx *objects.Txn, m *Message) error {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("mailbox: encode %s: %w", m.ID, err)
+	}
+	if err := tx.Set(seqKey(keyMsg, m.Recipient, m.Seq), raw); err != nil {
+		return fmt.Errorf("mailbox: store %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// loadMessage returns the message with seq in recipient's queue, or
+// found=false.
+func loadMessage(tx *objects.Txn, recipient int64, seq uint64) (Message, bool, error) {
+	key := seqKey(keyMsg, recipient, seq)
+	raw, err := tx.Get(key)
+	if errors.Is(err, objects.ErrNotFound) {
+		return Message{}, false, nil
+	}
+	if err != nil {
+		return Message{}, false, fmt.Errorf("mailbox: load %s: %w", FormatID(recipient, seq), err)
+	}
+	m, err := decodeMessage(key, raw)
+	if err != nil {
+		return Message{}, false, err
+	}
+	return m, true, nil
+}
+
+// allOrNothing runs stage, which stages writes in tx, and undoes all of them
+// if it fails, so a failed call leaves the transaction as it found it. It is
+// called only after a read of tx succeeded, so tx is live.
+func allOrNothing(tx *objects.Txn, stage func() error) error {
+	sp := tx.Savepoint()
+	if err := stage(); err != nil {
+		tx.RollbackTo(sp)
+		return err
+	}
+	return nil
+}
+
+func checkRecipient(recipient int64) error {
+	if recipient <= 0 {
+		return invalid("recipient", "must be a positive pid (got %d)", recipient)
+	}
+	return nil
+}
+
+// Post validates m and appends it to m.Recipient's queue in tx. It assigns
+// ID, Seq, Status (unread) and CreatedAt (now, in UTC), applies the default
+// kind and channel, compacts the payload, and returns the stored message;
+// values the caller put in those assigned fields are ignored. A validation
+// error wraps ErrInvalid and stages nothing.
+func Post(tx *objects.Txn, m Message, now time.Time) (Message, error) {
+	if now.IsZero() {
+		return Message{}, fmt.Errorf("mailbox: post: %w", invalid("now", "must not be zero"))
+	}
+	m, err := normalize(m)
+	if err != nil {
+		return Message{}, fmt.Errorf("mailbox: post: %w", err)
+	}
+	h, err := loadHeader(tx, m.Recipient)
+	if err != nil {
+		return Message{}, fmt.Errorf("mailbox: post: %w", err)
+	}
+	h.lastSeq++
+	h.total++
+	h.unread++
+	m.Seq = h.lastSeq
+	m.ID = FormatID(m.Recipient, m.Seq)
+	m.Status = StatusUnread
+	m.CreatedAt = now.UTC()
+	m.AckedAt = time.Time{}
+	err = allOrNothing(tx, func() error {
+		if err := putMessage(tx, &m); err != nil {
+			return err
+		}
+		if err := tx.Set(seqKey(keyUnread, m.Recipient, m.Seq), nil); err != nil {
+			return fmt.Errorf("mailbox: %s: unread index: %w", m.ID, err)
+		}
+		return storeHeader(tx, m.Recipient, h)
+	})
+	if err != nil {
+		return Message{}, fmt.Errorf("mailbox: post: %w", err)
+	}
+	return m, nil
+}
+
+// Page is the result of Read.
+type Page struct {
+	Messages     []Message     `json:"messages"`          // queue order; never nil
+	AckedIDs     []string      `json:"acked_message_ids"` // the returned messages this read acknowledged; never nil
+	HasMore      bool          `json:"has_more"`
+	OmittedCount int           `json:"omitted_count"` // matching messages not returned
+	Continuation *Continuation `json:"continuation"`  // nil when !HasMore
+}
+
+// Continuation says how to ask for the rest of a read. It never holds a
+// cursor: it is the same filters, or, where repeating them would return the
+// first page again, exact message ids. Filter and Ack together are complete
+// read_process_messages arguments; in JSON both sit under "arguments".
+type Continuation struct {
+	Filter Filter `json:"arguments"`
+	Note   string `json:"note"`
+	Ack    bool   `json:"-"` // encoded as arguments.ack
+}
+
+type continuationArguments struct {
+	Filter
+	Ack bool `json:"ack"`
+}
+
+type continuationJSON struct {
+	Arguments continuationArguments `json:"arguments"`
+	Note      string                `json:"note"`
+}
+
+// MarshalJSON writes {"arguments": {<filter>..., "ack": ...}, "note": ...}.
+func (c Continuation) MarshalJSON() ([]byte, error) {
+	return json.Marshal(continuationJSON{continuationArguments{c.Filter, c.Ack}, c.Note})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *Continuation) UnmarshalJSON(data []byte) error {
+	var v continuationJSON
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*c = Continuation{Filter: v.Arguments.Filter, Note: v.Note, Ack: v.Arguments.Ack}
+	return nil
+}
+
+// Read returns the messages of recipient's queue that match f, in queue
+// order, at most f.Limit of them, and, when ack is true, marks the returned
+// unread ones acked (AckedAt = now) in tx; the returned messages show their
+// state after this read.
+//
+// maxBytes bounds the size of the JSON array of the returned messages as
+// encoding/json writes it. As many messages as fit are returned, in order;
+// the other matching ones are counted in OmittedCount and described by the
+// Continuation. If even the first matching message does not fit, Read
+// returns an error wrapping ErrTooLarge and stages nothing. Limit 0 returns no
+// messages and counts every match as omitted.
+//
+// Exact ids that do not exist, belong to another queue, do not match the
+// other filters or are superseded are simply not returned. Without exact ids
+// and with IncludeAcked false, Read walks only the unread index.
+func Read(tx *objects.Txn, recipient int64, f Filter, ack bool, maxBytes int, now time.Time) (Page, error) {
+	if err := checkRecipient(recipient); err != nil {
+		return Page{}, fmt.Errorf("mailbox: read: %w", err)
+	}
+	if err := f.Validate(); err != nil {
+		return Page{}, fmt.Errorf("mailbox: read: %w", err)
+	}
+	if maxBytes <= 0 {
+		return Page{}, fmt.Errorf("mailbox: read: %w", invalid("max_bytes", "must be positive (got %d)", maxBytes))
+	}
+	if ack && now.IsZero() {
+		return Page{}, fmt.Errorf("mailbox: read: %w", invalid("now", "must not be zero when acknowledging"))
+	}
+	ackedAt := now.UTC()
+
+	var (
+		returned   []Message
+		newlyAcked []int // indexes into returned
+		omittedIDs []string
+		matched    int
+		size       = len("[]")
+		pageFull   = f.Limit == 0
+		cutBySize  = false
+		needIDs    = f.MessageIDs == nil && (f.IncludeAcked || !ack)
+	)
+	visit := func(m *Message) error {
+		if !f.Matches(m) {
+			return nil
+		}
+		matched++
+		if !pageFull {
+			out := *m
+			wasUnread := out.Status == StatusUnread
+			if ack && wasUnread {
+				out.Status, out.AckedAt = StatusAcked, ackedAt
+			}
+			raw, err := json.Marshal(&out)
+			if err != nil {
+				return fmt.Errorf("mailbox: read: encode %s: %w", out.ID, err)
+			}
+			need := len(raw)
+			if len(returned) > 0 {
+				need++ // the comma
+			}
+			if size+need <= maxBytes {
+				size += need
+				if ack && wasUnread {
+					newlyAcked = append(newlyAcked, len(returned))
+				}
+				returned = append(returned, out)
+				if len(returned) == f.Limit {
+					pageFull = true
+				}
+				return nil
+			}
+			if len(returned) == 0 {
+				return fmt.Errorf("mailbox: read: message %s takes %d bytes of JSON, more than the result bound of %d bytes: %w",
+					out.ID, need+len("[]"), maxBytes, ErrTooLarge)
+			}
+			pageFull, cutBySize = true, true
+		}
+		// Keep one id past the cap so the note can tell the list is cut.
+		if needIDs && len(omittedIDs) <= MaxMessageIDs {
+			omittedIDs = append(omittedIDs, m.ID)
+		}
+		return nil
+	}
+	if err := walk(tx, recipient, f, visit); err != nil {
+		return Page{}, err
+	}
+
+	page := Page{Messages: returned, AckedIDs: []string{}}
+	if page.Messages == nil {
+		page.Messages = []Message{}
+	}
+	if len(newlyAcked) > 0 {
+		err := allOrNothing(tx, func() error {
+			for _, i := range newlyAcked {
+				m := &returned[i]
+				if err := putMessage(tx, m); err != nil {
+					return err
+				}
+				if err := tx.Delete(seqKey(keyUnread, recipient, m.Seq)); err != nil {
+					return fmt.Errorf("mailbox: %s: unread index: %w", m.ID, err)
+				}
+				page.AckedIDs = append(page.AckedIDs, m.ID)
+			}
+			return dropUnread(tx, recipient, len(newlyAcked))
+		})
+		if err != nil {
+			return Page{}, fmt.Errorf("mailbox: read: ack: %w", err)
+		}
+	}
+	page.OmittedCount = matched - len(returned)
+	page.HasMore = page.OmittedCount > 0
+	if page.HasMore {
+		page.Continuation = continuation(f, ack, returned, omittedIDs, page.OmittedCount, cutBySize)
+	}
+	return page, nil
+}
+
+// continuation builds the cursorless description of the rest of a read.
+func continuation(f Filter, ack bool, returned []Message, omittedIDs []string, omitted int, cutBySize bool) *Continuation {
+	c := &Continuation{Filter: f.clone(), Ack: ack}
+	var why string
+	switch {
+	case f.Limit == 0:
+		why = "limit is 0"
+		c.Filter.Limit = DefaultLimit
+	case cutBySize:
+		why = "the result size bound was reached"
+	default:
+		why = fmt.Sprintf("of the limit of %d", f.Limit)
+	}
+	note := fmt.Sprintf("%d matching message(s) were not returned because %s. This read has no cursor: ", omitted, why)
+	switch {
+	case f.MessageIDs != nil:
+		got := make(map[string]bool, len(returned))
+		for i := range returned {
+			got[returned[i].ID] = true
+		}
+		rest := []string{}
+		for _, id := range *f.MessageIDs {
+			if !got[id] {
+				rest = append(rest, id)
+			}
+		}
+		c.Filter.MessageIDs = &rest
+		note += "message_ids now lists only the requested ids that were not returned; read again with these arguments for the rest. Repeating the original arguments would return the first page again."
+	case !f.IncludeAcked && ack:
+		note += "the returned messages are now acknowledged, so reading again with these same arguments returns the next ones."
+	default:
+		ids := omittedIDs
+		if len(ids) > MaxMessageIDs {
+			ids = ids[:MaxMessageIDs]
+		}
+		ids = slices.Clone(ids)
+		c.Filter.MessageIDs = &ids
+		note += "message_ids lists the matching messages that were not returned, in queue order; read again with these arguments for the rest. Repeating the original arguments would return the first page again, because "
+		if f.IncludeAcked {
+			note += "include_acked keeps returned messages matching."
+		} else {
+			note += "ack=false leaves them unread."
+		}
+		if omitted > MaxMessageIDs {
+			note += fmt.Sprintf(" Only the first %d of the %d are listed; narrow the filters (sender, channel, correlation_id, reply_to, kind) to reach the others.", MaxMessageIDs, omitted)
+		}
+	}
+	c.Note = note
+	return c
+}
+
+// errFound stops a walk early.
+var errFound = errors.New("mailbox: found")
+
+// walk calls visit for the candidates of f in recipient's queue, in queue
+// order: the exact ids when f has them, else every message when f includes
+// acked ones, else the unread index. visit still applies f.Matches itself.
+func walk(tx *objects.Txn, recipient int64, f Filter, visit func(m *Message) error) error {
+	switch {
+	case f.MessageIDs != nil:
+		seqs := make([]uint64, 0, len(*f.MessageIDs))
+		for _, id := range *f.MessageIDs {
+			if pid, seq, ok := ParseID(id); ok && pid == recipient {
+				seqs = append(seqs, seq)
+			}
+		}
+		slices.Sort(seqs)
+		seqs = slices.Compact(seqs)
+		for _, seq := range seqs {
+			m, found, err := loadMessage(tx, recipient, seq)
+			if err != nil {
+				return err
+			}
+			if !found {
+				continue
+			}
+			if err := visit(&m); err != nil {
+				return err
+			}
+		}
+		return nil
+	case f.IncludeAcked:
+		return tx.Scan(queuePrefix(keyMsg, recipient), func(key, value []byte) error {
+			m, err := decodeMessage(key, value)
+			if err != nil {
+				return err
+			}
+			return visit(&m)
+		})
+	default:
+		return tx.Scan(queuePrefix(keyUnread, recipient), func(key, _ []byte) error {
+			seq, err := seqFromKey(key)
+			if err != nil {
+				return err
+			}
+			m, found, err := loadMessage(tx, recipient, seq)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("mailbox: unread index names %s, which does not exist", FormatID(recipient, seq))
+			}
+			return visit(&m)
+		})
+	}
+}
+
+// Get returns the message id of recipient's queue, whatever its status. An
+// id that does not parse or names another queue is not found: the error
+// wraps objects.ErrNotFound.
+func Get(tx *objects.Txn, recipient int64, id string) (Message, error) {
+	if err := checkRecipient(recipient); err != nil {
+		return Message{}, fmt.Errorf("mailbox: get: %w", err)
+	}
+	pid, seq, ok := ParseID(id)
+	if ok && pid == recipient {
+		m, found, err := loadMessage(tx, recipient, seq)
+		if err != nil {
+			return Message{}, fmt.Errorf("mailbox: get: %w", err)
+		}
+		if found {
+			return m, nil
+		}
+	}
+	return Message{}, fmt.Errorf("mailbox: message %q of process %d: %w", id, recipient, objects.ErrNotFound)
+}
+
+// List calls fn for every message of recipient's queue in order, whatever
+// its status. fn may return objects.ErrStopScan to stop early (List then
+// returns nil); any other error stops List and is returned as is. Writes fn
+// stages are not seen by the running List.
+func List(tx *objects.Txn, recipient int64, fn func(m *Message) error) error {
+	if err := checkRecipient(recipient); err != nil {
+		return fmt.Errorf("mailbox: list: %w", err)
+	}
+	if fn == nil {
+		return fmt.Errorf("mailbox: list: %w", invalid("fn", "must not be nil"))
+	}
+	return tx.Scan(queuePrefix(keyMsg, recipient), func(key, value []byte) error {
+		m, err := decodeMessage(key, value)
+		if err != nil {
+			return err
+		}
+		return fn(&m)
+	})
+}
+
+// Count returns how many messages of recipient's queue are unread and how
+// many it holds in all (every status). It reads one record.
+func Count(tx *objects.Txn, recipient int64) (unread, total int, err error) {
+	if err := checkRecipient(recipient); err != nil {
+		return 0, 0, fmt.Errorf("mailbox: count: %w", err)
+	}
+	h, err := loadHeader(tx, recipient)
+	if err != nil {
+		return 0, 0, fmt.Errorf("mailbox: count: %w", err)
+	}
+	return int(h.unread), int(h.total), nil
+}
+
+// FirstMatch returns the first message of recipient's queue, in queue order,
+// that matches f (Limit is ignored), or nil when none does. It changes
+// nothing, so a caller can check the queue and register a wait in one
+// transaction.
+func FirstMatch(tx *objects.Txn, recipient int64, f Filter) (*Message, error) {
+	if err := checkRecipient(recipient); err != nil {
+		return nil, fmt.Errorf("mailbox: first match: %w", err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("mailbox: first match: %w", err)
+	}
+	var first *Message
+	err := walk(tx, recipient, f, func(m *Message) error {
+		if !f.Matches(m) {
+			return nil
+		}
+		found := *m
+		first = &found
+		return errFound
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return nil, fmt.Errorf("mailbox: first match: %w", err)
+	}
+	return first, nil
+}
+
+// SupersedeAfter marks every still-unread message of recipient with Seq >
+// seq as superseded_by_restore, as a checkpoint restore to seq requires, and
+// returns how many it marked. Acknowledged messages keep their status; later
+// posts continue after the last seq ever assigned, so ids are never reused.
+func SupersedeAfter(tx *objects.Txn, recipient int64, seq uint64) (int, error) {
+	if err := checkRecipient(recipient); err != nil {
+		return 0, fmt.Errorf("mailbox: supersede: %w", err)
+	}
+	if seq == ^uint64(0) {
+		return 0, nil
+	}
+	var seqs []uint64
+	start := seqKey(keyUnread, recipient, seq+1)
+	end := prefixEnd(queuePrefix(keyUnread, recipient))
+	err := tx.ScanRange(start, end, false, func(key, _ []byte) error {
+		s, err := seqFromKey(key)
+		if err != nil {
+			return err
+		}
+		seqs = append(seqs, s)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("mailbox: supersede: %w", err)
+	}
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	err = allOrNothing(tx, func() error {
+		for _, s := range seqs {
+			m, found, err := loadMessage(tx, recipient, s)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("mailbox: unread index names %s, which does not exist", FormatID(recipient, s))
+			}
+			m.Status = StatusSuperseded
+			if err := putMessage(tx, &m); err != nil {
+				return err
+			}
+			if err := tx.Delete(seqKey(keyUnread, recipient, s)); err != nil {
+				return fmt.Errorf("mailbox: %s: unread index: %w", m.ID, err)
+			}
+		}
+		return dropUnread(tx, recipient, len(seqs))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("mailbox: supersede: %w", err)
+	}
+	return len(seqs), nil
+}
+
+// prefixEnd returns the first key after every key with prefix. The
+// prefixes here end in '/', so incrementing the last byte always works.
+func prefixEnd(prefix []byte) []byte {
+	end := slices.Clone(prefix)
+	end[len(end)-1]++
+	return end
+}
+
+// LastSeq returns the highest seq ever assigned in recipient's queue (0 for
+// an empty one). A checkpoint records it to know which messages a restore
+// supersedes.
+func LastSeq(tx *objects.Txn, recipient int64) (uint64, error) {
+	if err := checkRecipient(recipient); err != nil {
+		return 0, fmt.Errorf("mailbox: last seq: %w", err)
+	}
+	h, err := loadHeader(tx, recipient)
+	if err != nil {
+		return 0, fmt.Errorf("mailbox: last seq: %w", err)
+	}
+	return h.lastSeq, nil
+}
