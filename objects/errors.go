@@ -24,7 +24,9 @@ var (
 	// ErrClosed reports an operation on a closed store.
 	ErrClosed = errors.New("objects: store closed")
 	// ErrFailed reports that the store hit a write or sync error and refuses
-	// further writes. The error that carries it also wraps the cause.
+	// further writes. The error that carries it also wraps the cause. Reads
+	// (View, Events) return it too once they could observe state that never
+	// became durable; Close still releases the directory.
 	ErrFailed = errors.New("objects: store failed")
 	// ErrInvalid reports bad input; the message names the field and the rule.
 	ErrInvalid = errors.New("objects: invalid argument")

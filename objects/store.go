@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +95,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("objects: open: %w: dir: must not be empty", ErrInvalid)
 	}
+	given := dir
 	fs := opts.FS
 	if fs == nil {
 		fs = vfs.Default
@@ -101,12 +103,22 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("objects: open %s: create directory: %w", dir, err)
 	}
+	if vfs.Root(fs) == vfs.Default {
+		// POSIX record locks do not exclude the process that holds them, and
+		// Pebble's in-process check compares path strings, so two spellings
+		// of one directory must become the same path.
+		canonical, err := canonicalDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("objects: open %s: %w", given, err)
+		}
+		dir = canonical
+	}
 	lock, err := pebble.LockDirectory(dir, fs)
 	if err != nil {
 		if isLockHeld(err) {
-			return nil, fmt.Errorf("objects: open %s: %w (%v)", dir, ErrInUse, err)
+			return nil, fmt.Errorf("objects: open %s: %w (%v)", given, ErrInUse, err)
 		}
-		return nil, fmt.Errorf("objects: open %s: lock directory: %w", dir, err)
+		return nil, fmt.Errorf("objects: open %s: lock directory: %w", given, err)
 	}
 	s := &Store{
 		dir:      dir,
@@ -132,17 +144,29 @@ func Open(dir string, opts Options) (*Store, error) {
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		_ = lock.Close()
-		return nil, fmt.Errorf("objects: open %s: %w", dir, err)
+		return nil, fmt.Errorf("objects: open %s: %w", given, err)
 	}
 	s.db = db
 	last, err := readLastEventSeq(db)
 	if err != nil {
 		_ = db.Close()
 		_ = lock.Close()
-		return nil, fmt.Errorf("objects: open %s: %w", dir, err)
+		return nil, fmt.Errorf("objects: open %s: %w", given, err)
 	}
 	s.lastEventSeq.Store(last)
 	return s, nil
+}
+
+func canonicalDir(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolve directory: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("resolve directory: %w", err)
+	}
+	return real, nil
 }
 
 // isLockHeld tells a held lock apart from other failures to take it (a
@@ -176,7 +200,8 @@ func readLastEventSeq(db *pebble.DB) (uint64, error) {
 // Runtime-local payloads written under another instance are lost.
 func (s *Store) Instance() string { return s.instance }
 
-// Dir returns the directory the store was opened on.
+// Dir returns the directory the store was opened on (absolute, with symbolic
+// links resolved, when it is on the operating system's filesystem).
 func (s *Store) Dir() string { return s.dir }
 
 // Close waits for running operations, closes Pebble and releases the

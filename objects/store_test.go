@@ -144,6 +144,15 @@ func TestOpenInUse(t *testing.T) {
 	if !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("in-use error does not explain itself: %v", err)
 	}
+	// Other spellings of the same directory are the same directory.
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{dir + "/", filepath.Join(dir, "..", "runtime"), link} {
+		_, err := Open(other, Options{})
+		wantErr(t, err, ErrInUse)
+	}
 	// The held store is unaffected.
 	mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v")) })
 	closeTest(t, s)
