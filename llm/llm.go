@@ -1,0 +1,183 @@
+// Package llm is the Host's boundary to a language model.
+//
+// A Provider takes a Request (the process's messages, the exact tool schemas it may call and
+// limits) and returns a Response (text, tool calls, usage). Two adapters live here:
+//
+//   - OpenAI (NewOpenAI): any server that speaks the chat-completions API, through the
+//     github.com/sashabaranov/go-openai client. Retries and per-attempt timeouts belong to it.
+//   - Replay (NewReplay, LoadScript, ParseScript): a deterministic provider driven by a YAML
+//     script, used by tests and the offline demo. Its format is documented on Script.
+//
+// A failed call is reported as a *CallError whose Settlement says what is known about its
+// effect at the provider, so the kernel can tell "nothing happened" from "it may have happened".
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Role is the author of a Message.
+type Role string
+
+// The roles a Message may have.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of a conversation as the model sees it.
+type Message struct {
+	Role       Role       `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`   // assistant messages
+	ToolCallID string     `json:"tool_call_id,omitempty"` // tool messages: which call this answers
+	Name       string     `json:"name,omitempty"`         // tool messages: the tool's name
+}
+
+// ToolCall is one call the model asked for. Arguments is always valid JSON when it comes
+// from a provider (normally an object; see the adapter docs for malformed model output).
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolSchema describes one tool the model may call. Parameters is the exact JSON Schema
+// object of its arguments and is sent to the model unchanged.
+type ToolSchema struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// ProcessInfo identifies the process a Request is made for.
+type ProcessInfo struct {
+	PID     int64
+	Image   string
+	GoalOID string
+	// ImageSpawnIndex is the 0-based index of this process among all processes spawned with
+	// this image in this runtime directory.
+	ImageSpawnIndex int
+}
+
+// Request is one provider call.
+type Request struct {
+	Process ProcessInfo
+	// Turn is the 0-based count of this process's previous provider calls. It is durable and
+	// continues after a reopen.
+	Turn int
+	// Messages starts with the system prompt. Tool results are role "tool" messages whose
+	// Content is the JSON result object exactly as the model sees it.
+	Messages  []Message
+	Tools     []ToolSchema
+	MaxTokens int // 0 = provider default
+}
+
+// Usage is the token accounting of one call.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// Response is the model's answer to one Request.
+type Response struct {
+	Text         string
+	ToolCalls    []ToolCall
+	Usage        Usage
+	FinishReason string
+	Model        string
+}
+
+// Provider is a model the Host supplies to the kernel.
+//
+// Implementations must be safe for concurrent use by many goroutines: the kernel runs quanta
+// for different processes in parallel. Complete does not retain or modify req after it
+// returns. Every error Complete returns is a *CallError (possibly wrapped) so that
+// SettlementOf can classify it.
+type Provider interface {
+	Complete(ctx context.Context, req Request) (Response, error)
+	Name() string // "replay", "openai"
+}
+
+// Settlement says what is known about a failed call's effect at the provider.
+type Settlement string
+
+const (
+	// SettlementNotStarted: the request never reached the provider; nothing happened.
+	SettlementNotStarted Settlement = "not_started"
+	// SettlementUnknown: the request may have been processed (for example the connection
+	// broke after it was sent). Retrying could duplicate the call.
+	SettlementUnknown Settlement = "unknown"
+	// SettlementRejected: the server answered with an error; no output was produced.
+	SettlementRejected Settlement = "rejected"
+	// SettlementCompleted is what SettlementOf reports for a nil error.
+	SettlementCompleted Settlement = "completed"
+)
+
+// ErrInvalidRequest is wrapped by errors reporting a malformed Request. Such a call is not
+// started and is permanent.
+var ErrInvalidRequest = errors.New("invalid llm request")
+
+// ErrScriptExhausted is wrapped by the replay provider's error when the script has no entry
+// for the process or no turn left for it.
+var ErrScriptExhausted = errors.New("replay script exhausted")
+
+// ErrScriptReference is wrapped by the replay provider's error when a ${...} reference in a
+// tool call's arguments cannot be resolved; the message names the reference.
+var ErrScriptReference = errors.New("replay script reference cannot be resolved")
+
+// ErrScriptInvalid is wrapped by every error that rejects a replay script while loading it.
+var ErrScriptInvalid = errors.New("invalid replay script")
+
+// CallError is the error a Provider returns for a failed call.
+type CallError struct {
+	Settlement Settlement
+	// Permanent means repeating the same request will fail the same way.
+	Permanent bool
+	// StatusCode is the HTTP status the server answered with, or 0.
+	StatusCode int
+	// Attempts is how many attempts the adapter made (0 when none was made).
+	Attempts int
+	Err      error
+}
+
+// Error describes the failure and its settlement.
+func (e *CallError) Error() string {
+	kind := "retryable"
+	if e.Permanent {
+		kind = "permanent"
+	}
+	msg := "<nil>"
+	if e.Err != nil {
+		msg = e.Err.Error()
+	}
+	return fmt.Sprintf("llm call %s (%s): %s", e.Settlement, kind, msg)
+}
+
+// Unwrap returns the underlying error.
+func (e *CallError) Unwrap() error { return e.Err }
+
+// SettlementOf classifies err: the Settlement of the *CallError in its chain, or
+// SettlementUnknown for any other error, since nothing proves such a call did not happen.
+// A nil error is SettlementCompleted.
+func SettlementOf(err error) Settlement {
+	if err == nil {
+		return SettlementCompleted
+	}
+	var ce *CallError
+	if errors.As(err, &ce) && ce.Settlement != "" {
+		return ce.Settlement
+	}
+	return SettlementUnknown
+}
+
+// IsPermanent reports whether err is a *CallError marked Permanent.
+func IsPermanent(err error) bool {
+	var ce *CallError
+	return errors.As(err, &ce) && ce.Permanent
+}

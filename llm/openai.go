@@ -1,0 +1,571 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Defaults of OpenAIConfig.
+const (
+	DefaultOpenAIBaseURL      = "https://api.openai.com/v1"
+	DefaultOpenAIMaxRetries   = 2
+	DefaultOpenAITimeout      = 120 * time.Second
+	DefaultOpenAIRetryBackoff = 500 * time.Millisecond
+	// maxRetryDelay caps one wait between attempts, including a server's Retry-After.
+	maxRetryDelay = 30 * time.Second
+)
+
+// Environment variables read by OpenAIConfigFromEnv.
+const (
+	EnvOpenAIBaseURL = "OPENAI_BASE_URL"
+	EnvOpenAIAPIKey  = "OPENAI_API_KEY"
+	EnvModel         = "LIBOS_MODEL"
+)
+
+// OpenAIConfig configures the OpenAI-compatible adapter.
+type OpenAIConfig struct {
+	// BaseURL is the API root, e.g. "http://localhost:8000/v1"; empty means
+	// DefaultOpenAIBaseURL. Requests go to BaseURL + "/chat/completions".
+	BaseURL string
+	// APIKey is sent as a bearer token when not empty. It is required for the default
+	// BaseURL only: local servers often need none.
+	APIKey string
+	// Model is the model name sent with every request. Required.
+	Model string
+	// HTTPClient sends the requests; nil means a fresh client over http.DefaultTransport.
+	HTTPClient *http.Client
+	// MaxRetries is how many times a retryable failure (not started, or answered with 429 or
+	// 5xx) is retried: 0 means DefaultOpenAIMaxRetries, a negative value means never.
+	MaxRetries int
+	// Timeout bounds each attempt; 0 means DefaultOpenAITimeout.
+	Timeout time.Duration
+	// RetryBackoff is the wait before the first retry, doubled before each further one (with
+	// jitter, capped at 30s); 0 means DefaultOpenAIRetryBackoff.
+	RetryBackoff time.Duration
+}
+
+// OpenAIConfigFromEnv reads OPENAI_BASE_URL, OPENAI_API_KEY and LIBOS_MODEL. It does not
+// validate: the CLI overrides fields from flags first, and NewOpenAI validates the result.
+func OpenAIConfigFromEnv() OpenAIConfig {
+	return OpenAIConfig{
+		BaseURL: strings.TrimSpace(os.Getenv(EnvOpenAIBaseURL)),
+		APIKey:  strings.TrimSpace(os.Getenv(EnvOpenAIAPIKey)),
+		Model:   strings.TrimSpace(os.Getenv(EnvModel)),
+	}
+}
+
+// ErrInvalidConfig is wrapped by configuration errors of an adapter.
+var ErrInvalidConfig = errors.New("invalid llm provider configuration")
+
+// Validate reports the first configuration error, naming the field and its variable.
+func (c OpenAIConfig) Validate() error {
+	bad := func(field, rule string, args ...any) error {
+		return fmt.Errorf("%w: openai: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(rule, args...))
+	}
+	if strings.TrimSpace(c.Model) == "" {
+		return bad("model", "required (set %s or pass the model flag)", EnvModel)
+	}
+	base := c.BaseURL
+	if base == "" {
+		base = DefaultOpenAIBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return bad("base_url", "must be an absolute http or https URL (%s), got %q", EnvOpenAIBaseURL, c.BaseURL)
+	}
+	if strings.TrimRight(base, "/") == DefaultOpenAIBaseURL && c.APIKey == "" {
+		return bad("api_key", "required for %s (set %s)", DefaultOpenAIBaseURL, EnvOpenAIAPIKey)
+	}
+	if c.Timeout < 0 {
+		return bad("timeout", "must not be negative (got %s)", c.Timeout)
+	}
+	if c.RetryBackoff < 0 {
+		return bad("retry_backoff", "must not be negative (got %s)", c.RetryBackoff)
+	}
+	return nil
+}
+
+// OpenAI is the Provider for servers that speak the chat-completions API. It is safe for
+// concurrent use; each call is independent.
+//
+// Requests carry the messages with assistant tool_calls and tool messages' tool_call_id, so
+// multi-turn tool use works against real servers, and every tool as a function whose
+// parameters are the exact JSON Schema given. A tool is sent with strict=true only when its
+// schema meets the strict-mode rules (every object closed with additionalProperties:false,
+// every property required, only the keywords strict mode accepts); others are sent
+// non-strict rather than altered. Requests set max_completion_tokens when MaxTokens > 0.
+//
+// Failures are classified:
+//   - nothing reached the server (DNS failure, refused connection, request not fully
+//     written): SettlementNotStarted, retried;
+//   - the server answered with an error status: SettlementRejected, retried for 429 and 5xx,
+//     permanent for other statuses;
+//   - the request was sent and then the attempt timed out or the connection broke, or the
+//     answer was unreadable: SettlementUnknown, never retried, since the call may have
+//     happened.
+//
+// Tool call arguments the model produced that are not JSON are passed on as a JSON string
+// holding the raw text, so Response stays encodable and the tool layer can reject the call.
+type OpenAI struct {
+	cfg    OpenAIConfig
+	client *openai.Client
+	// traced is true when the transport is net/http's, which reports connection and write
+	// progress through httptrace; a custom RoundTripper may report nothing.
+	traced     bool
+	maxRetries int
+	timeout    time.Duration
+	backoff    time.Duration
+	// wait sleeps between attempts; tests replace it to observe delays without sleeping.
+	wait func(ctx context.Context, d time.Duration) error
+}
+
+// NewOpenAI validates cfg and returns the adapter.
+func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultOpenAIBaseURL
+	}
+	httpClient := cfg.HTTPClient
+	if httpClient == nil {
+		httpClient = &http.Client{}
+	}
+	_, isStd := httpClient.Transport.(*http.Transport)
+	stdTransport := httpClient.Transport == nil || isStd
+	oc := openai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	oc.HTTPClient = &recordingDoer{client: httpClient}
+	p := &OpenAI{
+		cfg:        cfg,
+		client:     openai.NewClientWithConfig(oc),
+		traced:     stdTransport,
+		maxRetries: cfg.MaxRetries,
+		timeout:    cfg.Timeout,
+		backoff:    cfg.RetryBackoff,
+		wait:       sleepCtx,
+	}
+	if p.maxRetries == 0 {
+		p.maxRetries = DefaultOpenAIMaxRetries
+	} else if p.maxRetries < 0 {
+		p.maxRetries = 0
+	}
+	if p.timeout == 0 {
+		p.timeout = DefaultOpenAITimeout
+	}
+	if p.backoff == 0 {
+		p.backoff = DefaultOpenAIRetryBackoff
+	}
+	return p, nil
+}
+
+// Name returns "openai".
+func (p *OpenAI) Name() string { return "openai" }
+
+// Model returns the configured model name.
+func (p *OpenAI) Model() string { return p.cfg.Model }
+
+// Complete sends req, retrying failures that certainly had no effect.
+func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
+	if err := ctx.Err(); err != nil {
+		return Response{}, &CallError{Settlement: SettlementNotStarted, Err: fmt.Errorf("openai: %w", err)}
+	}
+	if err := req.Validate(); err != nil {
+		return Response{}, invalidRequest("openai", err)
+	}
+	chatReq, err := p.buildRequest(&req)
+	if err != nil {
+		return Response{}, invalidRequest("openai", err)
+	}
+	var last *CallError
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := p.wait(ctx, p.retryDelay(attempt, last)); err != nil {
+				// Every earlier attempt certainly had no effect, so the settlement stands.
+				return Response{}, &CallError{
+					Settlement: last.Settlement, StatusCode: last.StatusCode, Attempts: attempt,
+					Err: fmt.Errorf("openai: waiting to retry: %w (last attempt: %w)", err, last.Err),
+				}
+			}
+		}
+		resp, cerr := p.attempt(ctx, &req, chatReq)
+		if cerr == nil {
+			return resp, nil
+		}
+		cerr.Attempts = attempt + 1
+		retryable := !cerr.Permanent && cerr.Settlement != SettlementUnknown
+		if !retryable || attempt >= p.maxRetries || ctx.Err() != nil {
+			return Response{}, cerr
+		}
+		last = cerr
+	}
+}
+
+// retryDelay is the wait before the given attempt (1 = first retry): exponential backoff
+// with jitter in [d/2, d], raised to a server's Retry-After, capped at maxRetryDelay.
+func (p *OpenAI) retryDelay(attempt int, last *CallError) time.Duration {
+	d := p.backoff
+	for i := 1; i < attempt && d < maxRetryDelay; i++ {
+		d *= 2
+	}
+	d = min(d, maxRetryDelay)
+	d = d/2 + rand.N(d/2+1)
+	var ra *retryAfterError
+	if errors.As(last, &ra) && ra.after > d {
+		d = min(ra.after, maxRetryDelay)
+	}
+	return d
+}
+
+// retryAfterError carries a server's Retry-After hint with a rejected attempt.
+type retryAfterError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// toolNamePattern is the tool name rule of the chat-completions API.
+var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// buildRequest maps req to the chat-completions request.
+func (p *OpenAI) buildRequest(req *Request) (openai.ChatCompletionRequest, error) {
+	out := openai.ChatCompletionRequest{
+		Model:               p.cfg.Model,
+		Messages:            make([]openai.ChatCompletionMessage, 0, len(req.Messages)),
+		MaxCompletionTokens: req.MaxTokens,
+	}
+	for _, m := range req.Messages {
+		msg := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content}
+		switch m.Role {
+		case RoleAssistant:
+			for _, tc := range m.ToolCalls {
+				args := string(bytes.TrimSpace(tc.Arguments))
+				if args == "" {
+					args = "{}"
+				}
+				msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{
+					ID:       tc.ID,
+					Type:     openai.ToolTypeFunction,
+					Function: openai.FunctionCall{Name: tc.Name, Arguments: args},
+				})
+			}
+		case RoleTool:
+			msg.ToolCallID = m.ToolCallID
+			msg.Name = m.Name
+		}
+		out.Messages = append(out.Messages, msg)
+	}
+	for i, t := range req.Tools {
+		if !toolNamePattern.MatchString(t.Name) {
+			return out, fmt.Errorf("%w: tools[%d].name: %q must match %s for chat-completions servers",
+				ErrInvalidRequest, i, t.Name, toolNamePattern)
+		}
+		params := json.RawMessage(bytes.TrimSpace(t.Parameters))
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		out.Tools = append(out.Tools, openai.Tool{
+			Type: openai.ToolTypeFunction,
+			Function: &openai.FunctionDefinition{
+				Name:        t.Name,
+				Description: t.Description,
+				Strict:      strictEligible(params),
+				Parameters:  params,
+			},
+		})
+	}
+	return out, nil
+}
+
+// attemptKey keys the attemptRecord in a request's context.
+type attemptKey struct{}
+
+// attemptRecord observes one HTTP attempt: whether a connection was sought and obtained,
+// whether the request was written, and the status the server answered with.
+type attemptRecord struct {
+	mu         sync.Mutex
+	doerCalled bool
+	getConn    bool
+	gotConn    bool
+	writeState int // 0: not finished, 1: written, 2: write failed
+	status     int
+	retryAfter string
+}
+
+func (r *attemptRecord) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GetConn: func(string) {
+			// Each connection attempt (a transport retry, a redirect) starts afresh.
+			r.mu.Lock()
+			r.getConn, r.gotConn, r.writeState = true, false, 0
+			r.mu.Unlock()
+		},
+		GotConn: func(httptrace.GotConnInfo) {
+			r.mu.Lock()
+			r.gotConn = true
+			r.writeState = 0 // a transport-level retry starts a new write
+			r.mu.Unlock()
+		},
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			r.mu.Lock()
+			if info.Err == nil {
+				r.writeState = 1
+			} else {
+				r.writeState = 2
+			}
+			r.mu.Unlock()
+		},
+	}
+}
+
+// recordingDoer is the go-openai HTTP client: it tells the attemptRecord of the request's
+// context what the server answered.
+type recordingDoer struct{ client *http.Client }
+
+func (d *recordingDoer) Do(req *http.Request) (*http.Response, error) {
+	rec, _ := req.Context().Value(attemptKey{}).(*attemptRecord)
+	if rec != nil {
+		rec.mu.Lock()
+		rec.doerCalled = true
+		rec.mu.Unlock()
+	}
+	resp, err := d.client.Do(req)
+	if rec != nil && resp != nil {
+		rec.mu.Lock()
+		rec.status = resp.StatusCode
+		rec.retryAfter = resp.Header.Get("Retry-After")
+		rec.mu.Unlock()
+	}
+	return resp, err
+}
+
+// attempt makes one HTTP call and classifies its failure.
+func (p *OpenAI) attempt(ctx context.Context, req *Request, chatReq openai.ChatCompletionRequest) (Response, *CallError) {
+	rec := &attemptRecord{}
+	actx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	actx = context.WithValue(actx, attemptKey{}, rec)
+	actx = httptrace.WithClientTrace(actx, rec.trace())
+
+	resp, err := p.client.CreateChatCompletion(actx, chatReq)
+	if err == nil {
+		return p.mapResponse(req, &resp)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	switch {
+	case !rec.doerCalled:
+		// Refused by the client library before anything was sent.
+		return Response{}, &CallError{Settlement: SettlementNotStarted, Permanent: true, Err: fmt.Errorf("openai: %w", err)}
+	case rec.status >= 400:
+		ce := &CallError{
+			Settlement: SettlementRejected,
+			StatusCode: rec.status,
+			Permanent:  rec.status != http.StatusTooManyRequests && rec.status < 500,
+			Err:        fmt.Errorf("openai: server answered %d: %w", rec.status, err),
+		}
+		if after, ok := parseRetryAfter(rec.retryAfter); ok && !ce.Permanent {
+			ce.Err = &retryAfterError{after: after, err: ce.Err}
+		}
+		return Response{}, ce
+	case rec.status != 0:
+		return Response{}, &CallError{Settlement: SettlementUnknown, StatusCode: rec.status,
+			Err: fmt.Errorf("openai: unreadable answer (status %d): %w", rec.status, err)}
+	}
+	// No answer. Whether the server could have acted depends on how far the request got.
+	notStarted := false
+	switch {
+	case rec.gotConn:
+		// An incompletely written request cannot be acted on; a written one may have been.
+		notStarted = rec.writeState == 2
+	case rec.getConn:
+		// The transport looked for a connection and never got one.
+		notStarted = true
+	case p.traced:
+		// net/http reports GetConn before connecting: it gave up before trying.
+		notStarted = true
+	default:
+		// A transport without tracing: only a dial or DNS failure proves nothing was sent.
+		notStarted = isDialError(err)
+	}
+	if notStarted {
+		return Response{}, &CallError{Settlement: SettlementNotStarted, Err: fmt.Errorf("openai: request not sent: %w", err)}
+	}
+	return Response{}, &CallError{Settlement: SettlementUnknown, Err: fmt.Errorf("openai: no answer after the request was sent: %w", err)}
+}
+
+// isDialError reports whether err comes from failing to connect.
+func isDialError(err error) bool {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial"
+}
+
+// parseRetryAfter reads a Retry-After header given in seconds.
+func parseRetryAfter(v string) (time.Duration, bool) {
+	secs, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || secs < 0 {
+		return 0, false
+	}
+	return time.Duration(secs) * time.Second, true
+}
+
+// mapResponse converts a successful answer. An answer without choices is unusable although
+// the call happened, so it is unknown rather than rejected.
+func (p *OpenAI) mapResponse(req *Request, resp *openai.ChatCompletionResponse) (Response, *CallError) {
+	if len(resp.Choices) == 0 {
+		return Response{}, &CallError{Settlement: SettlementUnknown, StatusCode: http.StatusOK,
+			Err: errors.New("openai: the answer has no choices")}
+	}
+	choice := resp.Choices[0]
+	out := Response{
+		Text:         choice.Message.Content,
+		FinishReason: string(choice.FinishReason),
+		Model:        resp.Model,
+		Usage:        Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
+	}
+	if out.Text == "" && choice.Message.Refusal != "" {
+		out.Text = choice.Message.Refusal
+	}
+	if out.Model == "" {
+		out.Model = p.cfg.Model
+	}
+	for i, tc := range choice.Message.ToolCalls {
+		id := tc.ID
+		if id == "" {
+			// Some compatible servers omit ids; the next request must still pair results.
+			id = fmt.Sprintf("call_%d_%d_%d", req.Process.PID, req.Turn, i)
+		}
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: id, Name: tc.Function.Name, Arguments: normalizeArguments(tc.Function.Arguments)})
+	}
+	return out, nil
+}
+
+// normalizeArguments makes model-written arguments valid JSON: empty means {}, and text that
+// is not JSON is carried as a JSON string.
+func normalizeArguments(s string) json.RawMessage {
+	trimmed := strings.TrimSpace(s)
+	if trimmed == "" {
+		return json.RawMessage("{}")
+	}
+	if json.Valid([]byte(trimmed)) {
+		return json.RawMessage(trimmed)
+	}
+	quoted, _ := json.Marshal(s)
+	return quoted
+}
+
+// strictKeywords are the JSON Schema keywords strict mode accepts.
+var strictKeywords = map[string]bool{
+	"type": true, "properties": true, "required": true, "additionalProperties": true,
+	"items": true, "enum": true, "const": true, "description": true, "title": true,
+	"anyOf": true, "$ref": true, "$defs": true, "definitions": true,
+}
+
+// strictEligible reports whether a parameters schema can be sent with strict=true unchanged.
+func strictEligible(schema json.RawMessage) bool {
+	var root map[string]any
+	if err := json.Unmarshal(schema, &root); err != nil {
+		return false
+	}
+	if root["type"] != "object" {
+		return false
+	}
+	return strictNode(root, 0)
+}
+
+func strictNode(node map[string]any, depth int) bool {
+	if depth > 32 {
+		return false
+	}
+	for k := range node {
+		if !strictKeywords[k] {
+			return false
+		}
+	}
+	sub := func(v any) bool {
+		m, ok := v.(map[string]any)
+		return ok && strictNode(m, depth+1)
+	}
+	if props, has := node["properties"]; has || node["type"] == "object" {
+		pm, ok := props.(map[string]any)
+		if has && !ok {
+			return false
+		}
+		if ap, ok := node["additionalProperties"].(bool); !ok || ap {
+			return false
+		}
+		req, _ := node["required"].([]any)
+		required := map[string]bool{}
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				required[s] = true
+			}
+		}
+		for name, ps := range pm {
+			if !required[name] || !sub(ps) {
+				return false
+			}
+		}
+	}
+	if items, has := node["items"]; has && !sub(items) {
+		return false
+	}
+	if anyOf, has := node["anyOf"]; has {
+		list, ok := anyOf.([]any)
+		if !ok {
+			return false
+		}
+		for _, v := range list {
+			if !sub(v) {
+				return false
+			}
+		}
+	}
+	for _, defsKey := range []string{"$defs", "definitions"} {
+		if defs, has := node[defsKey]; has {
+			dm, ok := defs.(map[string]any)
+			if !ok {
+				return false
+			}
+			for _, v := range dm {
+				if !sub(v) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

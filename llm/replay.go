@@ -1,0 +1,155 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Replay is the deterministic Provider driven by a Script. It holds no mutable state, so it
+// is safe for concurrent use, and the answer to a request depends only on the request: a
+// reopened runtime continues each process at the turn after its last recorded call.
+//
+// Tool call IDs are "call_<pid>_<turn>_<index>". Usage is estimated from sizes (about four
+// bytes a token). FinishReason is "tool_calls" when the turn has tool calls, else "stop".
+// MaxTokens is not enforced: scripted output is returned as written.
+type Replay struct {
+	model   string
+	byImage map[string][]*compiledProcess
+}
+
+type compiledProcess struct {
+	index int // position in Script.Processes
+	turns []compiledTurn
+}
+
+type compiledTurn struct {
+	text  string
+	calls []compiledCall
+}
+
+type compiledCall struct {
+	name string
+	args argNode
+}
+
+// NewReplay returns a Replay answering from s. The script is compiled: later changes to s
+// have no effect. Invalid scripts are rejected with a *ScriptError.
+func NewReplay(s *Script) (*Replay, error) {
+	return compileScript(s)
+}
+
+// NewReplayFromFile loads the script at path and returns a Replay answering from it.
+func NewReplayFromFile(path string) (*Replay, error) {
+	s, err := LoadScript(path)
+	if err != nil {
+		return nil, err
+	}
+	return NewReplay(s)
+}
+
+func compileScript(s *Script) (*Replay, error) {
+	if s == nil {
+		return nil, &ScriptError{Rule: "no script"}
+	}
+	r := &Replay{model: "replay", byImage: map[string][]*compiledProcess{}}
+	if s.Name != "" {
+		r.model = "replay/" + s.Name
+	}
+	for i, p := range s.Processes {
+		path := fmt.Sprintf("processes[%d]", i)
+		if strings.TrimSpace(p.Image) == "" {
+			return nil, &ScriptError{Path: path + ".image", Rule: "required"}
+		}
+		cp := &compiledProcess{index: i, turns: make([]compiledTurn, len(p.Turns))}
+		for j, t := range p.Turns {
+			ct := compiledTurn{text: t.Text, calls: make([]compiledCall, len(t.ToolCalls))}
+			for k, c := range t.ToolCalls {
+				cpath := fmt.Sprintf("%s.turns[%d].tool_calls[%d]", path, j, k)
+				if strings.TrimSpace(c.Name) == "" {
+					return nil, &ScriptError{Path: cpath + ".name", Rule: "required"}
+				}
+				args, _, err := compileArguments(c.Arguments, cpath+".arguments")
+				if err != nil {
+					return nil, err
+				}
+				ct.calls[k] = compiledCall{name: c.Name, args: args}
+			}
+			cp.turns[j] = ct
+		}
+		r.byImage[p.Image] = append(r.byImage[p.Image], cp)
+	}
+	return r, nil
+}
+
+// Name returns "replay".
+func (r *Replay) Name() string { return "replay" }
+
+// Complete answers req with turns[req.Turn] of the req.Process.ImageSpawnIndex-th script
+// entry for req.Process.Image. A missing entry or turn is a permanent, rejected CallError
+// wrapping ErrScriptExhausted; an unresolvable reference one wrapping ErrScriptReference.
+func (r *Replay) Complete(ctx context.Context, req Request) (Response, error) {
+	if err := ctx.Err(); err != nil {
+		return Response{}, &CallError{Settlement: SettlementNotStarted, Err: fmt.Errorf("replay: %w", err)}
+	}
+	if err := req.Validate(); err != nil {
+		return Response{}, invalidRequest("replay", err)
+	}
+	if req.Process.Image == "" {
+		return Response{}, invalidRequest("replay", fmt.Errorf("%w: process.image: required by the replay provider", ErrInvalidRequest))
+	}
+	entries := r.byImage[req.Process.Image]
+	if req.Process.ImageSpawnIndex >= len(entries) {
+		return Response{}, &CallError{Settlement: SettlementRejected, Permanent: true, Err: fmt.Errorf(
+			"replay: %w: process %d is spawn %d of image %q but the script has %d entries for that image",
+			ErrScriptExhausted, req.Process.PID, req.Process.ImageSpawnIndex, req.Process.Image, len(entries))}
+	}
+	entry := entries[req.Process.ImageSpawnIndex]
+	if req.Turn >= len(entry.turns) {
+		return Response{}, &CallError{Settlement: SettlementRejected, Permanent: true, Err: fmt.Errorf(
+			"replay: %w: process %d (image %q, processes[%d]) asked for turn %d but the entry has %d turns",
+			ErrScriptExhausted, req.Process.PID, req.Process.Image, entry.index, req.Turn, len(entry.turns))}
+	}
+	turn := &entry.turns[req.Turn]
+	env := refEnv{req: &req}
+	resp := Response{Text: turn.text, Model: r.model, FinishReason: "stop"}
+	completionBytes := len(turn.text)
+	if len(turn.calls) > 0 {
+		resp.FinishReason = "tool_calls"
+		resp.ToolCalls = make([]ToolCall, len(turn.calls))
+		for i, c := range turn.calls {
+			args, err := c.args.appendJSON(nil, &env)
+			if err != nil {
+				return Response{}, &CallError{Settlement: SettlementRejected, Permanent: true, Err: fmt.Errorf(
+					"replay: process %d turn %d: %w", req.Process.PID, req.Turn, err)}
+			}
+			resp.ToolCalls[i] = ToolCall{
+				ID:        fmt.Sprintf("call_%d_%d_%d", req.Process.PID, req.Turn, i),
+				Name:      c.name,
+				Arguments: args,
+			}
+			completionBytes += len(c.name) + len(args)
+		}
+	}
+	resp.Usage = Usage{PromptTokens: estimateTokens(promptBytes(&req)), CompletionTokens: estimateTokens(completionBytes)}
+	return resp, nil
+}
+
+// promptBytes is the size of everything the model would read.
+func promptBytes(req *Request) int {
+	n := 0
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		n += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return n
+}
+
+// estimateTokens rounds bytes/4 up, the usual rule of thumb for English text and JSON.
+func estimateTokens(bytes int) int { return (bytes + 3) / 4 }

@@ -1,0 +1,136 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Validate checks the structural rules every provider relies on and that real
+// chat-completions servers enforce, so that a malformed conversation fails the same way
+// against the replay provider as against a real server. The error wraps ErrInvalidRequest
+// and names the offending field.
+//
+// Rules: counters are not negative; there is at least one message; roles are known; only
+// assistant messages carry tool calls, each with an id, a name and JSON arguments; only tool
+// messages carry tool_call_id, which must answer a call of the preceding assistant message
+// exactly once; every assistant tool call is answered before the next non-tool message and
+// before the end; tool names are non-empty
+// and unique and their parameters, when given, are a JSON object.
+func (r *Request) Validate() error {
+	bad := func(field, rule string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidRequest, field, fmt.Sprintf(rule, args...))
+	}
+	if r.Process.PID < 0 {
+		return bad("process.pid", "must not be negative (got %d)", r.Process.PID)
+	}
+	if r.Process.ImageSpawnIndex < 0 {
+		return bad("process.image_spawn_index", "must not be negative (got %d)", r.Process.ImageSpawnIndex)
+	}
+	if r.Turn < 0 {
+		return bad("turn", "must not be negative (got %d)", r.Turn)
+	}
+	if r.MaxTokens < 0 {
+		return bad("max_tokens", "must not be negative (got %d)", r.MaxTokens)
+	}
+	if len(r.Messages) == 0 {
+		return bad("messages", "at least one message is required")
+	}
+	// unanswered holds the ids of the latest assistant message's calls not yet answered;
+	// known holds every call id seen so far.
+	unanswered := map[string]bool{}
+	known := map[string]bool{}
+	for i, m := range r.Messages {
+		field := fmt.Sprintf("messages[%d]", i)
+		switch m.Role {
+		case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+		default:
+			return bad(field+".role", "must be system, user, assistant or tool (got %q)", m.Role)
+		}
+		if m.Role != RoleTool && len(unanswered) > 0 {
+			return bad(field, "tool call %s of an earlier assistant message has no tool message answering it", firstKey(unanswered))
+		}
+		if m.Role != RoleAssistant && len(m.ToolCalls) > 0 {
+			return bad(field+".tool_calls", "only assistant messages carry tool calls")
+		}
+		if m.Role != RoleTool && m.ToolCallID != "" {
+			return bad(field+".tool_call_id", "only tool messages carry tool_call_id")
+		}
+		switch m.Role {
+		case RoleAssistant:
+			for j, tc := range m.ToolCalls {
+				cf := fmt.Sprintf("%s.tool_calls[%d]", field, j)
+				if tc.ID == "" {
+					return bad(cf+".id", "required")
+				}
+				if unanswered[tc.ID] {
+					return bad(cf+".id", "duplicate id %q in one message", tc.ID)
+				}
+				if tc.Name == "" {
+					return bad(cf+".name", "required")
+				}
+				if len(bytes.TrimSpace(tc.Arguments)) > 0 && !json.Valid(tc.Arguments) {
+					return bad(cf+".arguments", "must be valid JSON")
+				}
+				unanswered[tc.ID] = true
+				known[tc.ID] = true
+			}
+		case RoleTool:
+			if m.ToolCallID == "" {
+				return bad(field+".tool_call_id", "required for role tool")
+			}
+			if !unanswered[m.ToolCallID] {
+				if known[m.ToolCallID] {
+					return bad(field+".tool_call_id", "tool call %q is already answered", m.ToolCallID)
+				}
+				return bad(field+".tool_call_id", "%q answers no tool call of the preceding assistant message", m.ToolCallID)
+			}
+			delete(unanswered, m.ToolCallID)
+		}
+	}
+	if len(unanswered) > 0 {
+		return bad("messages", "tool call %s of the last assistant message has no tool message answering it", firstKey(unanswered))
+	}
+	names := make(map[string]bool, len(r.Tools))
+	for i, t := range r.Tools {
+		field := fmt.Sprintf("tools[%d]", i)
+		if t.Name == "" {
+			return bad(field+".name", "required")
+		}
+		if names[t.Name] {
+			return bad(field+".name", "duplicate tool name %q", t.Name)
+		}
+		names[t.Name] = true
+		if len(bytes.TrimSpace(t.Parameters)) > 0 && !isJSONObject(t.Parameters) {
+			return bad(field+".parameters", "must be a JSON Schema object")
+		}
+	}
+	return nil
+}
+
+// firstKey returns the smallest key so that error messages are deterministic.
+func firstKey(m map[string]bool) string {
+	first := ""
+	for k := range m {
+		if first == "" || k < first {
+			first = k
+		}
+	}
+	return first
+}
+
+// isJSONObject reports whether raw is one valid JSON object.
+func isJSONObject(raw []byte) bool {
+	trimmed := bytes.TrimSpace(raw)
+	return len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed)
+}
+
+// invalidRequest wraps a validation failure as the not-started, permanent CallError that
+// adapters return for it.
+func invalidRequest(adapter string, err error) *CallError {
+	return &CallError{
+		Settlement: SettlementNotStarted,
+		Permanent:  true,
+		Err:        fmt.Errorf("%s: %w", adapter, err),
+	}
+}
