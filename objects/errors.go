@@ -2,8 +2,8 @@ package objects
 
 import "errors"
 
-// Sentinel errors. Callers tell them apart with errors.Is; every returned
-// error wraps at most one of the "kind" sentinels below plus context.
+// Sentinel errors. Returned errors wrap them with context; callers tell them
+// apart with errors.Is.
 var (
 	// ErrNotFound reports that an object or raw key does not exist.
 	ErrNotFound = errors.New("objects: not found")

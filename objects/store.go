@@ -162,11 +162,11 @@ func canonicalDir(dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("resolve directory: %w", err)
 	}
-	real, err := filepath.EvalSymlinks(abs)
+	resolved, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return "", fmt.Errorf("resolve directory: %w", err)
 	}
-	return real, nil
+	return resolved, nil
 }
 
 // isLockHeld tells a held lock apart from other failures to take it (a

@@ -395,9 +395,9 @@ func (tx *Txn) appendEvent(kind string, data json.RawMessage) uint64 {
 }
 
 // AfterCommit registers fn to run after the transaction's batch is durable,
-// outside the write lock, in registration order. It does not run if the
-// transaction writes nothing because fn returned an error, or if a
-// RollbackTo undoes the point where it was registered.
+// outside the write lock, in registration order. Hooks do not run if the
+// transaction function returns an error or the commit fails, nor if a
+// RollbackTo undoes the point where they were registered.
 func (tx *Txn) AfterCommit(fn func()) {
 	if tx.finished {
 		panic("objects: AfterCommit called after the transaction finished")
