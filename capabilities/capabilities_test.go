@@ -425,3 +425,44 @@ func TestBudgetMin(t *testing.T) {
 		t.Fatalf("budget JSON %s, want %s", data, want)
 	}
 }
+
+// TestSharedGrantsAreOnlyRead runs the pure functions concurrently on one
+// grant list; under -race any write to it would be reported.
+func TestSharedGrantsAreOnlyRead(t *testing.T) {
+	grants := []Grant{
+		{ID: "a", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Allow, UsesRemaining: Uses(3)},
+		{ID: "b", Resource: "object_namespace:*", Rights: []Right{Read, Write}, Effect: Allow},
+		{ID: "c", Resource: "object_namespace:secret", Rights: []Right{Write}, Effect: Deny},
+	}
+	if !grants[0].OneShot() || grants[1].OneShot() {
+		t.Fatal("OneShot misreports")
+	}
+	done := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 200 {
+				d := Check(grants, Read, ClockSleep)
+				next, r, err := Reserve(grants, d)
+				if err != nil {
+					done <- err
+					return
+				}
+				Restore(next, r)
+				if err := Attenuate(grants, []Grant{{Resource: "object_namespace:a", Rights: []Right{Read}, Effect: Allow}}); err != nil {
+					done <- err
+					return
+				}
+				InheritedDenies(grants)
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if *grants[0].UsesRemaining != 3 {
+		t.Fatalf("shared grant changed to %d uses", *grants[0].UsesRemaining)
+	}
+}

@@ -327,8 +327,8 @@ func reviewHints(r Review) []string {
 	var hints []string
 	if n := len(r.UnreadHumanMessageIDs); n > 0 {
 		hints = append(hints, fmt.Sprintf(
-			"%d unread Human message(s) block exit: read them with %s (message_ids %s, ack=true), merge what they ask into your work, then call %s again with no token and no evidence. Acknowledging changes review_token, so this review's token cannot be used.",
-			n, ToolReadProcessMessages, jsonList(r.UnreadHumanMessageIDs), ToolProcessExit))
+			"%d unread Human message(s) block exit: read them with %s (message_ids from unread_human_message_ids, ack=true), merge what they ask into your work, then call %s again with no token and no evidence. Acknowledging changes review_token, so this review's token cannot be used.",
+			n, ToolReadProcessMessages, ToolProcessExit))
 	}
 	hints = append(hints, "Re-read the goal with goal.reference (by namespace and name; the goal OID is not a name); give each explicit deliverable its own acceptance check.")
 	if r.AcknowledgedHumanMessageCount > 0 {
@@ -449,7 +449,7 @@ func Decide(in ReviewInput, token string, evidence json.RawMessage) (Decision, e
 	}
 	if len(review.UnreadHumanMessageIDs) > 0 {
 		errs = append(errs, ValidationError{Rule: RuleUnreadMessages, Check: -1, Field: "unread_human_message_ids",
-			Message: fmt.Sprintf("unread Human messages %s block exit: read and acknowledge them, then probe again", jsonList(review.UnreadHumanMessageIDs))})
+			Message: fmt.Sprintf("%d unread Human message(s) block exit: read and acknowledge every id in unread_human_message_ids, then probe again", len(review.UnreadHumanMessageIDs))})
 	}
 	var ev Evidence
 	if noEvidence {

@@ -295,3 +295,34 @@ func FuzzDecodeEvidence(f *testing.F) {
 		}
 	})
 }
+
+// TestSharedInputsAreOnlyRead runs Step and Decide concurrently on shared
+// inputs; under -race any write to them would be reported.
+func TestSharedInputsAreOnlyRead(t *testing.T) {
+	in := reviewInput()
+	tok := ReviewToken(in)
+	ev := passingEvidence()
+	rec := baseRecord()
+	rec.State, rec.Wait = Waiting, timerWait()
+	done := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 100 {
+				if d, err := Decide(in, tok, ev); err != nil || !d.Exit {
+					done <- errors.Join(err, errors.New("no exit"))
+					return
+				}
+				if _, err := Step(rec, Input{Kind: Wake, Gen: rec.Gen, WaitKind: WaitTimer}, t0); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
