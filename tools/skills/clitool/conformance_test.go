@@ -603,3 +603,30 @@ func TestConformanceBundledToolCommandResolvesFromItsFolder(t *testing.T) {
 		t.Fatalf("environment with an empty host = %v", keys)
 	}
 }
+
+func TestConformanceDefaultInputFolderIsRemoved(t *testing.T) {
+	t.Parallel()
+	pkg, err := skillpkg.Load(fixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := pkg.Runner("undeclared")
+	call := CallFor(pkg, r)
+	call.Inputs = map[string]json.RawMessage{"x": json.RawMessage(`"y"`)}
+	call.LookupEnv = func(k string) (string, bool) { v, ok := probeHost()[k]; return v, ok }
+	res := Run(context.Background(), call)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	var rep probeReport
+	if err := json.Unmarshal(res.Output, &rep); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(rep.Env["RUNX_INPUTS_PATH"])
+	if rep.InputDirMode != "0700" || !strings.HasPrefix(filepath.Base(dir), "libos-skill-") {
+		t.Fatalf("input folder %s mode %s", dir, rep.InputDirMode)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("input folder %s survived the call: %v", dir, err)
+	}
+}

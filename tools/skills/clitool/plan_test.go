@@ -309,3 +309,30 @@ func TestOutputValue(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoveInputsRemovesFilesTheProcessAdded(t *testing.T) {
+	plan, err := planInputs(raws(map[string]string{"a": `1`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	dir, _, err := prepareInputs(root, plan, "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "extra", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	removeInputs(dir, plan)
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+func TestPrepareInputsReportsAnUnusableRoot(t *testing.T) {
+	plan, _ := planInputs(nil)
+	_, _, err := prepareInputs(filepath.Join(t.TempDir(), "missing"), plan, "/ws")
+	if !errors.Is(err, ErrInternal) {
+		t.Fatalf("err = %v, want ErrInternal", err)
+	}
+}
