@@ -1,0 +1,1 @@
+export const label = (s) => `[${s}]`;

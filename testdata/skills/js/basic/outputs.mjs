@@ -1,0 +1,29 @@
+// One export per result shape.
+export const returnsUndefined = () => undefined;
+export const nestedUndefined = () => ({ a: { b: undefined } });
+export const bigint = () => ({ n: 10n });
+export const func = () => ({ f() {} });
+export const symbol = () => ({ s: Symbol("x") });
+export const cycle = () => {
+  const a = { name: "a", list: [] };
+  a.list.push(a);
+  return a;
+};
+export const nan = () => ({ x: NaN });
+export const map = () => new Map([["a", 1]]);
+export const hole = () => [1, , 3];
+export const tooLarge = () => "x".repeat(4 * 1024 * 1024 + 1);
+export const getterThrows = () => ({
+  get x() {
+    throw new Error("getter boom");
+  },
+});
+export const fine = () => ({
+  s: "quote\" back\\ nl\n tab\t \u0001 é 😀",
+  n: [0, -0, 1.5, 1e21, 2 ** 53, -7, 0.1 + 0.2],
+  t: true,
+  f: false,
+  z: null,
+  nested: { arr: [[]], obj: {}, bare: Object.create(null) },
+});
+export const loneSurrogate = () => ({ s: "a\ud800b" });

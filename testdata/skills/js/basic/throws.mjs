@@ -1,0 +1,3 @@
+export default function () {
+  throw new TypeError("boom from the module");
+}

@@ -1,0 +1,2 @@
+import { x } from "/etc/x.mjs";
+export default () => ({ x });

@@ -1,0 +1,2 @@
+import lodash from "lodash";
+export default () => ({ lodash: typeof lodash });

@@ -1,0 +1,4 @@
+export default async () => {
+  const m = await import("./ok.mjs");
+  return { ok: m.ok };
+};

@@ -1,0 +1,2 @@
+import { secret } from "../outside.mjs";
+export default () => ({ secret });

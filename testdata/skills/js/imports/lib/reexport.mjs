@@ -1,0 +1,1 @@
+export { ok } from "../ok.mjs";

@@ -1,0 +1,2 @@
+import { nope } from "./lib/nope.mjs";
+export default () => ({ nope });

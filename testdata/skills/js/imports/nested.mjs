@@ -1,0 +1,2 @@
+import { ok } from "./lib/reexport.mjs";
+export default () => ({ ok });

@@ -1,0 +1,2 @@
+import { readFileSync } from "node:fs";
+export default () => ({ read: typeof readFileSync });

@@ -1,0 +1,2 @@
+const m = require("./ok.mjs");
+export default () => ({ ok: m.ok });

@@ -1,0 +1,2 @@
+import { x } from "https://example.com/x.mjs";
+export default () => ({ x });

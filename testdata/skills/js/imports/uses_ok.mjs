@@ -1,0 +1,2 @@
+import { ok } from "./ok.mjs";
+export default () => ({ ok });

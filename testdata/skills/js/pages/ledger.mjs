@@ -1,0 +1,50 @@
+// Totals a JSON array of { id, amount } one page at a time. The state is
+// bounded: two numbers and the list of page sizes seen so far.
+export function totalPage(inputs, context) {
+  const page = inputs.runx_page;
+  const state = page.state ?? { count: 0, total: 0, pages: [] };
+  for (const record of page.records) {
+    if (record.fail) {
+      throw new Error(`record ${record.id} asked to fail`);
+    }
+    state.count += 1;
+    state.total += record.amount;
+  }
+  state.pages.push(page.records.length);
+  if (inputs.stop_after_pages && state.pages.length >= inputs.stop_after_pages) {
+    return { runx_page: { state, done: true }, stopped: true, count: state.count, total: state.total };
+  }
+  if (!page.eof) {
+    return { runx_page: { state } };
+  }
+  return {
+    count: state.count,
+    total: state.total,
+    pages: state.pages,
+    whole_digest: page.whole_digest,
+    artifact_bytes: page.artifact_bytes,
+    label: inputs.label ?? null,
+  };
+}
+
+// Echoes the page metadata (without records) and carries the offsets seen.
+export function describePages(inputs) {
+  const page = inputs.runx_page;
+  const seen = page.state ?? [];
+  const { records, state, ...meta } = page;
+  seen.push({ ...meta, record_count: records.length, input_keys: Object.keys(inputs).sort() });
+  if (!page.eof) {
+    return { runx_page: { state: seen } };
+  }
+  return { pages: seen };
+}
+
+// Breaks the intermediate-result rule on the first page.
+export function leaksDomainOutput(inputs) {
+  return { runx_page: { state: null }, partial: inputs.runx_page.page_index };
+}
+
+// Grows its state past the 2 MiB cap.
+export function hugeState(inputs) {
+  return { runx_page: { state: "s".repeat(2 * 1024 * 1024 + 1) } };
+}

@@ -1,0 +1,318 @@
+package jsrunner
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/evanw/esbuild/pkg/api"
+)
+
+// bundleNamespace is the esbuild namespace of package files: esbuild never
+// reads them from disk itself, every byte comes through the package root.
+const bundleNamespace = "libos-package"
+
+// bundleFormatVersion is mixed into every graph hash so that a change of the
+// bundling options invalidates what workers have compiled.
+const bundleFormatVersion = "libos-jsrunner-bundle-v1"
+
+// hostBundleCache bounds the entry modules whose bundles the host keeps.
+const hostBundleCache = 256
+
+// bundle is an entry module's graph compiled into one script.
+type bundle struct {
+	// hash is the content hash of the module graph: the entry, every file's
+	// path and bytes, and the bundling options.
+	hash string
+	code []byte
+	// files lists the graph with each file's SHA-256, to tell whether a
+	// cached bundle still matches the package on disk.
+	files []graphFile
+}
+
+type graphFile struct {
+	rel    string
+	digest [sha256.Size]byte
+}
+
+type bundleKey struct {
+	dir    string // the package folder with symbolic links resolved
+	module string
+}
+
+// bundleCache holds bundles keyed by entry module. A hit is revalidated by
+// re-hashing the graph's files, so a cached bundle is served only while
+// every file still has the content it was built from. It is safe for
+// concurrent use.
+type bundleCache struct {
+	mu      sync.Mutex
+	entries map[bundleKey]*list.Element
+	lru     *list.List // of *bundleCacheEntry
+}
+
+type bundleCacheEntry struct {
+	key bundleKey
+	b   *bundle
+}
+
+func newBundleCache() *bundleCache {
+	return &bundleCache{entries: make(map[bundleKey]*list.Element), lru: list.New()}
+}
+
+// get returns the bundle of dir/module, building it when the cache has no
+// current one. warm reports a cache hit.
+func (c *bundleCache) get(dir, module string) (b *bundle, warm bool, fail *Failure) {
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, false, failf(CodeInvalidRequest, "spec.Dir: %v", err)
+	}
+	if !filepath.IsAbs(realDir) {
+		if realDir, err = filepath.Abs(realDir); err != nil {
+			return nil, false, failf(CodeInvalidRequest, "spec.Dir: %v", err)
+		}
+	}
+	root, err := os.OpenRoot(realDir)
+	if err != nil {
+		return nil, false, failf(CodeInvalidRequest, "spec.Dir: the package folder cannot be opened: %v", err)
+	}
+	defer root.Close()
+
+	key := bundleKey{dir: realDir, module: module}
+	c.mu.Lock()
+	var cached *bundle
+	if el, ok := c.entries[key]; ok {
+		c.lru.MoveToFront(el)
+		cached = el.Value.(*bundleCacheEntry).b
+	}
+	c.mu.Unlock()
+	if cached != nil && graphUnchanged(root, cached.files) {
+		return cached, true, nil
+	}
+
+	b, fail = buildBundle(root, realDir, module)
+	if fail != nil {
+		return nil, false, fail
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		el.Value.(*bundleCacheEntry).b = b
+		c.lru.MoveToFront(el)
+	} else {
+		c.entries[key] = c.lru.PushFront(&bundleCacheEntry{key: key, b: b})
+		for c.lru.Len() > hostBundleCache {
+			last := c.lru.Back()
+			c.lru.Remove(last)
+			delete(c.entries, last.Value.(*bundleCacheEntry).key)
+		}
+	}
+	return b, false, nil
+}
+
+func graphUnchanged(root *os.Root, files []graphFile) bool {
+	for _, f := range files {
+		data, err := root.ReadFile(f.rel)
+		if err != nil || sha256.Sum256(data) != f.digest {
+			return false
+		}
+	}
+	return true
+}
+
+// buildBundle bundles the module graph of module into an IIFE that assigns
+// the entry's exports to bundleGlobal. Every import is resolved by the
+// package resolver below; nothing outside the package is ever read.
+func buildBundle(root *os.Root, realDir, module string) (*bundle, *Failure) {
+	info, err := root.Stat(module)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, failf(CodeModuleRejected, "module %q does not exist in the package", module)
+	case err != nil:
+		return nil, failf(CodeModuleRejected, "module %q cannot be read inside the package: %v", module, err)
+	case !info.Mode().IsRegular():
+		return nil, failf(CodeModuleRejected, "module %q is not a regular file", module)
+	}
+
+	g := &graphLoader{root: root}
+	result := api.Build(api.BuildOptions{
+		EntryPoints:   []string{module},
+		Bundle:        true,
+		Write:         false,
+		Format:        api.FormatIIFE,
+		GlobalName:    bundleGlobal,
+		Platform:      api.PlatformNeutral,
+		Target:        api.ESNext,
+		Supported:     map[string]bool{"async-generator": false, "for-await": false},
+		Charset:       api.CharsetUTF8,
+		LegalComments: api.LegalCommentsNone,
+		AbsWorkingDir: realDir,
+		LogLevel:      api.LogLevelSilent,
+		LogOverride: map[string]api.LogLevel{
+			// A computed import() or require() would escape the resolver
+			// below; refuse it at build time instead of failing later.
+			"unsupported-dynamic-import": api.LogLevelError,
+			"unsupported-require-call":   api.LogLevelError,
+		},
+		Plugins: []api.Plugin{{Name: "libos-package", Setup: g.setup}},
+	})
+	if len(result.Errors) > 0 {
+		return nil, &Failure{Code: CodeModuleRejected, Message: describeBuildErrors(result.Errors)}
+	}
+	if len(result.OutputFiles) != 1 {
+		return nil, failf(CodeInternalFailure, "bundling %q produced %d outputs, want 1", module, len(result.OutputFiles))
+	}
+	files := g.graph()
+	h := sha256.New()
+	h.Write([]byte(bundleFormatVersion))
+	h.Write([]byte{0})
+	h.Write([]byte(module))
+	h.Write([]byte{0})
+	for _, f := range files {
+		h.Write([]byte(f.rel))
+		h.Write([]byte{0})
+		h.Write(f.digest[:])
+	}
+	return &bundle{
+		hash:  hex.EncodeToString(h.Sum(nil)),
+		code:  result.OutputFiles[0].Contents,
+		files: files,
+	}, nil
+}
+
+func describeBuildErrors(msgs []api.Message) string {
+	parts := make([]string, 0, len(msgs))
+	for i, m := range msgs {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(msgs)-i))
+			break
+		}
+		s := m.Text
+		if m.Location != nil {
+			file := strings.TrimPrefix(m.Location.File, bundleNamespace+":")
+			s = fmt.Sprintf("%s:%d:%d: %s", file, m.Location.Line, m.Location.Column+1, m.Text)
+		}
+		parts = append(parts, s)
+	}
+	return "module graph refused: " + strings.Join(parts, "; ")
+}
+
+// graphLoader resolves and loads package files for esbuild and records
+// what it read. esbuild calls the callbacks concurrently.
+type graphLoader struct {
+	root  *os.Root
+	mu    sync.Mutex
+	files map[string][sha256.Size]byte
+}
+
+func (g *graphLoader) graph() []graphFile {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]graphFile, 0, len(g.files))
+	for rel, d := range g.files {
+		out = append(out, graphFile{rel: rel, digest: d})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].rel < out[j].rel })
+	return out
+}
+
+func (g *graphLoader) setup(b api.PluginBuild) {
+	b.OnResolve(api.OnResolveOptions{Filter: ".*"}, g.resolve)
+	b.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: bundleNamespace}, g.load)
+}
+
+func refuseImport(format string, args ...any) (api.OnResolveResult, error) {
+	return api.OnResolveResult{Errors: []api.Message{{Text: fmt.Sprintf(format, args...)}}}, nil
+}
+
+func (g *graphLoader) resolve(args api.OnResolveArgs) (api.OnResolveResult, error) {
+	spec := args.Path
+	switch args.Kind {
+	case api.ResolveEntryPoint:
+		return api.OnResolveResult{Path: spec, Namespace: bundleNamespace}, nil
+	case api.ResolveJSImportStatement:
+	case api.ResolveJSDynamicImport:
+		return refuseImport("dynamic import(%q) is refused: only static imports of package files are allowed", spec)
+	case api.ResolveJSRequireCall, api.ResolveJSRequireResolve:
+		return refuseImport("require(%q) is refused: modules use static import statements", spec)
+	default:
+		return refuseImport("import %q of this kind is refused", spec)
+	}
+	switch {
+	case strings.HasPrefix(spec, "node:"):
+		return refuseImport("import %q is refused: Node built-in modules are not available", spec)
+	case hasURLScheme(spec):
+		return refuseImport("import %q is refused: URL imports are not allowed", spec)
+	case strings.HasPrefix(spec, "/") || filepath.IsAbs(spec):
+		return refuseImport("import %q is refused: absolute paths are not allowed, use a relative path inside the package", spec)
+	case !strings.HasPrefix(spec, "./") && !strings.HasPrefix(spec, "../"):
+		return refuseImport("import %q is refused: bare specifiers (packages) are not allowed, use a relative path inside the package", spec)
+	case strings.ContainsAny(spec, "\\\x00?#"):
+		return refuseImport("import %q is refused: the path must be a plain slash-separated file path", spec)
+	}
+	importerDir := path.Dir(args.Importer)
+	if args.Namespace != bundleNamespace {
+		return refuseImport("import %q is refused: its importer is not a package file", spec)
+	}
+	rel := path.Join(importerDir, spec)
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return refuseImport("import %q from %s is refused: it escapes the package folder", spec, args.Importer)
+	}
+	switch path.Ext(rel) {
+	case ".mjs", ".js", ".json":
+	default:
+		return refuseImport("import %q is refused: a package import must name a .mjs, .js or .json file", spec)
+	}
+	info, err := g.root.Stat(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return refuseImport("import %q from %s: %s does not exist in the package", spec, args.Importer, rel)
+		}
+		return refuseImport("import %q from %s is refused: %s cannot be opened inside the package (%v)", spec, args.Importer, rel, err)
+	}
+	if !info.Mode().IsRegular() {
+		return refuseImport("import %q is refused: %s is not a regular file", spec, rel)
+	}
+	return api.OnResolveResult{Path: rel, Namespace: bundleNamespace}, nil
+}
+
+func hasURLScheme(spec string) bool {
+	i := strings.IndexByte(spec, ':')
+	if i <= 0 {
+		return false
+	}
+	for _, r := range spec[:i] {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *graphLoader) load(args api.OnLoadArgs) (api.OnLoadResult, error) {
+	// os.Root refuses any path, symbolic link included, that leaves the package.
+	data, err := g.root.ReadFile(args.Path)
+	if err != nil {
+		return api.OnLoadResult{Errors: []api.Message{{Text: fmt.Sprintf("%s cannot be read inside the package: %v", args.Path, err)}}}, nil
+	}
+	g.mu.Lock()
+	if g.files == nil {
+		g.files = make(map[string][sha256.Size]byte)
+	}
+	g.files[args.Path] = sha256.Sum256(data)
+	g.mu.Unlock()
+	loader := api.LoaderJS
+	if path.Ext(args.Path) == ".json" {
+		loader = api.LoaderJSON
+	}
+	contents := string(data)
+	return api.OnLoadResult{Contents: &contents, Loader: loader}, nil
+}

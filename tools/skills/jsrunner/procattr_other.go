@@ -1,0 +1,10 @@
+//go:build !linux
+
+package jsrunner
+
+import "syscall"
+
+// procAttr puts a worker in its own process group.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

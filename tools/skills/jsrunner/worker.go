@@ -1,0 +1,438 @@
+package jsrunner
+
+import (
+	"bufio"
+	"container/list"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strings"
+	"time"
+
+	"github.com/dop251/goja"
+)
+
+// WorkerEnv is the environment variable that turns a process into a
+// javascript worker. The pool starts workers with exactly this one variable
+// set, so a module's worker has an otherwise empty OS environment.
+const WorkerEnv = "LIBOS_JSRUNNER_WORKER"
+
+// workerGuardArg is passed to workers so that an executable that forgot to
+// call MaybeRunWorker does nothing harmful: a Go test binary runs no tests,
+// and a CLI rejects the unknown flag.
+const workerGuardArg = "-test.run=^$"
+
+// bundleGlobal is the global variable the bundle assigns its exports to.
+const bundleGlobal = "__libos_module_exports"
+
+// workerBundleCache bounds how many compiled bundles a worker keeps.
+const workerBundleCache = 64
+
+// MaybeRunWorker turns the current process into a javascript worker when it
+// was started as one (WorkerEnv set) and never returns in that case;
+// otherwise it returns immediately. Call it first in main (and in TestMain of
+// any test binary that starts a Pool) before anything else touches stdin or
+// stdout.
+func MaybeRunWorker() {
+	if os.Getenv(WorkerEnv) != "1" {
+		return
+	}
+	os.Exit(runWorker(os.Stdin, os.Stdout))
+}
+
+// limitInterrupt is the value a watchdog interrupts the engine with.
+type limitInterrupt struct {
+	limit string
+}
+
+func (l *limitInterrupt) Error() string { return l.limit }
+
+type workerState struct {
+	cfg      configMsg
+	programs map[string]*list.Element
+	lru      *list.List // of *compiledBundle, most recent first
+}
+
+type compiledBundle struct {
+	hash string
+	prg  *goja.Program
+	err  *Failure // a bundle the engine cannot compile is remembered as refused
+}
+
+func runWorker(in io.Reader, out io.Writer) int {
+	// The engine runs on one goroutine; the watchdogs need little else.
+	time.Local = time.UTC
+	r := bufio.NewReaderSize(in, 64<<10)
+	w := &workerState{programs: make(map[string]*list.Element), lru: list.New()}
+	var cfg configMsg
+	if _, err := readFrame(r, &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "jsrunner worker: read config: %v\n", err)
+		return 2
+	}
+	ready := readyMsg{Op: "ready", PID: os.Getpid()}
+	if err := applyWorkerLimits(cfg); err != nil {
+		ready = readyMsg{Op: "error", Message: err.Error(), PID: os.Getpid()}
+	}
+	w.cfg = cfg
+	if cfg.HeapLimit > 0 {
+		// Make the collector work hard before the watchdog has to step in.
+		debug.SetMemoryLimit(cfg.HeapLimit)
+	}
+	if cfg.MaxGoStack > 0 {
+		debug.SetMaxStack(int(cfg.MaxGoStack))
+	}
+	frame, err := appendFrame(nil, ready)
+	if err == nil {
+		_, err = out.Write(frame)
+	}
+	if err != nil || ready.Op != "ready" {
+		return 2
+	}
+	var outBuf []byte
+	for {
+		var req runMsg
+		body, err := readFrame(r, &req)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return 0 // the host closed the pipe: a normal shutdown
+			}
+			fmt.Fprintf(os.Stderr, "jsrunner worker: read request: %v\n", err)
+			return 2
+		}
+		res, payload := w.handle(&req, body)
+		outBuf, err = appendFrame(outBuf[:0], res, payload...)
+		if err != nil {
+			outBuf, _ = appendFrame(outBuf[:0], resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: err.Error()})
+		}
+		if _, err := out.Write(outBuf); err != nil {
+			return 0
+		}
+		if cap(outBuf) > 1<<20 {
+			outBuf = nil
+		}
+	}
+}
+
+func (w *workerState) handle(req *runMsg, body []byte) (resultMsg, [][]byte) {
+	if req.Op != "run" || req.CodeLen < 0 || req.CodeLen > len(body) {
+		return resultMsg{Status: statusProtocolFail, Message: "malformed run request"}, nil
+	}
+	code, inputs := body[:req.CodeLen], body[req.CodeLen:]
+	cb := w.program(req, code)
+	if cb == nil {
+		return resultMsg{Status: statusNeedBundle}, nil
+	}
+	if cb.err != nil {
+		return resultMsg{Status: statusFailed, Code: cb.err.Code, Message: cb.err.Message}, nil
+	}
+	res, payload := w.call(req, cb.prg, inputs)
+	if res.Code == CodeResourceLimit && strings.HasPrefix(res.Message, "memory") {
+		// Give the pages back before the next call.
+		debug.FreeOSMemory()
+	}
+	return res, payload
+}
+
+// program returns the compiled bundle, compiling code when given, or nil
+// when the worker does not hold the bundle and no code came with the request.
+func (w *workerState) program(req *runMsg, code []byte) *compiledBundle {
+	if el, ok := w.programs[req.Bundle]; ok {
+		w.lru.MoveToFront(el)
+		return el.Value.(*compiledBundle)
+	}
+	if len(code) == 0 {
+		return nil
+	}
+	cb := &compiledBundle{hash: req.Bundle}
+	// ES modules are strict code; the whole bundle is compiled as such.
+	prg, err := goja.Compile(req.ModuleName, string(code), true)
+	if err != nil {
+		cb.err = failf(CodeModuleRejected, "the engine cannot compile the module: %s", truncateMessage(err.Error()))
+	} else {
+		cb.prg = prg
+	}
+	w.programs[req.Bundle] = w.lru.PushFront(cb)
+	for w.lru.Len() > workerBundleCache {
+		last := w.lru.Back()
+		w.lru.Remove(last)
+		delete(w.programs, last.Value.(*compiledBundle).hash)
+	}
+	return cb
+}
+
+// call runs one export invocation in a fresh engine instance, so nothing a
+// module leaves behind is visible to the next call.
+func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
+	vm := goja.New()
+	vm.SetMaxCallStackSize(req.MaxDepth)
+	vm.SetTimeSource(func() time.Time { return FixedClock })
+	vm.SetRandSource(func() float64 { panic(vm.NewTypeError("Math.random is unavailable: modules must be deterministic")) })
+
+	wall := time.Duration(req.TimeoutNS)
+	timer := time.AfterFunc(wall, func() {
+		vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("wall time limit of %s exceeded", wall)})
+	})
+	defer timer.Stop()
+	stopWatch := w.watchHeap(vm)
+	defer stopWatch()
+
+	var (
+		res     resultMsg
+		payload [][]byte
+	)
+	// Everything that may run module code happens inside one engine call so
+	// that exceptions, interrupts and stack overflows all come back as its error.
+	body := vm.ToValue(func(goja.FunctionCall) goja.Value {
+		res, payload = w.invoke(vm, req, prg, inputs)
+		return goja.Undefined()
+	})
+	fn, _ := goja.AssertFunction(body)
+	if _, err := fn(goja.Undefined()); err != nil {
+		return failureFromError(err, "execution failed"), nil
+	}
+	return res, payload
+}
+
+func (w *workerState) invoke(vm *goja.Runtime, req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
+	// Capture the built-ins before module code can replace them.
+	jsonObj := vm.Get("JSON").ToObject(vm)
+	parse, _ := goja.AssertFunction(jsonObj.Get("parse"))
+	objectCtor := vm.Get("Object").ToObject(vm)
+	freeze, _ := goja.AssertFunction(objectCtor.Get("freeze"))
+
+	in, err := parse(goja.Undefined(), vm.ToValue(string(inputs)))
+	if err != nil {
+		return classifyEngineError(err, CodeInvalidRequest, "inputs are not valid JSON"), nil
+	}
+	if _, err := vm.RunProgram(prg); err != nil {
+		return classifyEngineError(err, CodeExecutionFailed, "module evaluation failed"), nil
+	}
+	exportsVal := vm.Get(bundleGlobal)
+	exports, ok := exportsVal.(*goja.Object)
+	if !ok {
+		return resultMsg{Status: statusFailed, Code: CodeModuleRejected, Message: fmt.Sprintf("the module has no export %q", req.Export)}, nil
+	}
+	fnVal := exports.Get(req.Export)
+	if fnVal == nil || goja.IsUndefined(fnVal) {
+		return resultMsg{Status: statusFailed, Code: CodeModuleRejected, Message: fmt.Sprintf("the module has no export %q", req.Export)}, nil
+	}
+	fn, ok := goja.AssertFunction(fnVal)
+	if !ok {
+		return resultMsg{Status: statusFailed, Code: CodeModuleRejected, Message: fmt.Sprintf("export %q is not a function", req.Export)}, nil
+	}
+
+	env := vm.NewObject()
+	for k, v := range req.Env {
+		if err := env.Set(k, v); err != nil {
+			return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: "build environment: " + err.Error()}, nil
+		}
+	}
+	if _, err := freeze(goja.Undefined(), env); err != nil {
+		return classifyEngineError(err, CodeInternalFailure, "freeze environment"), nil
+	}
+	ctx := vm.NewObject()
+	if err := ctx.Set("environment", env); err != nil {
+		return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: "build context: " + err.Error()}, nil
+	}
+	if _, err := freeze(goja.Undefined(), ctx); err != nil {
+		return classifyEngineError(err, CodeInternalFailure, "freeze context"), nil
+	}
+
+	ret, err := fn(goja.Undefined(), in, ctx)
+	if err != nil {
+		return classifyEngineError(err, CodeExecutionFailed, "the export threw"), nil
+	}
+	if obj, ok := ret.(*goja.Object); ok && obj.ExportType() == typeOfPromise {
+		p, _ := obj.Export().(*goja.Promise)
+		if p != nil {
+			// Promise jobs have already run: the engine drains its job queue
+			// when the outermost call returns, and there are no timers or I/O
+			// that could settle a promise later.
+			switch p.State() {
+			case goja.PromiseStateFulfilled:
+				ret = p.Result()
+			case goja.PromiseStateRejected:
+				return resultMsg{Status: statusFailed, Code: CodeExecutionFailed,
+					Message: "the export's promise was rejected: " + describeValue(vm, p.Result())}, nil
+			default:
+				return resultMsg{Status: statusFailed, Code: CodeExecutionFailed,
+					Message: "the export's promise never settled (a module has no timers or I/O that could settle it later)"}, nil
+			}
+		}
+	}
+	if req.Paged {
+		return encodePaged(ret, req.OutputMax)
+	}
+	enc := newJSONEncoder(req.OutputMax)
+	if err := enc.encode(ret); err != nil {
+		return outputFailure(err), nil
+	}
+	return resultMsg{Status: statusOK}, [][]byte{enc.buf}
+}
+
+// encodePaged splits a paged result into its runx_page control value and
+// the rest of the object.
+func encodePaged(ret goja.Value, limit int) (resultMsg, [][]byte) {
+	obj, ok := ret.(*goja.Object)
+	if !ok || obj.ExportType() != typeOfObject || obj.ClassName() != "Object" || builtinTag(obj) != "" {
+		// Let the ordinary encoder explain a value that is not JSON at all;
+		// otherwise the host reports the wrong shape with the page position.
+		enc := newJSONEncoder(limit)
+		if err := enc.encode(ret); err != nil {
+			return outputFailure(err), nil
+		}
+		return resultMsg{Status: statusOK, NotObject: true}, nil
+	}
+	out := newJSONEncoder(limit)
+	out.seen[obj] = struct{}{}
+	out.buf = append(out.buf, '{')
+	var control []byte
+	res := resultMsg{Status: statusOK}
+	for _, k := range obj.Keys() {
+		v := obj.Get(k)
+		if k == "runx_page" {
+			ce := newJSONEncoder(limit)
+			ce.path = []string{".runx_page"}
+			ce.seen[obj] = struct{}{}
+			if err := ce.encode(v); err != nil {
+				return outputFailure(err), nil
+			}
+			control = ce.buf
+			res.HasControl = true
+			continue
+		}
+		if res.OtherKeys > 0 {
+			out.buf = append(out.buf, ',')
+		}
+		res.OtherKeys++
+		out.path = append(out.path[:0], pathKey(k))
+		out.quote(k)
+		out.buf = append(out.buf, ':')
+		if err := out.encode(v); err != nil {
+			return outputFailure(err), nil
+		}
+	}
+	out.buf = append(out.buf, '}')
+	if err := out.checkSize(); err != nil {
+		return outputFailure(err), nil
+	}
+	res.ControlLen = len(control)
+	return res, [][]byte{control, out.buf}
+}
+
+func outputFailure(err error) resultMsg {
+	var oe *outputError
+	if errors.As(err, &oe) || errors.Is(err, errOutputTooLarge) {
+		return resultMsg{Status: statusFailed, Code: CodeOutputRejected, Message: err.Error()}
+	}
+	return classifyEngineError(err, CodeExecutionFailed, "encoding the result failed")
+}
+
+// failureFromError maps an error returned by the outermost engine call.
+func failureFromError(err error, what string) resultMsg {
+	return classifyEngineError(err, CodeExecutionFailed, what)
+}
+
+// classifyEngineError maps engine errors: limit interrupts and stack
+// overflows are resource limits; a JavaScript exception gets code.
+func classifyEngineError(err error, code, what string) resultMsg {
+	var intr *goja.InterruptedError
+	if errors.As(err, &intr) {
+		if l, ok := intr.Value().(*limitInterrupt); ok {
+			return resultMsg{Status: statusFailed, Code: CodeResourceLimit, Message: l.limit}
+		}
+		return resultMsg{Status: statusFailed, Code: CodeResourceLimit, Message: "interrupted: " + truncateMessage(intr.String())}
+	}
+	var so *goja.StackOverflowError
+	if errors.As(err, &so) {
+		return resultMsg{Status: statusFailed, Code: CodeResourceLimit, Message: "call stack depth limit exceeded (runaway recursion)"}
+	}
+	var oe *outputError
+	if errors.As(err, &oe) {
+		return resultMsg{Status: statusFailed, Code: CodeOutputRejected, Message: err.Error()}
+	}
+	var ex *goja.Exception
+	if errors.As(err, &ex) {
+		return resultMsg{Status: statusFailed, Code: code, Message: what + ": " + truncateMessage(ex.Error())}
+	}
+	return resultMsg{Status: statusFailed, Code: code, Message: what + ": " + truncateMessage(err.Error())}
+}
+
+// describeValue renders a rejection reason without letting its toString
+// escape as a panic.
+func describeValue(vm *goja.Runtime, v goja.Value) string {
+	if v == nil {
+		return "undefined"
+	}
+	var s string
+	if ex := vm.Try(func() {
+		if o, ok := v.(*goja.Object); ok {
+			if st := o.Get("stack"); st != nil && goja.IsString(st) {
+				s = st.String()
+				return
+			}
+		}
+		s = v.String()
+	}); ex != nil {
+		return "(a value whose conversion to text threw)"
+	}
+	return truncateMessage(s)
+}
+
+const maxMessageBytes = 2048
+
+func truncateMessage(s string) string {
+	if len(s) <= maxMessageBytes {
+		return s
+	}
+	cut := maxMessageBytes
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }
+
+// watchHeap interrupts vm when the heap passes the configured limit. A
+// reading above the limit is confirmed after a collection so that garbage
+// does not count against the module.
+func (w *workerState) watchHeap(vm *goja.Runtime) (stop func()) {
+	limit := w.cfg.HeapLimit
+	if limit <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			metrics.Read(sample)
+			if int64(sample[0].Value.Uint64()) <= limit {
+				continue
+			}
+			runtime.GC()
+			metrics.Read(sample)
+			if used := int64(sample[0].Value.Uint64()); used > limit {
+				vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("memory limit of %d MiB exceeded (heap reached %d MiB)", limit>>20, used>>20)})
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
