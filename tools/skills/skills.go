@@ -1,0 +1,293 @@
+// Package skills runs the runners of admitted skill packages and reports each
+// run as one libos.skill_run.v1 envelope. It resolves what both runner types
+// share (the runner, the workspace, the inputs against their declarations,
+// the declared environment) and hands the rest to clitool for cli-tool
+// runners and to jsrunner for javascript runners.
+//
+// Failure codes for cli-tool runners:
+//
+//	invalid_request   unknown runner, bad workspace, inputs that break their
+//	                  declarations, a required variable not set, input names
+//	                  that normalize to nothing or collide, an argument
+//	                  placeholder that cannot be filled; nothing was spawned
+//	execution_failed  the command could not be spawned (not found, cwd
+//	                  missing), exited non-zero (exit_code set) or was killed
+//	                  by a signal it was not sent by the runtime, or the caller
+//	                  cancelled the call
+//	resource_limit    the timeout (or the caller's deadline) ended the call;
+//	                  the process group was terminated
+//	output_rejected   exit 0, but stdout cannot be a text or JSON result:
+//	                  truncated past 8 MiB, not UTF-8, or held open by an
+//	                  escaped descendant
+//	internal_failure  the runtime failed around the process
+//
+// javascript runners report jsrunner's codes unchanged; module_rejected also
+// covers a module path refused at admission.
+package skills
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/tools/skills/clitool"
+	"github.com/libos/libos/tools/skills/jsrunner"
+)
+
+// Schema identifies the envelope format.
+const Schema = "libos.skill_run.v1"
+
+// Status is the outcome of a run.
+type Status string
+
+// The two statuses of an envelope.
+const (
+	StatusSealed  Status = "sealed"
+	StatusFailure Status = "failure"
+)
+
+// Code classifies a failure.
+type Code string
+
+// The failure codes of an envelope.
+const (
+	CodeInvalidRequest  Code = "invalid_request"
+	CodeModuleRejected  Code = "module_rejected"
+	CodeExecutionFailed Code = "execution_failed"
+	CodeResourceLimit   Code = "resource_limit"
+	CodeOutputRejected  Code = "output_rejected"
+	CodeInternalFailure Code = "internal_failure"
+)
+
+// Error is the error member of a failure envelope.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+// Envelope reports one run. Fields that do not apply are omitted: exit_code,
+// stdout_bytes, stdout_sha256 and stderr exist only for a cli-tool process
+// that was spawned (exit_code only when it exited by itself); output exists
+// on success and, for a cli-tool, also on failure when stdout was complete
+// UTF-8, so that raw output stays visible.
+type Envelope struct {
+	Schema       string          `json:"schema"`
+	Status       Status          `json:"status"`
+	Output       json.RawMessage `json:"output,omitempty"`
+	ExitCode     *int            `json:"exit_code,omitempty"`
+	StdoutBytes  *int64          `json:"stdout_bytes,omitempty"`
+	StdoutSHA256 string          `json:"stdout_sha256,omitempty"`
+	Stderr       *string         `json:"stderr,omitempty"`
+	DurationMS   int64           `json:"duration_ms"`
+	Error        *Error          `json:"error,omitempty"`
+}
+
+// RunOptions are the caller's side of a run.
+type RunOptions struct {
+	// Workspace is the workspace root (RUNX_CWD). "" means the host's
+	// RUNX_CWD, else INIT_CWD, else the current directory. It must be an
+	// existing folder.
+	Workspace string
+	// LookupEnv reads the host environment: declared variables, the
+	// workspace fallbacks and the cli-tool baseline. nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// JavaScript runs javascript runners. nil means a one-worker pool started
+	// for the call and closed after it; callers running many calls share a
+	// pool instead. The pool re-executes the running program, which must call
+	// jsrunner.MaybeRunWorker first.
+	JavaScript *jsrunner.Pool
+	// TempDir is where cli-tool input folders are created; "" selects
+	// clitool's default.
+	TempDir string
+}
+
+// Run runs the runner called runner ("" for the default one) of pkg with the
+// given JSON inputs (empty means {}). It never returns an error: every
+// failure is a failure envelope. Run is safe for concurrent use when the
+// options' pool is.
+func Run(ctx context.Context, pkg *skillpkg.Package, runner string, inputs json.RawMessage, opts RunOptions) Envelope {
+	start := time.Now()
+	r, err := pkg.Runner(runner)
+	if err != nil {
+		return failure(start, CodeInvalidRequest, err.Error())
+	}
+	return run(ctx, start, pkg, r, inputs, opts)
+}
+
+// RunRunner runs a specific runner of pkg, such as a bundled tool's
+// (Tool.Runner).
+func RunRunner(ctx context.Context, pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage, opts RunOptions) Envelope {
+	return run(ctx, time.Now(), pkg, r, inputs, opts)
+}
+
+// Refused is the envelope of a package that admission refused:
+// module_rejected for a refused module path, invalid_request otherwise.
+func Refused(err error) Envelope {
+	code := CodeInvalidRequest
+	if errors.Is(err, skillpkg.ErrModuleRefused) {
+		code = CodeModuleRejected
+	}
+	return Envelope{Schema: Schema, Status: StatusFailure, Error: &Error{Code: code, Message: err.Error()}}
+}
+
+// ResolveWorkspace returns the absolute workspace root: explicit when given,
+// else RUNX_CWD, else INIT_CWD (both read through lookup), else the current
+// directory. The result must be an existing folder.
+func ResolveWorkspace(explicit string, lookup func(string) (string, bool)) (string, error) {
+	ws, source := explicit, "the workspace option"
+	if ws == "" {
+		if v, ok := lookup("RUNX_CWD"); ok && v != "" {
+			ws, source = v, "RUNX_CWD"
+		} else if v, ok := lookup("INIT_CWD"); ok && v != "" {
+			ws, source = v, "INIT_CWD"
+		} else {
+			cwd, err := os.Getwd()
+			if err != nil {
+				return "", fmt.Errorf("workspace: reading the current directory: %w", err)
+			}
+			ws, source = cwd, "the current directory"
+		}
+	}
+	abs, err := filepath.Abs(ws)
+	if err != nil {
+		return "", fmt.Errorf("workspace from %s: %q: %w", source, ws, err)
+	}
+	info, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("workspace from %s: %w", source, err)
+	}
+	if !info.IsDir() {
+		return "", fmt.Errorf("workspace from %s: %s is not a folder", source, abs)
+	}
+	return abs, nil
+}
+
+func run(ctx context.Context, start time.Time, pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage, opts RunOptions) Envelope {
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	workspace, err := ResolveWorkspace(opts.Workspace, lookup)
+	if err != nil {
+		return failure(start, CodeInvalidRequest, err.Error())
+	}
+	resolved, err := skillpkg.ResolveInputs(r.Inputs, inputs)
+	if err != nil {
+		return failure(start, CodeInvalidRequest, fmt.Sprintf("runner %s: %v", r.Name, err))
+	}
+	env, err := skillpkg.ResolveEnvironment(r.Environment, lookup)
+	if err != nil {
+		return failure(start, CodeInvalidRequest, fmt.Sprintf("runner %s: %v", r.Name, err))
+	}
+	switch r.Type {
+	case skillpkg.TypeCLITool:
+		call := clitool.CallFor(pkg, r)
+		call.Workspace = workspace
+		call.Inputs = resolved
+		call.Environment = env
+		call.LookupEnv = lookup
+		call.TempDir = opts.TempDir
+		return cliEnvelope(ctx, clitool.Run(ctx, call))
+	case skillpkg.TypeJavaScript:
+		return runJavaScript(ctx, start, pkg, r, resolved, env, workspace, opts.JavaScript)
+	}
+	return failure(start, CodeInvalidRequest, fmt.Sprintf("runner %s: %s runners run as child agent processes, not through skill run", r.Name, r.Type))
+}
+
+func failure(start time.Time, code Code, message string) Envelope {
+	return Envelope{
+		Schema:     Schema,
+		Status:     StatusFailure,
+		DurationMS: time.Since(start).Milliseconds(),
+		Error:      &Error{Code: code, Message: message},
+	}
+}
+
+// cliEnvelope maps a cli-tool result onto the envelope (see the package
+// comment for the codes).
+func cliEnvelope(ctx context.Context, res clitool.Result) Envelope {
+	env := Envelope{Schema: Schema, Status: StatusSealed, Output: res.Output, DurationMS: res.Duration.Milliseconds()}
+	if res.Started {
+		if res.Exited {
+			code := res.ExitCode
+			env.ExitCode = &code
+		}
+		n := res.Stdout.Bytes
+		env.StdoutBytes = &n
+		env.StdoutSHA256 = res.Stdout.SHA256Hex()
+		// Invalid bytes would be replaced silently by the JSON encoder; doing
+		// it here keeps the envelope honest about what it shows.
+		stderr := strings.ToValidUTF8(string(res.Stderr.Retained), "\uFFFD")
+		env.Stderr = &stderr
+	}
+	if res.Err == nil {
+		return env
+	}
+	env.Status = StatusFailure
+	env.Error = &Error{Code: cliCode(ctx, res.Err), Message: res.Err.Error()}
+	return env
+}
+
+func cliCode(ctx context.Context, err error) Code {
+	switch {
+	case errors.Is(err, clitool.ErrInvalidRequest):
+		return CodeInvalidRequest
+	case errors.Is(err, clitool.ErrTimeout):
+		return CodeResourceLimit
+	case errors.Is(err, clitool.ErrAborted):
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return CodeResourceLimit
+		}
+		return CodeExecutionFailed
+	case errors.Is(err, clitool.ErrSpawn), errors.Is(err, clitool.ErrExitStatus):
+		return CodeExecutionFailed
+	case errors.Is(err, clitool.ErrOutputRejected):
+		return CodeOutputRejected
+	}
+	return CodeInternalFailure
+}
+
+func runJavaScript(ctx context.Context, start time.Time, pkg *skillpkg.Package, r *skillpkg.Runner, inputs map[string]json.RawMessage, env map[string]string, workspace string, pool *jsrunner.Pool) Envelope {
+	raw, err := skillpkg.EncodeInputs(inputs)
+	if err != nil {
+		return failure(start, CodeInvalidRequest, err.Error())
+	}
+	spec := jsrunner.Spec{
+		Dir:         pkg.Dir,
+		Module:      r.Module,
+		Export:      r.Export,
+		Environment: env,
+		Timeout:     r.Timeout,
+	}
+	if r.Pages != nil {
+		spec.Pages = &jsrunner.PagesSpec{
+			PathFrom:      r.Pages.PathFrom,
+			PathScopeFrom: r.Pages.PathScopeFrom,
+			MediaType:     r.Pages.MediaType,
+			Framing:       r.Pages.Framing,
+			PageBytes:     r.Pages.PageBytes,
+		}
+	}
+	if pool == nil {
+		own, err := jsrunner.NewPool(jsrunner.PoolOptions{Workers: 1})
+		if err != nil {
+			return failure(start, CodeInternalFailure, fmt.Sprintf("starting a javascript worker: %v", err))
+		}
+		defer own.Close()
+		pool = own
+	}
+	res := pool.Run(ctx, spec, raw, workspace)
+	out := Envelope{Schema: Schema, Status: StatusSealed, Output: res.Output, DurationMS: res.DurationMS}
+	if res.Err != nil {
+		out.Status = StatusFailure
+		out.Output = nil
+		out.Error = &Error{Code: Code(res.Err.Code), Message: res.Err.Message}
+	}
+	return out
+}
