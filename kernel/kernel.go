@@ -24,6 +24,9 @@ import (
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
+	"github.com/libos/libos/tools/msg"
+	"github.com/libos/libos/tools/objmem"
+	"github.com/libos/libos/tools/proc"
 	"github.com/libos/libos/tools/session"
 )
 
@@ -76,6 +79,8 @@ type Runtime struct {
 	ctxCache map[int64]*llmContext
 
 	sched *scheduler
+
+	provMu sync.Mutex
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -136,7 +141,25 @@ func Open(dir string, opts Options) (*Runtime, error) {
 
 // BuiltinTools returns every built-in tool of the runtime.
 func BuiltinTools(cfg tools.Config) []*tools.Tool {
-	return session.Tools(cfg)
+	var all []*tools.Tool
+	for _, family := range []tools.Family{session.Tools, proc.Tools, msg.Tools, objmem.Tools} {
+		all = append(all, family(cfg)...)
+	}
+	return all
+}
+
+// SetProvider sets the provider before RunUntilIdle (a Host that opened the
+// runtime to read its recorded settings first).
+func (k *Runtime) SetProvider(p llm.Provider) {
+	k.provMu.Lock()
+	k.opts.Provider = p
+	k.provMu.Unlock()
+}
+
+func (k *Runtime) provider() llm.Provider {
+	k.provMu.Lock()
+	defer k.provMu.Unlock()
+	return k.opts.Provider
 }
 
 // Dir is the absolute runtime directory.
@@ -363,7 +386,7 @@ func (k *Runtime) ReadObject(oid string) (objects.Meta, []byte, error) {
 // something only an outside event can end (a Human message). Pending timers
 // are not idle: the runtime waits for them on its clock.
 func (k *Runtime) RunUntilIdle(ctx context.Context) error {
-	if k.opts.Provider == nil {
+	if k.provider() == nil {
 		return ErrNoProvider
 	}
 	return k.sched.run(ctx)

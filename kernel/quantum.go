@@ -12,6 +12,7 @@ import (
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/llm"
+	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
@@ -64,6 +65,16 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 				return err
 			}
 		}
+		msgs, err := newMessages(tx, r)
+		if err != nil {
+			return err
+		}
+		if len(msgs) > 0 {
+			notice, _ := messageNotice(msgs)
+			if err := k.appendEntries(tx, r, c, notice); err != nil {
+				return err
+			}
+		}
 		goal, err := k.goalText(tx, r)
 		if err != nil {
 			return err
@@ -106,7 +117,7 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 		return err
 	}
 
-	resp, perr := k.opts.Provider.Complete(ctx, req)
+	resp, perr := k.provider().Complete(ctx, req)
 
 	return k.store.Update(func(tx *objects.Txn) error {
 		r, err := loadProc(tx, pid)
@@ -200,7 +211,10 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: noToolCallNotice}); err != nil {
 			return err
 		}
-		return k.step(tx, r, process.Input{Kind: process.Yield})
+		if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
+			return err
+		}
+		return k.pauseIfRequested(tx, r)
 	}
 	table := k.toolTable(im)
 	var (
@@ -208,8 +222,33 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 		block     *tools.Block
 		blockCall llm.ToolCall
 		exit      *tools.Exit
+		notices   []mailbox.Message
 	)
+	// checkMessages collects messages that arrived since the process was last
+	// told: an interrupt stops the batch before the next call, a normal
+	// message after the current one. The notice follows the turn's tool
+	// results, so every call of the turn is answered first.
+	checkMessages := func(before bool) error {
+		msgs, err := newMessages(tx, r)
+		if err != nil || len(msgs) == 0 {
+			return err
+		}
+		notices = append(notices, msgs...)
+		_, interrupt := messageNotice(msgs)
+		if endedBy == "" && (interrupt || !before) {
+			endedBy = "a new message"
+			if interrupt {
+				endedBy = "an interrupt message"
+			}
+		}
+		return nil
+	}
 	for _, call := range calls {
+		if endedBy == "" {
+			if err := checkMessages(true); err != nil {
+				return err
+			}
+		}
 		if endedBy != "" {
 			res := tools.NotStarted(fmt.Sprintf("not started: %s ended this batch", endedBy))
 			if err := k.recordCall(tx, r, c, turn, call, res, false, "cancelled"); err != nil {
@@ -249,14 +288,38 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 				endedBy = call.Name
 			}
 		}
+		if endedBy == "" {
+			if err := checkMessages(false); err != nil {
+				return err
+			}
+		}
 	}
-	switch {
-	case exit != nil:
+	if exit != nil {
 		return k.exitProcess(tx, r, exit)
-	case block != nil:
-		return k.blockProcess(tx, r, turn, blockCall, block)
 	}
-	return k.step(tx, r, process.Input{Kind: process.Yield})
+	if len(notices) > 0 {
+		notice, _ := messageNotice(notices)
+		if err := k.appendEntries(tx, r, c, notice); err != nil {
+			return err
+		}
+	}
+	if block != nil {
+		if err := k.blockProcess(tx, r, turn, blockCall, block); err != nil {
+			return err
+		}
+	} else if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
+		return err
+	}
+	return k.pauseIfRequested(tx, r)
+}
+
+// pauseIfRequested applies a pause signalled while the quantum ran.
+func (k *Runtime) pauseIfRequested(tx *objects.Txn, r *procRecord) error {
+	if !r.PauseRequested {
+		return nil
+	}
+	r.PauseRequested = false
+	return k.step(tx, r, process.Input{Kind: process.Pause})
 }
 
 // invoke validates, authorizes budget and runs one call.
@@ -353,14 +416,21 @@ func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRec
 	return saveProc(tx, r)
 }
 
-// exitProcess commits a terminal exit.
+// exitProcess commits a terminal exit: state, result identity, evidence
+// hash and the parent's wake in one batch.
 func (k *Runtime) exitProcess(tx *objects.Txn, r *procRecord, e *tools.Exit) error {
-	return k.step(tx, r, process.Input{Kind: process.Exit, ResultOID: e.ResultOID})
+	if e.EvidenceSHA256 != "" {
+		r.EvidenceSHA256 = e.EvidenceSHA256
+		if err := tx.Set(evidenceKey(r.PID), e.Evidence); err != nil {
+			return err
+		}
+	}
+	return k.terminate(tx, r, process.Input{Kind: process.Exit, ResultOID: e.ResultOID})
 }
 
 // failProcess moves r to failed with reason.
 func (k *Runtime) failProcess(tx *objects.Txn, r *procRecord, reason string) error {
-	return k.step(tx, r, process.Input{Kind: process.Fail, Reason: reason})
+	return k.terminate(tx, r, process.Input{Kind: process.Fail, Reason: reason})
 }
 
 // fireTimer wakes pid from a timer wait if the wait is still the one the

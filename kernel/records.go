@@ -61,6 +61,12 @@ type procRecord struct {
 	RetainSeq uint64 `json:"retain_seq"`
 	// ReservedTokens is what the running quantum reserved of the token budget.
 	ReservedTokens int64 `json:"reserved_tokens,omitempty"`
+	// EvidenceSHA256 is the hash of the completion evidence a gated exit passed.
+	EvidenceSHA256 string `json:"evidence_sha256,omitempty"`
+	// PauseRequested pauses the process when its running quantum ends.
+	PauseRequested bool `json:"pause_requested,omitempty"`
+	// NotifiedSeq is the highest mailbox sequence the process was told of.
+	NotifiedSeq uint64 `json:"notified_seq,omitempty"`
 	// InterruptedTurn is set by recovery when a quantum's provider call had
 	// unknown settlement; the next prompt tells the process.
 	InterruptedTurn bool `json:"interrupted_turn,omitempty"`

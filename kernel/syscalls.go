@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
+	msgtools "github.com/libos/libos/tools/msg"
 )
 
 // syscalls implements tools.Syscalls for one call of process r, bound to the
@@ -72,6 +74,90 @@ func (s *syscalls) CreateResult(data json.RawMessage) (objects.Meta, error) {
 	})
 }
 
+// CompletionReview gathers the process's current review input (goal
+// identity, every Human message's id, status and content hash, the observed
+// successful tools) and runs the pure decision.
 func (s *syscalls) CompletionReview(token string, evidence json.RawMessage) (process.Decision, error) {
-	return process.Decision{}, tools.Errorf(tools.CodeFailed, "completion review is not available for image %s", s.r.Image)
+	in, err := s.k.reviewInput(s.tx, s.r)
+	if err != nil {
+		return process.Decision{}, err
+	}
+	d, err := process.Decide(in, token, evidence)
+	if err != nil {
+		return process.Decision{}, tools.Errorf(tools.CodeFailed, "completion review: %w", err)
+	}
+	return d, nil
+}
+
+func (s *syscalls) ImageOf(ref string) (tools.ImageInfo, error) {
+	im, err := s.k.image(ref)
+	if err != nil {
+		return tools.ImageInfo{}, err
+	}
+	return tools.ImageInfo{Ref: im.Ref(), Gated: im.Gated()}, nil
+}
+
+func (s *syscalls) SpawnChild(spec tools.ChildSpec) (tools.ChildStatus, error) {
+	c, err := s.k.spawnChild(s.tx, s.r, spec)
+	if err != nil {
+		return tools.ChildStatus{}, err
+	}
+	return childStatus(c), nil
+}
+
+func (s *syscalls) Child(pid int64) (tools.ChildStatus, error) {
+	c, err := directChild(s.tx, s.r.PID, pid)
+	if err != nil {
+		return tools.ChildStatus{}, err
+	}
+	return childStatus(c), nil
+}
+
+func (s *syscalls) SignalChild(pid int64, signal string) (tools.ChildStatus, error) {
+	c, err := s.k.signal(s.tx, s.r, pid, signal)
+	if err != nil {
+		return tools.ChildStatus{}, err
+	}
+	return childStatus(c), nil
+}
+
+func (s *syscalls) PostMessage(m mailbox.Message) (mailbox.Message, error) {
+	if err := canMessage(s.tx, s.r, m.Recipient); err != nil {
+		return mailbox.Message{}, err
+	}
+	m.Sender = fmt.Sprintf("%s%d", mailbox.SenderProcessPrefix, s.r.PID)
+	if m.Recipient == s.r.PID {
+		// A message to oneself is already known: no notice for it.
+		stored, err := s.k.post(s.tx, m)
+		if err == nil && stored.Seq > s.r.NotifiedSeq {
+			s.r.NotifiedSeq = stored.Seq
+		}
+		return stored, err
+	}
+	return s.k.post(s.tx, m)
+}
+
+func (s *syscalls) ReadMessages(f mailbox.Filter, ack bool) (mailbox.Page, error) {
+	return mailbox.Read(s.tx, s.r.PID, f, ack, msgtools.MaxResultBytes, s.k.now())
+}
+
+func (s *syscalls) HasMessage(f mailbox.Filter) (bool, error) {
+	m, err := mailbox.FirstMatch(s.tx, s.r.PID, f)
+	return m != nil, err
+}
+
+func (s *syscalls) CreateObject(spec objects.CreateSpec) (objects.Meta, error) {
+	return s.tx.Create(spec)
+}
+
+func (s *syscalls) WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error) {
+	return s.tx.Write(oid, expectedVersion, spec)
+}
+
+func (s *syscalls) LookupObject(namespace, name string) (objects.Meta, error) {
+	return s.tx.Lookup(namespace, name)
+}
+
+func (s *syscalls) ListObjects(namespace string) ([]objects.Meta, error) {
+	return s.tx.List(namespace)
 }

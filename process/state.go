@@ -57,7 +57,8 @@ const (
 var WaitKinds = []WaitKind{WaitTimer, WaitChild, WaitMessage, WaitHuman, WaitCompaction}
 
 // Wait is the typed wait of a waiting process. Only the fields of its kind may
-// be set: Until for a timer, ChildPID for a child, Filter for a message.
+// be set: Until for a timer, ChildPID for a child, Filter for a message or a
+// Human wait (a Human wait is a message wait whose filter names a Human sender).
 // PendingID names the durable pending action the wait belongs to, if any.
 type Wait struct {
 	Kind      WaitKind        `json:"kind"`
@@ -79,11 +80,11 @@ func (w Wait) Validate() error {
 		if w.ChildPID <= 0 {
 			return fmt.Errorf("wait.child_pid: %d must be a positive pid for a child wait", w.ChildPID)
 		}
-	case WaitMessage:
+	case WaitMessage, WaitHuman:
 		if len(w.Filter) > 0 && !json.Valid(w.Filter) {
 			return errors.New("wait.filter: must be valid JSON")
 		}
-	case WaitHuman, WaitCompaction:
+	case WaitCompaction:
 	default:
 		return fmt.Errorf("wait.kind: %q must be one of %s", w.Kind, joinKinds())
 	}
@@ -93,8 +94,8 @@ func (w Wait) Validate() error {
 	if w.Kind != WaitChild && w.ChildPID != 0 {
 		return fmt.Errorf("wait.child_pid: only a child wait has one, not a %s wait", w.Kind)
 	}
-	if w.Kind != WaitMessage && len(w.Filter) > 0 {
-		return fmt.Errorf("wait.filter: only a message wait has one, not a %s wait", w.Kind)
+	if w.Kind != WaitMessage && w.Kind != WaitHuman && len(w.Filter) > 0 {
+		return fmt.Errorf("wait.filter: only a message or Human wait has one, not a %s wait", w.Kind)
 	}
 	return nil
 }

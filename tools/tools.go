@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools/schema"
@@ -67,6 +68,10 @@ func AsError(err error) *Error {
 		return &Error{Code: CodeNotFound, Message: err.Error(), Err: err}
 	case errors.Is(err, objects.ErrConflict):
 		return &Error{Code: CodeConflict, Message: err.Error(), Err: err}
+	case errors.Is(err, capabilities.ErrWidening):
+		return &Error{Code: CodeDenied, Message: err.Error(), Err: err}
+	case errors.Is(err, mailbox.ErrInvalid), errors.Is(err, objects.ErrNameTaken):
+		return &Error{Code: CodeInvalidArguments, Message: err.Error(), Err: err}
 	}
 	return &Error{Code: CodeFailed, Message: err.Error(), Err: err}
 }
@@ -112,6 +117,54 @@ type Syscalls interface {
 	// image for a process_exit call with token ("" for a bare probe) and
 	// evidence (nil for none).
 	CompletionReview(token string, evidence json.RawMessage) (process.Decision, error)
+
+	// ImageOf resolves an image reference; the error names the built-ins.
+	ImageOf(ref string) (ImageInfo, error)
+	// SpawnChild creates a child of the caller. The kernel refuses grants the
+	// caller does not hold (attenuation only) and charges the children budget
+	// up the ancestor chain; the tool checks process:spawn and image rights.
+	SpawnChild(spec ChildSpec) (ChildStatus, error)
+	// Child reports a direct child of the caller; anything else is refused.
+	Child(pid int64) (ChildStatus, error)
+	// SignalChild kills (with every descendant), pauses or resumes a direct child.
+	SignalChild(pid int64, signal string) (ChildStatus, error)
+	// PostMessage sends m from the caller to itself, its parent or a direct
+	// child, waking the recipient if its wait matches.
+	PostMessage(m mailbox.Message) (mailbox.Message, error)
+	// ReadMessages reads the caller's mailbox; acks commit with the call.
+	ReadMessages(f mailbox.Filter, ack bool) (mailbox.Page, error)
+	// HasMessage reports whether a message matching f is in the caller's mailbox.
+	HasMessage(f mailbox.Filter) (bool, error)
+
+	// Objects: the tool checks authority first.
+	CreateObject(spec objects.CreateSpec) (objects.Meta, error)
+	WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error)
+	LookupObject(namespace, name string) (objects.Meta, error)
+	ListObjects(namespace string) ([]objects.Meta, error)
+}
+
+// ImageInfo is what a tool needs to know of an image.
+type ImageInfo struct {
+	Ref   string
+	Gated bool
+}
+
+// ChildSpec is a spawn request from a process.
+type ChildSpec struct {
+	Image  string
+	Goal   string
+	Grants []capabilities.Grant
+	Budget capabilities.Budget
+}
+
+// ChildStatus is a snapshot of a child process.
+type ChildStatus struct {
+	PID       int64
+	Image     string
+	GoalOID   string
+	Status    process.State
+	ResultOID string
+	Reason    string
 }
 
 // Outcome is what a successful call produced. Exactly one of Result, Block
@@ -135,7 +188,10 @@ type Block struct {
 
 // Exit is a terminal exit a call requests.
 type Exit struct {
-	ResultOID      string
+	ResultOID string
+	// Evidence is the canonical completion evidence a gated exit passed, and
+	// EvidenceSHA256 its hash; both are recorded with the exit.
+	Evidence       json.RawMessage
 	EvidenceSHA256 string
 }
 

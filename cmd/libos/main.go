@@ -2,6 +2,9 @@
 //
 //	libos run <image> --goal TEXT [flags]   run a process tree to its end
 //	libos demo [--dir DIR]                  the offline demo (replay provider)
+//	libos resume [--dir DIR]                continue a runtime directory
+//	libos ps [--dir DIR] [--json]           list processes
+//	libos send <pid> TEXT [--interrupt]     post a Human message
 //	libos skill run|check <dir> [flags]     run or check a skill package
 package main
 
@@ -16,6 +19,9 @@ const usage = `usage: libos <command> [arguments]
 commands:
   run <image> --goal TEXT   run a process tree until its root ends or the runtime is idle
   demo                      run the embedded offline demo
+  resume                    continue a runtime directory with the provider its run recorded
+  ps                        list every process of a runtime directory
+  send <pid> TEXT           post a Human message to a process
   skill run <dir>           run a skill package's runner
   skill check <dir>         admit a skill package and print what it holds
 
@@ -44,6 +50,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runCommand(args[1:], stdout, stderr)
 	case "demo":
 		return demoCommand(args[1:], stdout, stderr)
+	case "resume":
+		return resumeCommand(args[1:], stdout, stderr)
+	case "ps":
+		return psCommand(args[1:], stdout, stderr)
+	case "send":
+		return sendCommand(args[1:], stdout, stderr)
 	case "skill":
 		return runSkillCommand(args[1:], stdin, stdout, stderr)
 	case "-h", "--help", "help":

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -64,7 +65,9 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL)")
 }
 
-func (p *providerFlags) build() (llm.Provider, error) {
+// settings validates the flags (loading the script, checking the OpenAI
+// configuration) before anything touches the runtime directory.
+func (p *providerFlags) settings() (providerSettings, error) {
 	name := p.provider
 	if name == "" {
 		name = "openai"
@@ -72,27 +75,36 @@ func (p *providerFlags) build() (llm.Provider, error) {
 			name = "replay"
 		}
 	}
+	var s providerSettings
 	switch name {
 	case "replay":
 		if p.script == "" {
-			return nil, errors.New("--script: required with --provider replay")
+			return s, errors.New("--script: required with --provider replay")
 		}
-		script, err := llm.LoadScript(p.script)
+		abs, err := filepath.Abs(p.script)
 		if err != nil {
-			return nil, fmt.Errorf("--script: %w", err)
+			return s, fmt.Errorf("--script: %w", err)
 		}
-		return llm.NewReplay(script)
+		s = providerSettings{Provider: "replay", Script: abs}
 	case "openai":
 		cfg := llm.OpenAIConfigFromEnv()
+		s = providerSettings{Provider: "openai", Model: cfg.Model, BaseURL: cfg.BaseURL}
 		if p.model != "" {
-			cfg.Model = p.model
+			s.Model = p.model
 		}
 		if p.baseURL != "" {
-			cfg.BaseURL = p.baseURL
+			s.BaseURL = p.baseURL
 		}
-		return llm.NewOpenAI(cfg)
+	default:
+		return s, fmt.Errorf("--provider %q: must be replay or openai", name)
 	}
-	return nil, fmt.Errorf("--provider %q: must be replay or openai", name)
+	if _, err := providerFromSettings(s); err != nil {
+		if name == "replay" {
+			return s, fmt.Errorf("--script: %w", err)
+		}
+		return s, err
+	}
+	return s, nil
 }
 
 func runCommand(args []string, stdout, stderr io.Writer) int {
@@ -126,12 +138,12 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos run: %v\n", err)
 		return exitUsage
 	}
-	provider, err := pf.build()
+	settings, err := pf.settings()
 	if err != nil {
 		fmt.Fprintf(stderr, "libos run: %v\n", err)
 		return exitUsage
 	}
-	return runRoot(*dir, provider, pos[0], *goal, rootGrants(grants.grants, denies.grants), stdout, stderr)
+	return session(*dir, stdout, stderr, spawnRoot(pos[0], *goal, rootGrants(grants.grants, denies.grants)), &settings)
 }
 
 // rootGrants are what a root started from the command line holds: the clock,
@@ -157,32 +169,46 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos demo: unexpected argument %q\n", pos[0])
 		return exitUsage
 	}
-	script, err := llm.ParseScript(demoScript)
-	if err != nil {
-		fmt.Fprintf(stderr, "libos demo: embedded script: %v\n", err)
-		return exitFailed
-	}
 	goal := "Show the runtime-session tools: read the clock, have a bad argument refused, sleep once, and exit with a structured result."
-	provider, err := llm.NewReplay(script)
-	if err != nil {
-		fmt.Fprintf(stderr, "libos demo: embedded script: %v\n", err)
-		return exitFailed
-	}
-	return runRoot(*dir, provider, "base:v0", goal, rootGrants(nil, nil), stdout, stderr)
+	return session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(nil, nil)), &providerSettings{Provider: "replay", Script: "demo"})
 }
 
-// runRoot opens dir, spawns a root process and runs until it ends or the
-// runtime is idle, printing progress to stderr and the outcome to stdout.
-func runRoot(dir string, provider llm.Provider, image, goal string, grants []capabilities.Grant, stdout, stderr io.Writer) int {
+// session opens dir with the provider settings (a run's own, or, when nil,
+// those the directory recorded), serves the control socket, lets start pick
+// the root to report, and runs until that root ends or the runtime is idle,
+// printing progress to stderr and the outcome to stdout.
+func session(dir string, stdout, stderr io.Writer, start func(*kernel.Runtime) (int64, error), settings *providerSettings) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rt, err := kernel.Open(dir, kernel.Options{Provider: provider, OnEvent: progressPrinter(stderr)})
+	rt, err := kernel.Open(dir, kernel.Options{OnEvent: progressPrinter(stderr)})
 	if err != nil {
 		fmt.Fprintf(stderr, "libos: %v\n", err)
 		return exitFailed
 	}
 	defer rt.Close()
-	pid, err := rt.Spawn(kernel.SpawnSpec{Image: image, Goal: goal, Grants: grants})
+	if settings == nil {
+		settings = &providerSettings{}
+		if err := rt.GetMeta(metaProvider, settings); err != nil {
+			fmt.Fprintf(stderr, "libos: this directory records no provider settings: %v\n", err)
+			return exitFailed
+		}
+	} else if err := rt.PutMeta(metaProvider, settings); err != nil {
+		fmt.Fprintf(stderr, "libos: %v\n", err)
+		return exitFailed
+	}
+	provider, err := providerFromSettings(*settings)
+	if err != nil {
+		fmt.Fprintf(stderr, "libos: provider (%s): %v\n", settings, err)
+		return exitFailed
+	}
+	rt.SetProvider(provider)
+	stopControl, err := rt.ServeControl()
+	if err != nil {
+		fmt.Fprintf(stderr, "libos: %v\n", err)
+		return exitFailed
+	}
+	defer stopControl()
+	pid, err := start(rt)
 	if err != nil {
 		fmt.Fprintf(stderr, "libos: %v\n", err)
 		if errors.Is(err, kernel.ErrInvalidSpawn) {
@@ -195,6 +221,17 @@ func runRoot(dir string, provider llm.Provider, image, goal string, grants []cap
 		return exitFailed
 	}
 	return printOutcome(rt, pid, stdout, stderr)
+}
+
+// spawnRoot starts the root of a run and records it for resume.
+func spawnRoot(image, goal string, grants []capabilities.Grant) func(*kernel.Runtime) (int64, error) {
+	return func(rt *kernel.Runtime) (int64, error) {
+		pid, err := rt.Spawn(kernel.SpawnSpec{Image: image, Goal: goal, Grants: grants})
+		if err != nil {
+			return 0, err
+		}
+		return pid, rt.PutMeta(metaRoot, pid)
+	}
 }
 
 // outcome is the final JSON line of run, demo and resume.

@@ -179,7 +179,7 @@ func invokeExit(ctx context.Context, sys tools.Syscalls, raw json.RawMessage) (t
 				"completion_review": review.Review,
 			}}, nil
 		}
-		exit.EvidenceSHA256 = review.EvidenceSHA256
+		exit.Evidence, exit.EvidenceSHA256 = review.EvidenceJSON, review.EvidenceSHA256
 	} else if args.ReviewToken != nil || args.CompletionEvidence != nil {
 		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments,
 			"review_token/completion_evidence: only for images with completion_gate cumulative_review; image %s exits in one phase", self.Image)

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/libos/libos/kernel"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+)
+
+// Host metadata keys a run records for resume.
+const (
+	metaProvider = "cli.provider"
+	metaRoot     = "cli.root"
+)
+
+// providerSettings are what resume needs to rebuild the provider. The API
+// key is never stored: it comes from the environment again.
+type providerSettings struct {
+	Provider string `json:"provider"`
+	Script   string `json:"script,omitempty"` // absolute path, or "demo" for the embedded script
+	Model    string `json:"model,omitempty"`
+	BaseURL  string `json:"base_url,omitempty"`
+}
+
+// requireDir refuses a missing runtime directory: ps, send and resume never create one.
+func requireDir(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "store")); err != nil {
+		return fmt.Errorf("no runtime directory at %s (start one with libos run)", dir)
+	}
+	return nil
+}
+
+// withRuntime runs fn against dir: opened directly when it is idle, through
+// the control socket of the runtime that holds it otherwise.
+func withRuntime(dir string, req kernel.ControlRequest) (kernel.ControlResponse, error) {
+	if err := requireDir(dir); err != nil {
+		return kernel.ControlResponse{}, err
+	}
+	rt, err := kernel.Open(dir, kernel.Options{})
+	if errors.Is(err, objects.ErrInUse) {
+		return kernel.DialControl(context.Background(), dir, req, 5*time.Second)
+	}
+	if err != nil {
+		return kernel.ControlResponse{}, err
+	}
+	defer rt.Close()
+	return rt.Control(req), nil
+}
+
+func psCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("libos ps", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "./.libos", "runtime directory")
+	asJSON := fs.Bool("json", false, "print a JSON array")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 0 {
+		fmt.Fprintf(stderr, "libos ps: unexpected argument %q\n", pos[0])
+		return exitUsage
+	}
+	resp, err := withRuntime(*dir, kernel.ControlRequest{Op: "ps"})
+	if err == nil && resp.Error != "" {
+		err = errors.New(resp.Error)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "libos ps: %v\n", err)
+		return exitFailed
+	}
+	if *asJSON {
+		type row struct {
+			PID       int64   `json:"pid"`
+			ParentPID *int64  `json:"parent_pid"`
+			Image     string  `json:"image"`
+			Status    string  `json:"status"`
+			Waiting   *string `json:"waiting_on"`
+			Reason    string  `json:"reason,omitempty"`
+			ResultOID string  `json:"result_oid,omitempty"`
+			Turn      int     `json:"turn"`
+		}
+		rows := make([]row, 0, len(resp.Processes))
+		for _, p := range resp.Processes {
+			r := row{PID: p.PID, Image: p.Image, Status: string(p.Status), Reason: p.Reason, ResultOID: p.ResultOID, Turn: p.Turn}
+			if p.ParentPID != 0 {
+				pp := p.ParentPID
+				r.ParentPID = &pp
+			}
+			if w := waitingOn(p); w != "" {
+				r.Waiting = &w
+			}
+			rows = append(rows, r)
+		}
+		b, _ := json.Marshal(rows)
+		fmt.Fprintln(stdout, string(b))
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PID\tPARENT\tIMAGE\tSTATUS\tWAITING ON\tTURN")
+	for _, p := range resp.Processes {
+		parent := "-"
+		if p.ParentPID != 0 {
+			parent = strconv.FormatInt(p.ParentPID, 10)
+		}
+		w := waitingOn(p)
+		if w == "" {
+			w = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\n", p.PID, parent, p.Image, p.Status, w, p.Turn)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func waitingOn(p kernel.ProcessInfo) string {
+	if p.Wait == nil {
+		return ""
+	}
+	switch p.Wait.Kind {
+	case "child":
+		return fmt.Sprintf("child %d", p.Wait.ChildPID)
+	case "timer":
+		return "timer until " + p.Wait.Until.UTC().Format(time.RFC3339)
+	}
+	return string(p.Wait.Kind)
+}
+
+func sendCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("libos send", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "./.libos", "runtime directory")
+	interrupt := fs.Bool("interrupt", false, "deliver before the process's next tool call")
+	from := fs.String("from", "", "sender name (default $USER)")
+	subject := fs.String("subject", "", "message subject")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 2 {
+		fmt.Fprintln(stderr, "usage: libos send <pid> TEXT [--interrupt] [--from NAME] [--subject S] [--dir DIR]")
+		return exitUsage
+	}
+	pid, err := strconv.ParseInt(pos[0], 10, 64)
+	if err != nil || pid <= 0 {
+		fmt.Fprintf(stderr, "libos send: pid %q: must be a positive integer\n", pos[0])
+		return exitUsage
+	}
+	name := *from
+	if name == "" {
+		name = os.Getenv("USER")
+	}
+	resp, err := withRuntime(*dir, kernel.ControlRequest{Op: "send", To: pid, From: name, Body: pos[1], Subject: *subject, Interrupt: *interrupt})
+	if err == nil && resp.Error != "" {
+		err = errors.New(resp.Error)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "libos send: %v\n", err)
+		return exitFailed
+	}
+	b, _ := json.Marshal(resp.Message)
+	fmt.Fprintln(stdout, string(b))
+	return exitOK
+}
+
+func resumeCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("libos resume", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "./.libos", "runtime directory")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 0 {
+		fmt.Fprintf(stderr, "libos resume: unexpected argument %q\n", pos[0])
+		return exitUsage
+	}
+	if err := requireDir(*dir); err != nil {
+		fmt.Fprintf(stderr, "libos resume: %v\n", err)
+		return exitFailed
+	}
+	return session(*dir, stdout, stderr, func(rt *kernel.Runtime) (int64, error) {
+		var root int64
+		if err := rt.GetMeta(metaRoot, &root); err != nil {
+			return 0, fmt.Errorf("this directory records no root process started by libos run: %w", err)
+		}
+		return root, nil
+	}, nil)
+}
+
+// providerFromSettings rebuilds the provider a run started with.
+func providerFromSettings(s providerSettings) (llm.Provider, error) {
+	switch s.Provider {
+	case "replay":
+		if s.Script == "demo" {
+			script, err := llm.ParseScript(demoScript)
+			if err != nil {
+				return nil, err
+			}
+			return llm.NewReplay(script)
+		}
+		script, err := llm.LoadScript(s.Script)
+		if err != nil {
+			return nil, err
+		}
+		return llm.NewReplay(script)
+	case "openai":
+		cfg := llm.OpenAIConfigFromEnv()
+		cfg.Model, cfg.BaseURL = s.Model, s.BaseURL
+		return llm.NewOpenAI(cfg)
+	}
+	return nil, fmt.Errorf("recorded provider %q: must be replay or openai", s.Provider)
+}
+
+func (s providerSettings) String() string {
+	parts := []string{s.Provider}
+	if s.Script != "" {
+		parts = append(parts, "script "+s.Script)
+	}
+	if s.Model != "" {
+		parts = append(parts, "model "+s.Model)
+	}
+	return strings.Join(parts, ", ")
+}

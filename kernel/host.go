@@ -1,0 +1,72 @@
+package kernel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/libos/libos/mailbox"
+	"github.com/libos/libos/objects"
+)
+
+// HumanMessage is a message a Host posts on behalf of a person.
+type HumanMessage struct {
+	To        int64
+	From      string // the person's name; "" means "host"
+	Body      string
+	Subject   string
+	Interrupt bool
+	Channel   string
+}
+
+// PostHumanMessage delivers a Human message durably and wakes the recipient
+// if it waits for one. Invalid input changes nothing.
+func (k *Runtime) PostHumanMessage(h HumanMessage) (mailbox.Message, error) {
+	from := strings.TrimSpace(h.From)
+	if from == "" {
+		from = "host"
+	}
+	kind := mailbox.KindNormal
+	if h.Interrupt {
+		kind = mailbox.KindInterrupt
+	}
+	var stored mailbox.Message
+	err := k.store.Update(func(tx *objects.Txn) error {
+		var err error
+		stored, err = k.post(tx, mailbox.Message{
+			Recipient: h.To, Sender: mailbox.SenderHumanPrefix + from, Kind: kind, Channel: h.Channel, Subject: h.Subject, Body: h.Body,
+		})
+		return err
+	})
+	if err != nil {
+		return mailbox.Message{}, fmt.Errorf("post a Human message to pid %d: %w", h.To, err)
+	}
+	return stored, nil
+}
+
+const prefixHostMeta = "k/host/"
+
+// PutMeta stores a Host value (JSON) in the runtime directory, for example
+// the provider settings a later resume continues with. Secrets do not belong here.
+func (k *Runtime) PutMeta(key string, v any) error {
+	if key == "" || strings.ContainsRune(key, 0) {
+		return errors.New("meta key: must be non-empty without NUL bytes")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("meta %s: %w", key, err)
+	}
+	return k.store.Update(func(tx *objects.Txn) error { return tx.Set([]byte(prefixHostMeta+key), b) })
+}
+
+// GetMeta loads a Host value stored with PutMeta; objects.ErrNotFound when absent.
+func (k *Runtime) GetMeta(key string, v any) error {
+	return k.store.View(func(tx *objects.Txn) error {
+		b, err := tx.Get([]byte(prefixHostMeta + key))
+		if err != nil {
+			return fmt.Errorf("meta %s: %w", key, err)
+		}
+		return json.Unmarshal(b, v)
+	})
+}

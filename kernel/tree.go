@@ -1,0 +1,204 @@
+package kernel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/mailbox"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+)
+
+const prefixChildren = "k/ch/"
+
+func childKey(parent, child int64) []byte {
+	return fmt.Appendf(nil, "%s%020d/%020d", prefixChildren, parent, child)
+}
+func childPrefix(parent int64) []byte { return fmt.Appendf(nil, "%s%020d/", prefixChildren, parent) }
+
+// children lists the direct children of pid.
+func children(tx *objects.Txn, pid int64) ([]int64, error) {
+	var out []int64
+	err := tx.Scan(childPrefix(pid), func(k, _ []byte) error {
+		var child int64
+		if _, err := fmt.Sscanf(string(k[len(childPrefix(pid)):]), "%d", &child); err != nil {
+			return fmt.Errorf("decode child key %q: %w", k, err)
+		}
+		out = append(out, child)
+		return nil
+	})
+	return out, err
+}
+
+// ErrNotChild refuses an operation on a process that is not a direct child.
+var ErrNotChild = errors.New("not a direct child")
+
+func childStatus(r *procRecord) tools.ChildStatus {
+	return tools.ChildStatus{PID: r.PID, Image: r.Image, GoalOID: r.GoalOID, Status: r.State, ResultOID: r.ResultOID, Reason: r.Reason}
+}
+
+// directChild loads pid and checks that parent is its direct parent.
+func directChild(tx *objects.Txn, parent, pid int64) (*procRecord, error) {
+	c, err := loadProc(tx, pid)
+	if errors.Is(err, ErrNoProcess) || (err == nil && c.ParentPID != parent) {
+		return nil, tools.Errorf(tools.CodeDenied, "pid %d: %v of pid %d", pid, ErrNotChild, parent)
+	}
+	return c, err
+}
+
+// spawnChild creates a child of parent: grants attenuated from the parent's,
+// the children budget charged up the chain in the same batch.
+func (k *Runtime) spawnChild(tx *objects.Txn, parent *procRecord, spec tools.ChildSpec) (*procRecord, error) {
+	im, err := k.image(spec.Image)
+	if err != nil {
+		return nil, tools.Errorf(tools.CodeInvalidArguments, "image: %v", err)
+	}
+	if err := capabilities.Attenuate(parent.Grants, spec.Grants); err != nil {
+		return nil, err
+	}
+	if err := spec.Budget.Validate(); err != nil {
+		return nil, tools.Errorf(tools.CodeInvalidArguments, "budget: %v", err)
+	}
+	if err := charge(tx, parent, capabilities.Budget{Children: 1}); err != nil {
+		return nil, err
+	}
+	if err := saveProc(tx, parent); err != nil {
+		return nil, err
+	}
+	// Attenuate compares resource names, so a grant on an Object inside a
+	// namespace the parent is denied would pass it; the parent's denies go
+	// with the child to close that gap.
+	grants := append(capabilities.CloneGrants(spec.Grants), capabilities.InheritedDenies(parent.Grants)...)
+	child, err := k.createProcess(tx, im, parent.PID, spec.Goal, grants, spec.Budget)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Set(childKey(parent.PID, child.PID), nil); err != nil {
+		return nil, err
+	}
+	return child, nil
+}
+
+// terminate moves r to a terminal state through in, then kills its live
+// descendants and wakes a parent waiting for it, all in tx.
+func (k *Runtime) terminate(tx *objects.Txn, r *procRecord, in process.Input) error {
+	if err := k.step(tx, r, in); err != nil {
+		return err
+	}
+	if err := k.killDescendants(tx, r.PID, fmt.Sprintf("ancestor pid %d ended (%s)", r.PID, r.State)); err != nil {
+		return err
+	}
+	if r.ParentPID == 0 {
+		return nil
+	}
+	parent, err := loadProc(tx, r.ParentPID)
+	if err != nil {
+		return err
+	}
+	// A parent paused while waiting keeps its wait; the wake still lands.
+	w := parent.Wait
+	if w != nil && w.Kind == process.WaitChild && w.ChildPID == r.PID {
+		return k.step(tx, parent, process.Input{Kind: process.Wake, Gen: parent.Gen, WaitKind: process.WaitChild})
+	}
+	return nil
+}
+
+// killDescendants kills every live descendant of pid.
+func (k *Runtime) killDescendants(tx *objects.Txn, pid int64, reason string) error {
+	kids, err := children(tx, pid)
+	if err != nil {
+		return err
+	}
+	for _, c := range kids {
+		cr, err := loadProc(tx, c)
+		if err != nil {
+			return err
+		}
+		if !cr.State.Terminal() {
+			if err := k.step(tx, cr, process.Input{Kind: process.Kill, Reason: reason}); err != nil {
+				return err
+			}
+		}
+		if err := k.killDescendants(tx, c, reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// signal applies a signal to a direct child of caller.
+func (k *Runtime) signal(tx *objects.Txn, caller *procRecord, pid int64, sig string) (*procRecord, error) {
+	c, err := directChild(tx, caller.PID, pid)
+	if err != nil {
+		return nil, err
+	}
+	if c.State.Terminal() {
+		return c, nil
+	}
+	switch sig {
+	case "kill":
+		err = k.terminate(tx, c, process.Input{Kind: process.Kill, Reason: fmt.Sprintf("killed by parent pid %d", caller.PID)})
+	case "pause":
+		if c.State == process.Running {
+			// A running quantum finishes first; it pauses at its end.
+			c.PauseRequested = true
+			err = saveProc(tx, c)
+		} else if c.State != process.Paused {
+			err = k.step(tx, c, process.Input{Kind: process.Pause})
+		}
+	case "resume":
+		c.PauseRequested = false
+		if c.State == process.Paused {
+			err = k.step(tx, c, process.Input{Kind: process.Resume})
+		} else {
+			err = saveProc(tx, c)
+		}
+	default:
+		return nil, tools.Errorf(tools.CodeInvalidArguments, "signal: %q must be kill, pause or resume", sig)
+	}
+	return c, err
+}
+
+// canMessage reports whether sender may send to recipient: itself, its parent
+// or a direct child.
+func canMessage(tx *objects.Txn, sender *procRecord, recipient int64) error {
+	if recipient == sender.PID || recipient == sender.ParentPID {
+		return nil
+	}
+	if _, err := tx.Get(childKey(sender.PID, recipient)); err == nil {
+		return nil
+	}
+	return tools.Errorf(tools.CodeDenied, "recipient_pid %d: a process may send only to itself, its parent or a direct child", recipient)
+}
+
+// post stores m and wakes its recipient when the recipient waits for a
+// matching message: the post and the wake are one batch.
+func (k *Runtime) post(tx *objects.Txn, m mailbox.Message) (mailbox.Message, error) {
+	rec, err := loadProc(tx, m.Recipient)
+	if err != nil {
+		return mailbox.Message{}, tools.Errorf(tools.CodeNotFound, "recipient_pid %d: %v", m.Recipient, err)
+	}
+	if rec.State.Terminal() {
+		return mailbox.Message{}, tools.Errorf(tools.CodeFailed, "recipient_pid %d has ended (%s); its mailbox is closed", m.Recipient, rec.State)
+	}
+	stored, err := mailbox.Post(tx, m, k.now())
+	if err != nil {
+		return mailbox.Message{}, err
+	}
+	w := rec.Wait
+	if w != nil && (w.Kind == process.WaitMessage || w.Kind == process.WaitHuman) && (rec.State == process.Waiting || rec.State == process.Paused) {
+		var f mailbox.Filter
+		if err := json.Unmarshal(w.Filter, &f); err != nil {
+			return mailbox.Message{}, fmt.Errorf("decode wait filter of pid %d: %w", rec.PID, err)
+		}
+		if f.Matches(&stored) {
+			if err := k.step(tx, rec, process.Input{Kind: process.Wake, Gen: rec.Gen, WaitKind: w.Kind}); err != nil {
+				return mailbox.Message{}, err
+			}
+		}
+	}
+	return stored, nil
+}

@@ -1,0 +1,457 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/mailbox"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+)
+
+func spawnGrant() capabilities.Grant {
+	return capabilities.Grant{Resource: "process:spawn", Rights: []capabilities.Right{capabilities.Write}}
+}
+
+const parentChildScript = `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: base:v0, goal: "child goal", capabilities: [{resource: "clock:now", rights: [read]}]}
+      - tool_calls:
+          - name: wait_child_process
+            arguments: {child_pid: "${last.pid}"}
+      - tool_calls:
+          - name: process_exit
+            arguments: {payload: {child_said: "${last.result.message}", child_status: "${last.status}"}}
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: get_current_time
+            arguments: {}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: "hello from ${process.pid}"}
+`
+
+func TestParentSpawnsWaitsAndReadsChildResult(t *testing.T) {
+	h := newHarness(t, parentChildScript)
+	pid := h.spawn(append(clockGrants(), spawnGrant()))
+	h.run()
+	got := h.result(pid)
+	if got["child_said"] != "hello from 2" || got["child_status"] != "exited" {
+		t.Fatalf("parent result = %v", got)
+	}
+	child := h.info(2)
+	if child.ParentPID != pid || child.Status != process.Exited {
+		t.Fatalf("child = %+v", child)
+	}
+	// The child's usage is charged to the parent too.
+	parent := h.info(pid)
+	if parent.Used.Children != 1 || parent.Used.LLMCalls != child.Used.LLMCalls+3 || parent.Used.ToolCalls < child.Used.ToolCalls+3 {
+		t.Fatalf("parent usage %+v, child usage %+v", parent.Used, child.Used)
+	}
+}
+
+func TestChildCannotWiden(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: base:v0, goal: g, capabilities: [{resource: "clock:sleep", rights: [read]}]}
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: base:v0, goal: g, capabilities: [{resource: "clock:*", rights: [read]}]}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: "${last.error.code}"}
+`)
+	pid := h.spawn([]capabilities.Grant{spawnGrant(), {Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}}})
+	h.run()
+	res := h.toolResults(pid)
+	for i := 0; i < 2; i++ {
+		e, ok := res[i]["error"].(map[string]any)
+		if !ok || e["code"] != "denied" {
+			t.Fatalf("spawn %d must be refused as widening: %v", i, res[i])
+		}
+	}
+	if ps, _ := h.rt.Processes(); len(ps) != 1 {
+		t.Fatalf("a refused spawn created a process: %d processes", len(ps))
+	}
+	if used := h.info(pid).Used.Children; used != 0 {
+		t.Fatalf("a refused spawn charged the children budget: %d", used)
+	}
+}
+
+func TestSpawnNeedsAuthority(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: base:v0, goal: g}
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: coding:v0, goal: g}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: "${last.error.message}"}
+`)
+	pid := h.spawn(nil)
+	h.run()
+	res := h.toolResults(pid)
+	if !strings.Contains(res[0]["error"].(map[string]any)["message"].(string), "process:spawn") {
+		t.Fatalf("spawn without process:spawn: %v", res[0])
+	}
+	h2 := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: coding:v0, goal: g}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: "${last.error.message}"}
+`)
+	pid2 := h2.spawn([]capabilities.Grant{spawnGrant()})
+	h2.run()
+	if got := h2.result(pid2)["message"].(string); !strings.Contains(got, "image:coding:v0") {
+		t.Fatalf("spawning another image without read on it: %q", got)
+	}
+}
+
+func TestKillParentKillsSubtree(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: base:v0, goal: child, capabilities: [{resource: "process:spawn", rights: [write]}]}
+      - tool_calls:
+          - name: get_current_time
+            arguments: {}
+      - tool_calls:
+          - name: signal_child_process
+            arguments: {child_pid: 2, signal: kill}
+      - tool_calls:
+          - name: process_exit
+            arguments: {payload: "${last}"}
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: base:v0, goal: grandchild}
+      - tool_calls:
+          - name: receive_process_messages
+            arguments: {}
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: receive_process_messages
+            arguments: {}
+`)
+	pid := h.spawn(append(clockGrants(), spawnGrant()))
+	h.run()
+	if got := h.result(pid); got["status"] != "killed" || got["child_pid"] != 2.0 {
+		t.Fatalf("signal result = %v", got)
+	}
+	for _, p := range []int64{2, 3} {
+		if info := h.info(p); info.Status != process.Killed {
+			t.Fatalf("pid %d = %s (%s), want killed", p, info.Status, info.Reason)
+		}
+	}
+}
+
+func TestTerminalProcessKillsLiveDescendants(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: base:v0, goal: child}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: bye}
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: receive_process_messages
+            arguments: {}
+`)
+	pid := h.spawn([]capabilities.Grant{spawnGrant()})
+	h.run()
+	h.result(pid)
+	if info := h.info(2); info.Status != process.Killed || !strings.Contains(info.Reason, "ancestor pid 1") {
+		t.Fatalf("child of an exited parent: %+v", info)
+	}
+}
+
+func TestOnlyDirectParentMayWaitOrSignal(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: wait_child_process
+            arguments: {child_pid: 1}
+      - tool_calls:
+          - name: signal_child_process
+            arguments: {child_pid: 99, signal: kill}
+      - tool_calls:
+          - name: send_process_message
+            arguments: {recipient_pid: 42, body: hi}
+      - tool_calls:
+          - name: process_exit
+            arguments: {}
+`)
+	pid := h.spawn(nil)
+	h.run()
+	res := h.toolResults(pid)
+	for i := 0; i < 3; i++ {
+		if res[i]["error"].(map[string]any)["code"] != "denied" {
+			t.Fatalf("call %d must be denied: %v", i, res[i])
+		}
+	}
+	if st := h.info(pid).Status; st != process.Exited {
+		t.Fatalf("status %s", st)
+	}
+}
+
+func TestMessagesBetweenParentAndChild(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: base:v0, goal: child}
+      - tool_calls:
+          - name: receive_process_messages
+            arguments: {sender: "process:2"}
+      - tool_calls:
+          - name: send_process_message
+            arguments: {recipient_pid: 2, body: "thanks", correlation_id: "${last.messages.0.correlation_id}"}
+      - tool_calls:
+          - name: wait_child_process
+            arguments: {child_pid: 2}
+      - tool_calls:
+          - name: process_exit
+            arguments: {payload: "${last.result}"}
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: send_process_message
+            arguments: {recipient_pid: 1, body: "report", subject: "done", correlation_id: "c-7"}
+      - tool_calls:
+          - name: receive_process_messages
+            arguments: {correlation_id: "c-7"}
+      - tool_calls:
+          - name: process_exit
+            arguments: {payload: {got: "${last.messages.0.body}", from: "${last.messages.0.sender}", acked: "${last.acked_message_ids}"}}
+`)
+	pid := h.spawn([]capabilities.Grant{spawnGrant()})
+	h.run()
+	got := h.result(pid)
+	if got["got"] != "thanks" || got["from"] != "process:1" || len(got["acked"].([]any)) != 1 {
+		t.Fatalf("result = %v", got)
+	}
+}
+
+const gatedScript = `
+processes:
+  - image: coding:v0
+    turns:
+      - tool_calls:
+          - name: process_exit
+            arguments: {}
+      - tool_calls:
+          - name: receive_process_messages
+            arguments: {sender: "human:alice"}
+      - tool_calls:
+          - name: process_exit
+            arguments: {}
+      - tool_calls:
+          - name: process_exit
+            arguments:
+              review_token: stale-token
+              completion_evidence:
+                goal_oid: "${process.goal_oid}"
+                reviewed_message_ids: ["${last.completion_review.acknowledged_human_message_ids.0}"]
+                acceptance_checks:
+                  - requirement: do the goal
+                    source_refs: ["${process.goal_oid}", "${last.completion_review.acknowledged_human_message_ids.0}"]
+                    status: completed
+                    evidence_tool_calls: [receive_process_messages]
+                    evidence_summary: read the follow-up
+                final_verification: [receive_process_messages]
+      - tool_calls:
+          - name: process_exit
+            arguments:
+              review_token: "${last.completion_review.review_token}"
+              message: all done
+              completion_evidence:
+                goal_oid: "${process.goal_oid}"
+                reviewed_message_ids: ["${last.completion_review.acknowledged_human_message_ids.0}"]
+                acceptance_checks:
+                  - requirement: do the goal
+                    source_refs: ["${process.goal_oid}", "${last.completion_review.acknowledged_human_message_ids.0}"]
+                    status: completed
+                    evidence_tool_calls: [receive_process_messages]
+                    evidence_summary: read the follow-up from alice
+                final_verification: [receive_process_messages]
+`
+
+func TestGatedExitReview(t *testing.T) {
+	h := newHarness(t, gatedScript)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "coding:v0", Goal: "fix the bug"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	info := h.info(pid)
+	if info.Status != process.Waiting || info.Wait.Kind != process.WaitHuman {
+		t.Fatalf("after the bare probe the process waits for a Human: %+v", info)
+	}
+	res := h.toolResults(pid)
+	first := res[0]
+	if first["status"] != "completion_review_required" {
+		t.Fatalf("bare probe: %v", first)
+	}
+	token1 := first["completion_review"].(map[string]any)["review_token"].(string)
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "alice", Body: "also update the docs"}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	got := h.result(pid)
+	if got["message"] != "all done" {
+		t.Fatalf("result = %v", got)
+	}
+	res = h.toolResults(pid)
+	probe2 := res[2]["completion_review"].(map[string]any)
+	if probe2["review_token"] == token1 || probe2["acknowledged_human_message_count"] != 1.0 {
+		t.Fatalf("the ACK must change the token: %v", probe2)
+	}
+	stale := res[3]
+	if stale["status"] != "completion_review_required" {
+		t.Fatalf("a stale token must be refused: %v", stale)
+	}
+	errs := fmt.Sprint(stale["completion_review"].(map[string]any)["validation_errors"])
+	if !strings.Contains(errs, "review_token") {
+		t.Fatalf("validation errors must name the token: %s", errs)
+	}
+	if res[4]["status"] != "exited" {
+		t.Fatalf("final submission: %v", res[4])
+	}
+	var stored []byte
+	h.rt.store.View(func(tx *objects.Txn) error {
+		stored, _ = tx.Get(evidenceKey(pid))
+		return nil
+	})
+	if len(stored) == 0 {
+		t.Fatal("the passing evidence is recorded with the exit")
+	}
+}
+
+func TestUnreadHumanMessageBlocksExit(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: coding:v0
+    turns:
+      - tool_calls:
+          - name: process_exit
+            arguments: {}
+      - tool_calls:
+          - name: process_exit
+            arguments: {}
+`)
+	pid, _ := h.rt.Spawn(SpawnSpec{Image: "coding:v0", Goal: "g"})
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "bob", Body: "wait"}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	res := h.toolResults(pid)
+	review := res[0]["completion_review"].(map[string]any)
+	if ids := review["unread_human_message_ids"].([]any); len(ids) != 1 {
+		t.Fatalf("the review lists the unread message: %v", review)
+	}
+	if st := h.info(pid).Status; st == process.Exited {
+		t.Fatal("a gated process exited with an unread Human message")
+	}
+}
+
+func TestPostValidationChangesNothing(t *testing.T) {
+	h := newHarness(t, "")
+	pid := h.spawn(nil)
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, Body: strings.Repeat("x", 32001)}); err == nil {
+		t.Fatal("an oversized body must be refused")
+	}
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: 99, Body: "hi"}); err == nil {
+		t.Fatal("posting to a missing process must fail")
+	}
+	h.rt.store.View(func(tx *objects.Txn) error {
+		unread, total, err := mailbox.Count(tx, pid)
+		if err != nil || unread != 0 || total != 0 {
+			t.Fatalf("refused posts left messages: %d/%d %v", unread, total, err)
+		}
+		return nil
+	})
+}
+
+// TestReceivePostRace races a blocking receive against a concurrent post:
+// the message is returned or wakes the waiter, never lost or acked twice.
+func TestReceivePostRace(t *testing.T) {
+	script := `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: receive_process_messages
+            arguments: {}
+      - tool_calls:
+          - name: process_exit
+            arguments: {payload: "${last.acked_message_ids}"}
+`
+	for i := 0; i < 25; i++ {
+		h := newHarness(t, script)
+		pid := h.spawn(nil)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "racer", Body: "hello"}); err != nil {
+				t.Error(err)
+			}
+		}()
+		// Run concurrently with the post; if the post lands after the run went
+		// idle, run again: the wake is durable.
+		if err := h.rt.RunUntilIdle(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		h.run()
+		got := h.info(pid)
+		if got.Status != process.Exited {
+			t.Fatalf("iteration %d: %+v", i, got)
+		}
+		h.rt.store.View(func(tx *objects.Txn) error {
+			unread, total, _ := mailbox.Count(tx, pid)
+			if unread != 0 || total != 1 {
+				t.Errorf("iteration %d: unread %d total %d", i, unread, total)
+			}
+			return nil
+		})
+		h.rt.Close()
+	}
+}
