@@ -2,9 +2,9 @@ package jsrunner
 
 import (
 	"errors"
-	"reflect"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf16"

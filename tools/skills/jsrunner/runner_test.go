@@ -12,7 +12,9 @@ import (
 	"time"
 )
 
-func containsFold(s, sub string) bool { return strings.Contains(strings.ToLower(s), strings.ToLower(sub)) }
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
 
 func TestExports(t *testing.T) {
 	p := sharedPool(t)

@@ -48,3 +48,20 @@ export function leaksDomainOutput(inputs) {
 export function hugeState(inputs) {
   return { runx_page: { state: "s".repeat(2 * 1024 * 1024 + 1) } };
 }
+
+// Keeps a continuation state of inputs.state_bytes characters.
+export function paddedState(inputs) {
+  const page = inputs.runx_page;
+  const state = { fill: "s".repeat(inputs.state_bytes), count: (page.state?.count ?? 0) + page.records.length };
+  if (!page.eof) {
+    return { runx_page: { state } };
+  }
+  return { count: state.count };
+}
+
+// Counts records; the state is a single number.
+export function countOnly(inputs) {
+  const page = inputs.runx_page;
+  const count = (page.state ?? 0) + page.records.length;
+  return page.eof ? { count } : { runx_page: { state: count } };
+}
