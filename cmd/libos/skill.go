@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/tools/skills"
+)
+
+// maxInputsBytes bounds what --inputs reads; the runners' own limits are far
+// lower for javascript, and a cli-tool input object this large belongs in a
+// file the tool reads itself.
+const maxInputsBytes = 64 << 20
+
+const skillUsage = `usage:
+  libos skill run <dir> [--runner NAME] [--inputs FILE|-] [--workspace DIR]
+  libos skill check <dir>
+
+run prints one libos.skill_run.v1 envelope and exits 0 when it is sealed,
+1 when it is a failure (a refused package included). check admits the
+package and prints what it found, exiting 0 when admitted and 1 when refused.
+Exit status 2 means the command line itself was wrong.
+`
+
+// runSkillCommand implements "libos skill"; args are the arguments after
+// "skill". It returns the process exit status.
+func runSkillCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, skillUsage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runSkillRun(args[1:], stdin, stdout, stderr)
+	case "check":
+		return runSkillCheck(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, skillUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "libos skill: unknown subcommand %q\n%s", args[0], skillUsage)
+	return 2
+}
+
+func newSkillFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("libos skill "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, skillUsage) }
+	return fs
+}
+
+// skillDirArg parses the flags and returns the single package folder.
+func skillDirArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, bool) {
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", false // the flag package has printed the error and usage
+	}
+	if len(positional) != 1 {
+		fmt.Fprintf(stderr, "%s: want exactly one package folder, got %d arguments\n%s", fs.Name(), len(positional), skillUsage)
+		return "", false
+	}
+	return positional[0], true
+}
+
+func runSkillRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newSkillFlagSet("run", stderr)
+	runner := fs.String("runner", "", "runner `NAME` (default: the package's default runner)")
+	inputsArg := fs.String("inputs", "", "JSON object of inputs read from `FILE`, or - for stdin")
+	workspace := fs.String("workspace", "", "workspace `DIR` (RUNX_CWD); default RUNX_CWD, INIT_CWD, then the current directory")
+	dir, ok := skillDirArg(fs, args, stderr)
+	if !ok {
+		return 2
+	}
+
+	pkg, err := skillpkg.Load(dir)
+	if err != nil {
+		return printEnvelope(stdout, stderr, skills.Refused(err))
+	}
+	inputs, err := readInputs(*inputsArg, stdin)
+	if err != nil {
+		return printEnvelope(stdout, stderr, skills.Envelope{
+			Schema: skills.Schema, Status: skills.StatusFailure,
+			Error: &skills.Error{Code: skills.CodeInvalidRequest, Message: err.Error()},
+		})
+	}
+	// An interrupt ends the run through its context, so a cli-tool's process
+	// group is terminated rather than orphaned.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := skills.Run(ctx, pkg, *runner, inputs, skills.RunOptions{Workspace: *workspace})
+	return printEnvelope(stdout, stderr, env)
+}
+
+// readInputs reads --inputs: nothing (the empty object), a file, or stdin.
+// Containment rules apply to paths inside the inputs, not to this argument.
+func readInputs(arg string, stdin io.Reader) (json.RawMessage, error) {
+	if arg == "" {
+		return nil, nil
+	}
+	var r io.Reader = stdin
+	name := "stdin"
+	if arg != "-" {
+		f, err := os.Open(arg)
+		if err != nil {
+			return nil, fmt.Errorf("--inputs: %w", err)
+		}
+		defer f.Close()
+		r, name = f, arg
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxInputsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--inputs: reading %s: %w", name, err)
+	}
+	if len(data) > maxInputsBytes {
+		return nil, fmt.Errorf("--inputs: %s is larger than %d bytes", name, maxInputsBytes)
+	}
+	return data, nil
+}
+
+func printEnvelope(stdout, stderr io.Writer, env skills.Envelope) int {
+	raw, err := json.Marshal(env)
+	if err != nil {
+		fmt.Fprintf(stderr, "libos skill run: encoding the envelope: %v\n", err)
+		return 1
+	}
+	if _, err := fmt.Fprintf(stdout, "%s\n", raw); err != nil {
+		fmt.Fprintf(stderr, "libos skill run: writing the envelope: %v\n", err)
+		return 1
+	}
+	if env.Status == skills.StatusSealed {
+		return 0
+	}
+	return 1
+}
+
+// checkReport is what "libos skill check" prints.
+type checkReport struct {
+	Schema       string         `json:"schema"`
+	Status       string         `json:"status"`
+	Dir          string         `json:"dir,omitempty"`
+	Name         string         `json:"name,omitempty"`
+	Description  string         `json:"description,omitempty"`
+	AllowedTools []string       `json:"allowed_tools,omitempty"`
+	ManualBytes  int            `json:"manual_bytes,omitempty"`
+	Runners      []runnerReport `json:"runners,omitempty"`
+	Tools        []toolReport   `json:"tools,omitempty"`
+	Error        *skills.Error  `json:"error,omitempty"`
+}
+
+type runnerReport struct {
+	Name           string                        `json:"name"`
+	Type           skillpkg.RunnerType           `json:"type"`
+	Default        bool                          `json:"default,omitempty"`
+	Module         string                        `json:"module,omitempty"`
+	Export         string                        `json:"export,omitempty"`
+	Command        string                        `json:"command,omitempty"`
+	Args           []string                      `json:"args,omitempty"`
+	Cwd            string                        `json:"cwd,omitempty"`
+	InputMode      skillpkg.InputMode            `json:"input_mode,omitempty"`
+	TimeoutSeconds float64                       `json:"timeout_seconds,omitempty"`
+	Environment    *environmentReport            `json:"environment,omitempty"`
+	Inputs         []inputReport                 `json:"inputs,omitempty"`
+	Outputs        map[string]skillpkg.ValueType `json:"outputs,omitempty"`
+	Pages          *pagesReport                  `json:"pages,omitempty"`
+	Scopes         []string                      `json:"scopes,omitempty"`
+	AllowedTools   []string                      `json:"allowed_tools,omitempty"`
+}
+
+type environmentReport struct {
+	Required []string `json:"required,omitempty"`
+	Optional []string `json:"optional,omitempty"`
+}
+
+type pagesReport struct {
+	PathFrom      string `json:"path_from"`
+	PathScopeFrom string `json:"path_scope_from,omitempty"`
+	MediaType     string `json:"media_type"`
+	Framing       string `json:"framing"`
+	PageBytes     int    `json:"page_bytes"`
+}
+
+type inputReport struct {
+	Name        string             `json:"name"`
+	Type        skillpkg.ValueType `json:"type"`
+	Required    bool               `json:"required,omitempty"`
+	Default     json.RawMessage    `json:"default,omitempty"`
+	Description string             `json:"description,omitempty"`
+}
+
+type toolReport struct {
+	Name        string       `json:"name"`
+	Description string       `json:"description,omitempty"`
+	Runner      runnerReport `json:"runner"`
+}
+
+func reportRunner(r *skillpkg.Runner) runnerReport {
+	rep := runnerReport{
+		Name: r.Name, Type: r.Type, Default: r.Default, Module: r.Module, Export: r.Export,
+		Command: r.Command, Args: r.Args, Cwd: r.Cwd, InputMode: r.InputMode,
+		TimeoutSeconds: r.Timeout.Seconds(), Outputs: r.Outputs,
+		Scopes: r.Scopes, AllowedTools: r.AllowedTools,
+	}
+	if p := r.Pages; p != nil {
+		rep.Pages = &pagesReport{PathFrom: p.PathFrom, PathScopeFrom: p.PathScopeFrom, MediaType: p.MediaType, Framing: p.Framing, PageBytes: p.PageBytes}
+	}
+	if len(r.Environment.Required)+len(r.Environment.Optional) > 0 {
+		rep.Environment = &environmentReport{Required: r.Environment.Required, Optional: r.Environment.Optional}
+	}
+	for _, d := range r.Inputs {
+		rep.Inputs = append(rep.Inputs, inputReport{Name: d.Name, Type: d.Type, Required: d.Required, Default: d.Default, Description: d.Description})
+	}
+	return rep
+}
+
+func runSkillCheck(args []string, stdout, stderr io.Writer) int {
+	fs := newSkillFlagSet("check", stderr)
+	dir, ok := skillDirArg(fs, args, stderr)
+	if !ok {
+		return 2
+	}
+	rep := checkReport{Schema: "libos.skill_check.v1"}
+	pkg, err := skillpkg.Load(dir)
+	if err != nil {
+		rep.Status = "refused"
+		rep.Error = skills.Refused(err).Error
+	} else {
+		rep.Status = "admitted"
+		rep.Dir, rep.Name, rep.Description = pkg.Dir, pkg.Skill.Name, pkg.Skill.Description
+		rep.AllowedTools, rep.ManualBytes = pkg.Skill.AllowedTools, len(pkg.Manual)
+		for _, r := range pkg.Runners {
+			rep.Runners = append(rep.Runners, reportRunner(r))
+		}
+		for _, t := range pkg.Tools {
+			rep.Tools = append(rep.Tools, toolReport{Name: t.Name, Description: t.Description, Runner: reportRunner(t.Runner)})
+		}
+	}
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		fmt.Fprintf(stderr, "libos skill check: encoding the report: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s\n", raw)
+	if rep.Status != "admitted" {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// skillPackage writes a skill package whose cli-tool runners use ordinary
+// programs found on the host PATH.
+func skillPackage(t *testing.T, manifest string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: cli-test\ndescription: CLI test package.\n---\nManual.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "skill.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+const cliManifest = `runners:
+  echo-inputs:
+    default: true
+    type: cli-tool
+    command: cat
+    input_mode: stdin
+  where:
+    type: cli-tool
+    command: pwd
+    cwd: "{{env.RUNX_CWD}}"
+  fails:
+    type: cli-tool
+    command: "false"
+  typed:
+    type: cli-tool
+    command: echo
+    args: ["{{n}}"]
+    inputs:
+      n: {type: integer, required: true}
+`
+
+type envelope struct {
+	Schema       string          `json:"schema"`
+	Status       string          `json:"status"`
+	Output       json.RawMessage `json:"output"`
+	ExitCode     *int            `json:"exit_code"`
+	StdoutBytes  *int64          `json:"stdout_bytes"`
+	StdoutSHA256 string          `json:"stdout_sha256"`
+	Stderr       *string         `json:"stderr"`
+	Error        *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func runSkill(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := runSkillCommand(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func decodeEnvelope(t *testing.T, stdout string) envelope {
+	t.Helper()
+	if strings.Count(stdout, "\n") != 1 || !strings.HasSuffix(stdout, "\n") {
+		t.Fatalf("want exactly one line of JSON, got %q", stdout)
+	}
+	var env envelope
+	if err := json.Unmarshal([]byte(stdout), &env); err != nil {
+		t.Fatalf("stdout is not an envelope: %v: %q", err, stdout)
+	}
+	if env.Schema != "libos.skill_run.v1" {
+		t.Fatalf("schema = %q", env.Schema)
+	}
+	return env
+}
+
+func TestSkillRunSealedWithFlagsAfterTheFolder(t *testing.T) {
+	dir := skillPackage(t, cliManifest)
+	inputsFile := filepath.Join(t.TempDir(), "inputs.json")
+	if err := os.WriteFile(inputsFile, []byte(`{"b": [1, 2], "a": "x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runSkill(t, "", "run", dir, "--inputs", inputsFile, "--workspace", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	env := decodeEnvelope(t, stdout)
+	if env.Status != "sealed" || string(env.Output) != `{"a":"x","b":[1,2]}` || *env.ExitCode != 0 || *env.StdoutBytes != 19 || len(env.StdoutSHA256) != 64 || env.Error != nil {
+		t.Fatalf("envelope = %s", stdout)
+	}
+}
+
+func TestSkillRunInputsFromStdinAndRunnerFlagFirst(t *testing.T) {
+	dir := skillPackage(t, cliManifest)
+	code, stdout, stderr := runSkill(t, `{"n": 41}`, "run", "--runner", "typed", "--inputs", "-", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if env := decodeEnvelope(t, stdout); string(env.Output) != `41` {
+		t.Fatalf("output = %s", env.Output)
+	}
+}
+
+func TestSkillRunWorkspaceFromEnvironment(t *testing.T) {
+	dir := skillPackage(t, cliManifest)
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RUNX_CWD", ws)
+	t.Setenv("INIT_CWD", t.TempDir())
+	code, stdout, _ := runSkill(t, "", "run", dir, "--runner", "where")
+	if env := decodeEnvelope(t, stdout); code != 0 || string(env.Output) != `"`+ws+`\n"` {
+		t.Fatalf("exit %d, output %s, want the RUNX_CWD workspace %s", code, env.Output, ws)
+	}
+	// --workspace wins over RUNX_CWD.
+	other, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ = runSkill(t, "", "run", dir, "--runner", "where", "--workspace", other)
+	if env := decodeEnvelope(t, stdout); code != 0 || string(env.Output) != `"`+other+`\n"` {
+		t.Fatalf("exit %d, output %s, want %s", code, env.Output, other)
+	}
+}
+
+func TestSkillRunFailures(t *testing.T) {
+	dir := skillPackage(t, cliManifest)
+	tests := []struct {
+		name     string
+		stdin    string
+		args     []string
+		wantCode string
+		check    func(t *testing.T, env envelope)
+	}{
+		{name: "non-zero exit", args: []string{"run", dir, "--runner", "fails"}, wantCode: "execution_failed", check: func(t *testing.T, env envelope) {
+			if env.ExitCode == nil || *env.ExitCode != 1 || env.Stderr == nil {
+				t.Fatalf("exit_code/stderr missing: %+v", env)
+			}
+		}},
+		{name: "unknown runner", args: []string{"run", dir, "--runner", "nope"}, wantCode: "invalid_request"},
+		{name: "inputs of the wrong type", stdin: `{"n": "x"}`, args: []string{"run", dir, "--runner", "typed", "--inputs", "-"}, wantCode: "invalid_request"},
+		{name: "inputs not JSON", stdin: `{`, args: []string{"run", dir, "--inputs", "-"}, wantCode: "invalid_request"},
+		{name: "inputs file missing", args: []string{"run", dir, "--inputs", filepath.Join(dir, "absent.json")}, wantCode: "invalid_request", check: func(t *testing.T, env envelope) {
+			if !strings.Contains(env.Error.Message, "--inputs") {
+				t.Fatalf("message = %q", env.Error.Message)
+			}
+		}},
+		{name: "workspace not a folder", args: []string{"run", dir, "--workspace", filepath.Join(dir, "SKILL.md")}, wantCode: "invalid_request"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runSkill(t, tc.stdin, tc.args...)
+			if code != 1 {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+			env := decodeEnvelope(t, stdout)
+			if env.Status != "failure" || env.Error == nil || env.Error.Code != tc.wantCode {
+				t.Fatalf("envelope = %s", stdout)
+			}
+			if tc.check != nil {
+				tc.check(t, env)
+			}
+		})
+	}
+}
+
+func TestSkillRunRefusedPackagesPrintAnEnvelope(t *testing.T) {
+	manifestError := skillPackage(t, "run: {type: cli-tool, command: cat, shell: true}\n")
+	code, stdout, _ := runSkill(t, "", "run", manifestError)
+	env := decodeEnvelope(t, stdout)
+	if code != 1 || env.Status != "failure" || env.Error.Code != "invalid_request" || !strings.Contains(env.Error.Message, "skill.yaml:1: run.shell: is not a known runner field") {
+		t.Fatalf("exit %d envelope %s", code, stdout)
+	}
+
+	moduleError := skillPackage(t, "run: {type: javascript, module: ../escape.mjs}\n")
+	code, stdout, _ = runSkill(t, "", "run", moduleError)
+	env = decodeEnvelope(t, stdout)
+	if code != 1 || env.Error.Code != "module_rejected" {
+		t.Fatalf("exit %d envelope %s", code, stdout)
+	}
+
+	code, stdout, _ = runSkill(t, "", "run", filepath.Join(t.TempDir(), "no-package"))
+	if env := decodeEnvelope(t, stdout); code != 1 || env.Error.Code != "invalid_request" {
+		t.Fatalf("missing folder: exit %d envelope %s", code, stdout)
+	}
+}
+
+func TestSkillUsageErrors(t *testing.T) {
+	dir := skillPackage(t, cliManifest)
+	for _, args := range [][]string{
+		nil,
+		{"launch", dir},
+		{"run"},
+		{"run", dir, dir},
+		{"run", dir, "--bogus"},
+		{"run", dir, "--runner"},
+		{"check"},
+		{"check", dir, "--runner", "x"},
+	} {
+		code, stdout, stderr := runSkill(t, "", args...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, "usage:") {
+			t.Errorf("args %q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+	if code, stdout, _ := runSkill(t, "", "help"); code != 0 || !strings.Contains(stdout, "libos skill run") {
+		t.Errorf("help: exit %d", code)
+	}
+}
+
+func TestSkillCheck(t *testing.T) {
+	dir := skillPackage(t, cliManifest)
+	code, stdout, stderr := runSkill(t, "", "check", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	var rep struct {
+		Schema  string `json:"schema"`
+		Status  string `json:"status"`
+		Name    string `json:"name"`
+		Runners []struct {
+			Name           string  `json:"name"`
+			Type           string  `json:"type"`
+			Default        bool    `json:"default"`
+			InputMode      string  `json:"input_mode"`
+			TimeoutSeconds float64 `json:"timeout_seconds"`
+			Inputs         []struct {
+				Name     string `json:"name"`
+				Type     string `json:"type"`
+				Required bool   `json:"required"`
+			} `json:"inputs"`
+		} `json:"runners"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Schema != "libos.skill_check.v1" || rep.Status != "admitted" || rep.Name != "cli-test" || len(rep.Runners) != 4 {
+		t.Fatalf("report = %s", stdout)
+	}
+	first, typed := rep.Runners[0], rep.Runners[3]
+	if first.Name != "echo-inputs" || !first.Default || first.InputMode != "stdin" || first.TimeoutSeconds != 60 {
+		t.Fatalf("first runner = %+v", first)
+	}
+	if len(typed.Inputs) != 1 || typed.Inputs[0].Name != "n" || typed.Inputs[0].Type != "integer" || !typed.Inputs[0].Required {
+		t.Fatalf("typed runner = %+v", typed)
+	}
+
+	refused := skillPackage(t, "runners:\n  a: {type: cli-tool, command: x}\n")
+	code, stdout, _ = runSkill(t, "", "check", refused)
+	if code != 1 || !strings.Contains(stdout, `"status": "refused"`) || !strings.Contains(stdout, "exactly one runner must be marked default: true") {
+		t.Fatalf("refused check: exit %d, %s", code, stdout)
+	}
+}
+
+func TestSkillCheckTheConformanceFixture(t *testing.T) {
+	code, stdout, stderr := runSkill(t, "", "check", "../../testdata/skills/cli/probe-skill")
+	if code != 0 || !strings.Contains(stdout, `"name": "cli-probe"`) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
