@@ -630,3 +630,29 @@ func TestConformanceDefaultInputFolderIsRemoved(t *testing.T) {
 		t.Fatalf("input folder %s survived the call: %v", dir, err)
 	}
 }
+
+func TestConformanceDescendantOutsideTheGroupCannotHoldTheCall(t *testing.T) {
+	t.Parallel()
+	marker := filepath.Join(t.TempDir(), "late")
+	out, err := runFixture(t, fixtureCall{runner: "escape", inputs: `{"marker": "` + marker + `", "delay": "1h"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The escaped descendant is beyond the group kill; clean it up here.
+	if data, err := os.ReadFile(marker + ".pid"); err == nil {
+		if pid, err := strconv.Atoi(string(data)); err == nil {
+			if p, err := os.FindProcess(pid); err == nil {
+				p.Kill()
+			}
+		}
+	}
+	if !errors.Is(out.Err, ErrOutputRejected) || !strings.Contains(out.Err.Error(), "held open") {
+		t.Fatalf("err = %v", out.Err)
+	}
+	if out.Duration > drainGrace+3*time.Second {
+		t.Fatalf("the call took %v; an escaped descendant held it", out.Duration)
+	}
+	if !out.Exited || out.ExitCode != 0 || string(out.Stdout.Retained) != "{\"escaped\":true}\n" {
+		t.Fatalf("result = exit %d stdout %q", out.ExitCode, out.Stdout.Retained)
+	}
+}

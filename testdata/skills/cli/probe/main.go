@@ -11,6 +11,7 @@
 //	libos-probe mark FILE                  create FILE, print {"marked":true}
 //	libos-probe hang FILE DELAY            start a descendant that creates FILE after DELAY, then hang
 //	libos-probe orphan FILE DELAY          start that descendant, wait until it runs, exit 0
+//	libos-probe escape FILE DELAY          like orphan, but the descendant leaves the process group
 //	libos-probe stubborn                   ignore SIGTERM and hang
 //	libos-probe late-write FILE DELAY      write FILE.pid, sleep DELAY, create FILE
 package main
@@ -54,12 +55,16 @@ func main() {
 		fmt.Println(`{"marked":true}`)
 	case "hang":
 		need(args, 2)
-		spawnLateWriter(args[0], args[1])
+		spawnLateWriter(args[0], args[1], nil)
 		time.Sleep(time.Hour)
 	case "orphan":
 		need(args, 2)
-		spawnLateWriter(args[0], args[1])
+		spawnLateWriter(args[0], args[1], nil)
 		fmt.Println(`{"orphaned":true}`)
+	case "escape":
+		need(args, 2)
+		spawnLateWriter(args[0], args[1], &syscall.SysProcAttr{Setsid: true})
+		fmt.Println(`{"escaped":true}`)
 	case "stubborn":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ignoring SIGTERM")
@@ -169,7 +174,7 @@ func emit(stream string, n int, text string) {
 
 // spawnLateWriter starts a descendant in this process's group and returns
 // once it has written its pid file, so the descendant is known to be running.
-func spawnLateWriter(file, delay string) {
+func spawnLateWriter(file, delay string, attr *syscall.SysProcAttr) {
 	self, err := os.Executable()
 	if err != nil {
 		fatal(err.Error())
@@ -178,6 +183,7 @@ func spawnLateWriter(file, delay string) {
 	// The descendant shares stdout, so the runtime's drain only ends when the
 	// descendant is gone too.
 	cmd.Stdout = os.Stdout
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		fatal(err.Error())
 	}
