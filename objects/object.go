@@ -145,17 +145,61 @@ func (tx *Txn) publicMeta(sm *storedMeta) Meta {
 	return m
 }
 
-// loadMeta reads the stored metadata of oid through the overlay.
+// defaultMetaCacheLimit bounds Store.metaCache; beyond it a random entry is
+// evicted per insert.
+const defaultMetaCacheLimit = 1 << 14
+
+// loadMeta reads the stored metadata of oid through the overlay (and, in an
+// Update, the committed-metadata cache).
 func (tx *Txn) loadMeta(oid string) (storedMeta, bool, error) {
-	raw, ok, err := tx.get(metaKey(oid))
-	if err != nil || !ok {
-		return storedMeta{}, false, err
+	key := metaKey(oid)
+	cached := false
+	var raw []byte
+	if _, staged := tx.writes[string(key)]; !staged && !tx.readOnly {
+		raw, cached = tx.s.metaCache[oid]
+	}
+	if !cached {
+		var ok bool
+		var err error
+		if raw, ok, err = tx.get(key); err != nil || !ok {
+			return storedMeta{}, false, err
+		}
+		if _, staged := tx.writes[string(key)]; !staged && !tx.readOnly {
+			tx.s.cacheMeta(oid, raw)
+		}
 	}
 	sm, err := decodeMeta(raw)
 	if err != nil {
 		return storedMeta{}, false, fmt.Errorf("meta of %s: %w", oid, err)
 	}
 	return sm, true, nil
+}
+
+// cacheMeta records committed metadata. Caller holds writeMu.
+func (s *Store) cacheMeta(oid string, raw []byte) {
+	if _, ok := s.metaCache[oid]; !ok && len(s.metaCache) >= s.metaCacheLimit {
+		for victim := range s.metaCache {
+			delete(s.metaCache, victim)
+			break
+		}
+	}
+	s.metaCache[oid] = raw
+}
+
+// publishMetas brings the metadata cache up to date with an applied commit.
+// Caller holds writeMu.
+func (tx *Txn) publishMetas() {
+	for k, sv := range tx.writes {
+		if !strings.HasPrefix(k, prefixMeta) {
+			continue
+		}
+		oid := k[len(prefixMeta):]
+		if sv.deleted {
+			delete(tx.s.metaCache, oid)
+		} else {
+			tx.s.cacheMeta(oid, sv.value)
+		}
+	}
 }
 
 func (tx *Txn) stageMeta(sm *storedMeta) {

@@ -491,3 +491,95 @@ func TestMetaEncodingRoundTrip(t *testing.T) {
 		t.Fatal("record with trailing byte decoded without error")
 	}
 }
+
+func TestMetaCacheStaysCoherent(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	s.metaCacheLimit = 2 // force evictions
+
+	var oids []string
+	for i := range 5 {
+		oids = append(oids, create(t, s, CreateSpec{Namespace: "ns", Name: fmt.Sprintf("o%d", i), Kind: "k",
+			Tier: TierDurable, Payload: []byte("v1")}).OID)
+	}
+	version := map[string]uint64{}
+	for _, oid := range oids {
+		version[oid] = 1
+	}
+	check := func() {
+		t.Helper()
+		// Update transactions read through the cache, Views never do.
+		var fromUpdate []Meta
+		mustUpdate(t, s, func(tx *Txn) error {
+			for _, oid := range oids {
+				m, err := tx.Stat(oid)
+				if errors.Is(err, ErrNotFound) {
+					m = Meta{OID: oid}
+				} else if err != nil {
+					return err
+				}
+				fromUpdate = append(fromUpdate, m)
+			}
+			return nil
+		})
+		mustView(t, s, func(tx *Txn) error {
+			for i, oid := range oids {
+				m, err := tx.Stat(oid)
+				if errors.Is(err, ErrNotFound) {
+					m = Meta{OID: oid}
+				} else if err != nil {
+					return err
+				}
+				if !reflect.DeepEqual(m, fromUpdate[i]) {
+					t.Fatalf("Update sees %+v, View sees %+v", fromUpdate[i], m)
+				}
+				if m.Version != version[oid] {
+					t.Fatalf("%s: version %d, want %d", oid, m.Version, version[oid])
+				}
+			}
+			return nil
+		})
+		if n := len(s.metaCache); n > 2 {
+			t.Fatalf("meta cache holds %d entries over its limit", n)
+		}
+	}
+	for round := range 3 {
+		for i, oid := range oids {
+			mustUpdate(t, s, func(tx *Txn) error {
+				_, err := tx.Write(oid, version[oid], WriteSpec{Payload: fmt.Appendf(nil, "r%d", round)})
+				return err
+			})
+			version[oid]++
+			if (round+i)%3 == 0 {
+				// A failed transaction and a rolled-back write leave the
+				// committed version in place.
+				_ = s.Update(func(tx *Txn) error {
+					if _, err := tx.Write(oid, version[oid], WriteSpec{}); err != nil {
+						return err
+					}
+					return errors.New("abandon")
+				})
+				mustUpdate(t, s, func(tx *Txn) error {
+					sp := tx.Savepoint()
+					if _, err := tx.Write(oid, version[oid], WriteSpec{}); err != nil {
+						return err
+					}
+					tx.RollbackTo(sp)
+					return nil
+				})
+			}
+			check()
+		}
+		// Remove and recreate one object under the same OID.
+		oid := oids[round]
+		mustUpdate(t, s, func(tx *Txn) error { return tx.Remove(oid, version[oid]) })
+		version[oid] = 0
+		check()
+		mustUpdate(t, s, func(tx *Txn) error {
+			_, err := tx.Create(CreateSpec{Namespace: "ns", Name: fmt.Sprintf("o%d", round), Kind: "k", OID: oid, Tier: TierDurable})
+			return err
+		})
+		version[oid] = 1
+		check()
+	}
+}

@@ -72,6 +72,12 @@ type Store struct {
 	// lastEventSeq is the highest event seq applied to Pebble. Written under
 	// writeMu, read atomically.
 	lastEventSeq atomic.Uint64
+	// metaCache holds committed encoded metadata by oid for Update
+	// transactions, which read the latest state under writeMu; it spares
+	// every compare-and-swap a Pebble lookup inside the write lock. Guarded
+	// by writeMu; values are never modified.
+	metaCache      map[string][]byte
+	metaCacheLimit int
 
 	// mu guards closed; ops counts operations that use db so Close can wait
 	// for them.
@@ -126,6 +132,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		instance: uuid.NewString(),
 		clock:    opts.Clock,
 		locals:   newLocalStore(),
+
+		metaCache:      make(map[string][]byte),
+		metaCacheLimit: defaultMetaCacheLimit,
 	}
 	if s.clock == nil {
 		s.clock = time.Now
@@ -338,6 +347,7 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 		return nil, fmt.Errorf("objects: update: %w", ferr)
 	}
 	s.locals.publish(tx.locals)
+	tx.publishMetas()
 	if n := len(tx.events); n > 0 {
 		s.lastEventSeq.Store(tx.events[n-1].Seq)
 	}
