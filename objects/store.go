@@ -215,6 +215,8 @@ func (s *Store) Dir() string { return s.dir }
 
 // Close waits for running operations, closes Pebble and releases the
 // directory, also after the store failed. Later calls return ErrClosed.
+// Close must not be called from inside an Update or View function; an
+// AfterCommit hook may call it.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -280,8 +282,8 @@ func (s *Store) LastEventSeq() uint64 { return s.lastEventSeq.Load() }
 // that error is returned. Update returns only after the batch is durable,
 // then runs the AfterCommit hooks in order. fn must be fast (no I/O besides
 // store reads) because it holds the store's write lock; fn must not call
-// Update or View, and tx must not be used after fn returns or from another
-// goroutine.
+// Update or Close (both would wait for fn forever), and tx must not be used
+// after fn returns or from another goroutine.
 //
 // A read-only fn (nothing staged) writes no batch; Update still waits until
 // every commit it could have read is durable. After a write or sync error
