@@ -301,3 +301,24 @@ func FuzzParseRunnerManifest(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseToolManifest(f *testing.F) {
+	f.Add("git", "log", []byte(`{"name": "git.log", "description": "d", "runner": {"type": "cli-tool", "command": "git", "args": ["log", "{{n}}"]}}`))
+	f.Add("ns", "t", []byte(`{"name": "ns.t", "runner": {"type": "javascript", "module": "../t/index.mjs"}}`))
+	f.Add("ns", "t", []byte(`{"name": "ns.t", "runner": {"type": "javascript", "module": "../../../lib/shared.mjs"}}`))
+	f.Fuzz(func(t *testing.T, ns, tool string, data []byte) {
+		got, err := ParseToolManifest(ns, tool, data)
+		if err != nil {
+			if !errors.Is(err, ErrAdmission) {
+				t.Fatalf("unexpected error form: %v", err)
+			}
+			return
+		}
+		if got.Name != ns+"."+tool || got.Runner == nil || got.Runner.Default {
+			t.Fatalf("admitted %+v", got)
+		}
+		if m := got.Runner.Module; got.Runner.Type == TypeJavaScript && (m == ".." || strings.HasPrefix(m, "../") || strings.HasPrefix(m, "/")) {
+			t.Fatalf("admitted module %q outside the package", m)
+		}
+	})
+}
