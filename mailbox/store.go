@@ -14,7 +14,7 @@ import (
 // Key layout, all under "mb/", recipients and seqs as 20-digit decimals so
 // byte order is numeric order:
 //
-//	mb/h/<recipient>        queue header: last seq, total and unread counts
+//	mb/h/<recipient>        queue header: last seq, total and unread counts, first unread seq
 //	mb/m/<recipient>/<seq>  the message (JSON)
 //	mb/u/<recipient>/<seq>  present while the message is unread (empty value)
 //
@@ -59,33 +59,43 @@ type header struct {
 	lastSeq uint64
 	total   uint64
 	unread  uint64
+	// firstUnread is the lowest unread seq, or lastSeq+1 when none is
+	// unread. Walks of the unread index start there, so the deletions left
+	// behind by acknowledged messages (which Pebble keeps until compaction)
+	// are never iterated over.
+	firstUnread uint64
 }
 
-const headerFormatV1 = 1
+const (
+	headerFormatV1 = 1
+	headerSize     = 1 + 4*8
+)
 
 func (h header) encode() []byte {
-	b := make([]byte, 1, 25)
+	b := make([]byte, 1, headerSize)
 	b[0] = headerFormatV1
 	b = binary.BigEndian.AppendUint64(b, h.lastSeq)
 	b = binary.BigEndian.AppendUint64(b, h.total)
-	return binary.BigEndian.AppendUint64(b, h.unread)
+	b = binary.BigEndian.AppendUint64(b, h.unread)
+	return binary.BigEndian.AppendUint64(b, h.firstUnread)
 }
 
 func loadHeader(tx *objects.Txn, recipient int64) (header, error) {
 	raw, err := tx.Get(headerKey(recipient))
 	if errors.Is(err, objects.ErrNotFound) {
-		return header{}, nil
+		return header{firstUnread: 1}, nil
 	}
 	if err != nil {
 		return header{}, fmt.Errorf("mailbox: queue of %d: %w", recipient, err)
 	}
-	if len(raw) != 25 || raw[0] != headerFormatV1 {
+	if len(raw) != headerSize || raw[0] != headerFormatV1 {
 		return header{}, fmt.Errorf("mailbox: queue of %d: corrupt header (%d bytes)", recipient, len(raw))
 	}
 	return header{
-		lastSeq: binary.BigEndian.Uint64(raw[1:9]),
-		total:   binary.BigEndian.Uint64(raw[9:17]),
-		unread:  binary.BigEndian.Uint64(raw[17:25]),
+		lastSeq:     binary.BigEndian.Uint64(raw[1:9]),
+		total:       binary.BigEndian.Uint64(raw[9:17]),
+		unread:      binary.BigEndian.Uint64(raw[17:25]),
+		firstUnread: binary.BigEndian.Uint64(raw[25:33]),
 	}, nil
 }
 
@@ -96,19 +106,44 @@ func storeHeader(tx *objects.Txn, recipient int64, h header) error {
 	return nil
 }
 
-// dropUnread lowers the unread count of recipient by n.
-func dropUnread(tx *objects.Txn, recipient int64, n int) error {
-	if n == 0 {
+// settleUnread updates recipient's header after the unread-index entries of
+// removed (no longer unread) were deleted in tx.
+func settleUnread(tx *objects.Txn, recipient int64, removed []uint64) error {
+	if len(removed) == 0 {
 		return nil
 	}
 	h, err := loadHeader(tx, recipient)
 	if err != nil {
 		return err
 	}
-	if h.unread < uint64(n) {
-		return fmt.Errorf("mailbox: queue of %d: header counts %d unread, fewer than the %d being settled", recipient, h.unread, n)
+	if h.unread < uint64(len(removed)) {
+		return fmt.Errorf("mailbox: queue of %d: header counts %d unread, fewer than the %d being settled", recipient, h.unread, len(removed))
 	}
-	h.unread -= uint64(n)
+	h.unread -= uint64(len(removed))
+	switch {
+	case h.unread == 0:
+		h.firstUnread = h.lastSeq + 1
+	case slices.Contains(removed, h.firstUnread):
+		// The next unread entry is near: the ones just removed are deleted
+		// only in this transaction's overlay, which the scan skips in memory.
+		next, found := uint64(0), false
+		err := tx.ScanRange(seqKey(keyUnread, recipient, h.firstUnread), prefixEnd(queuePrefix(keyUnread, recipient)), false,
+			func(key, _ []byte) error {
+				seq, err := seqFromKey(key)
+				if err != nil {
+					return err
+				}
+				next, found = seq, true
+				return objects.ErrStopScan
+			})
+		if err != nil {
+			return fmt.Errorf("mailbox: queue of %d: %w", recipient, err)
+		}
+		if !found {
+			return fmt.Errorf("mailbox: queue of %d: header counts %d unread but the unread index is empty", recipient, h.unread)
+		}
+		h.firstUnread = next
+	}
 	return storeHeader(tx, recipient, h)
 }
 
@@ -190,6 +225,9 @@ func Post(tx *objects.Txn, m Message, now time.Time) (Message, error) {
 	}
 	h.lastSeq++
 	h.total++
+	if h.unread == 0 {
+		h.firstUnread = h.lastSeq
+	}
 	h.unread++
 	m.Seq = h.lastSeq
 	m.ID = FormatID(m.Recipient, m.Seq)
@@ -347,8 +385,10 @@ func Read(tx *objects.Txn, recipient int64, f Filter, ack bool, maxBytes int, no
 	}
 	if len(newlyAcked) > 0 {
 		err := allOrNothing(tx, func() error {
+			seqs := make([]uint64, 0, len(newlyAcked))
 			for _, i := range newlyAcked {
 				m := &returned[i]
+				seqs = append(seqs, m.Seq)
 				if err := putMessage(tx, m); err != nil {
 					return err
 				}
@@ -357,7 +397,7 @@ func Read(tx *objects.Txn, recipient int64, f Filter, ack bool, maxBytes int, no
 				}
 				page.AckedIDs = append(page.AckedIDs, m.ID)
 			}
-			return dropUnread(tx, recipient, len(newlyAcked))
+			return settleUnread(tx, recipient, seqs)
 		})
 		if err != nil {
 			return Page{}, fmt.Errorf("mailbox: read: ack: %w", err)
@@ -461,7 +501,13 @@ func walk(tx *objects.Txn, recipient int64, f Filter, visit func(m *Message) err
 			return visit(&m)
 		})
 	default:
-		return tx.Scan(queuePrefix(keyUnread, recipient), func(key, _ []byte) error {
+		h, err := loadHeader(tx, recipient)
+		if err != nil {
+			return err
+		}
+		start := seqKey(keyUnread, recipient, h.firstUnread)
+		end := prefixEnd(queuePrefix(keyUnread, recipient))
+		return tx.ScanRange(start, end, false, func(key, _ []byte) error {
 			seq, err := seqFromKey(key)
 			if err != nil {
 				return err
@@ -568,10 +614,14 @@ func SupersedeAfter(tx *objects.Txn, recipient int64, seq uint64) (int, error) {
 	if seq == ^uint64(0) {
 		return 0, nil
 	}
+	h, err := loadHeader(tx, recipient)
+	if err != nil {
+		return 0, fmt.Errorf("mailbox: supersede: %w", err)
+	}
 	var seqs []uint64
-	start := seqKey(keyUnread, recipient, seq+1)
+	start := seqKey(keyUnread, recipient, max(seq+1, h.firstUnread))
 	end := prefixEnd(queuePrefix(keyUnread, recipient))
-	err := tx.ScanRange(start, end, false, func(key, _ []byte) error {
+	err = tx.ScanRange(start, end, false, func(key, _ []byte) error {
 		s, err := seqFromKey(key)
 		if err != nil {
 			return err
@@ -602,7 +652,7 @@ func SupersedeAfter(tx *objects.Txn, recipient int64, seq uint64) (int, error) {
 				return fmt.Errorf("mailbox: %s: unread index: %w", m.ID, err)
 			}
 		}
-		return dropUnread(tx, recipient, len(seqs))
+		return settleUnread(tx, recipient, seqs)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("mailbox: supersede: %w", err)
