@@ -176,6 +176,10 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 			return err
 		}
 		assistant := Entry{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}
+		if assistant.Content == "" && len(assistant.ToolCalls) == 0 {
+			// Servers refuse an empty assistant message in a later request.
+			assistant.Content = "(empty reply)"
+		}
 		if err := k.appendEntries(tx, r, c, assistant); err != nil {
 			return err
 		}
@@ -353,7 +357,12 @@ func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn
 	if ok {
 		r.ObservedTools = addObserved(r.ObservedTools, call.Name)
 	}
-	ev := Event{Kind: EventToolDone, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, OK: boolPtr(ok), Code: code, Summary: summarize(string(body), 160)}
+	summary := string(body)
+	if st, isStr := result["status"].(string); isStr {
+		// The status decides what a result means (exited or a review): lead with it.
+		summary = "status " + st + " " + summary
+	}
+	ev := Event{Kind: EventToolDone, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, OK: boolPtr(ok), Code: code, Summary: summarize(summary, 160)}
 	if err := k.emit(tx, ev); err != nil {
 		return err
 	}

@@ -139,8 +139,8 @@ processes:
           - name: spawn_child_process
             arguments: {image: base:v0, goal: child, capabilities: [{resource: "process:spawn", rights: [write]}]}
       - tool_calls:
-          - name: get_current_time
-            arguments: {}
+          - name: receive_process_messages
+            arguments: {sender: "process:2"}
       - tool_calls:
           - name: signal_child_process
             arguments: {child_pid: 2, signal: kill}
@@ -152,6 +152,9 @@ processes:
       - tool_calls:
           - name: spawn_child_process
             arguments: {image: base:v0, goal: grandchild}
+      - tool_calls:
+          - name: send_process_message
+            arguments: {recipient_pid: 1, body: ready}
       - tool_calls:
           - name: receive_process_messages
             arguments: {}

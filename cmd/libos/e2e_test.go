@@ -179,3 +179,97 @@ func TestDirectoryInUse(t *testing.T) {
 		t.Fatalf("exit %d stderr %q", code, stderr)
 	}
 }
+
+func TestParentChildThroughBinary(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runBin(t, "run", "base:v0", "--goal", "delegate", "--grant", "process:spawn=write",
+		"--script", "../../testdata/replay/parent_child.yaml", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	out := decodeOutcome(t, stdout)
+	result := out["result"].(map[string]any)
+	if result["child"] != 2.0 || !strings.HasPrefix(result["child_said"].(string), "hello at ") {
+		t.Fatalf("outcome %v", out)
+	}
+	ps, _, code := runBin(t, "ps", "--json", "--dir", dir)
+	var rows []map[string]any
+	if code != 0 || json.Unmarshal([]byte(ps), &rows) != nil || len(rows) != 2 {
+		t.Fatalf("ps: exit %d %q", code, ps)
+	}
+	if rows[0]["parent_pid"] != nil || rows[1]["parent_pid"] != 1.0 || rows[1]["status"] != "exited" || rows[0]["image"] != "base:v0" {
+		t.Fatalf("ps rows %v", rows)
+	}
+}
+
+func TestGatedReviewWithSendAndResume(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runBin(t, "run", "coding:v0", "--goal", "fix the bug", "--script", "../../testdata/replay/gated.yaml", "--dir", dir)
+	if code != 3 {
+		t.Fatalf("a root waiting for a Human exits 3, got %d:\n%s", code, stderr)
+	}
+	if out := decodeOutcome(t, stdout); out["status"] != "waiting" {
+		t.Fatalf("outcome %v", out)
+	}
+	if !strings.Contains(stderr, "completion_review_required") {
+		t.Fatalf("the bare probe must show a review:\n%s", stderr)
+	}
+	sent, stderr, code := runBin(t, "send", "1", "please also update the docs", "--from", "alice", "--dir", dir)
+	if code != 0 || !strings.Contains(sent, `"sender":"human:alice"`) {
+		t.Fatalf("send: exit %d %q %s", code, sent, stderr)
+	}
+	stdout, stderr, code = runBin(t, "resume", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("resume exit %d:\n%s", code, stderr)
+	}
+	out := decodeOutcome(t, stdout)
+	if out["status"] != "exited" || out["result"].(map[string]any)["done"] != true {
+		t.Fatalf("outcome %v", out)
+	}
+	if strings.Count(stderr, "completion_review_required") < 2 {
+		t.Fatalf("the second probe and the stale submission return reviews:\n%s", stderr)
+	}
+}
+
+func TestSendAndPsReachAHeldDirectory(t *testing.T) {
+	dir := t.TempDir()
+	holder := exec.Command(libosBin, "run", "base:v0", "--goal", "hold", "--grant", "process:spawn=write",
+		"--script", "../../testdata/replay/hold.yaml", "--dir", dir)
+	var holderOut bytes.Buffer
+	var holderErr lockedBuffer
+	holder.Stdout, holder.Stderr = &holderOut, &holderErr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Process.Kill()
+	waitFor(t, func() bool { return strings.Count(holderErr.String(), "-> waiting") >= 2 })
+	ps, stderr, code := runBin(t, "ps", "--json", "--dir", dir)
+	if code != 0 || !strings.Contains(ps, `"waiting_on":"human"`) {
+		t.Fatalf("ps through the socket: exit %d %q %s", code, ps, stderr)
+	}
+	if _, stderr, code := runBin(t, "send", "1", "go ahead", "--from", "tester", "--dir", dir); code != 0 {
+		t.Fatalf("send through the socket: exit %d %s", code, stderr)
+	}
+	if err := holder.Wait(); err != nil {
+		t.Fatalf("holder: %v\n%s", err, holderErr.String())
+	}
+	if out := decodeOutcome(t, holderOut.String()); out["result"].(map[string]any)["got"] != "go ahead" {
+		t.Fatalf("outcome %v", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "control.sock")); !os.IsNotExist(err) {
+		t.Fatalf("the control socket must be removed on exit: %v", err)
+	}
+}
+
+func TestPsAndSendNeverCreateADirectory(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	for _, args := range [][]string{{"ps", "--dir", missing}, {"send", "1", "hi", "--dir", missing}, {"resume", "--dir", missing}} {
+		_, stderr, code := runBin(t, args...)
+		if code != 1 || !strings.Contains(stderr, "no runtime directory") {
+			t.Errorf("%v: exit %d %q", args, code, stderr)
+		}
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatal("a runtime directory was created")
+	}
+}

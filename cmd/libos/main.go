@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/libos/libos/tools/skills/jsrunner"
 )
 
 const usage = `usage: libos <command> [arguments]
@@ -37,6 +39,9 @@ const (
 )
 
 func main() {
+	// A javascript skill worker is this binary re-executed; it must take
+	// over before anything else runs.
+	jsrunner.MaybeRunWorker()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
