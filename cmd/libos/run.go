@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	_ "embed"
@@ -36,17 +35,8 @@ type grantFlag struct {
 func (g *grantFlag) String() string { return "" }
 
 func (g *grantFlag) Set(v string) error {
-	i := strings.LastIndex(v, "=")
-	if i <= 0 || i == len(v)-1 {
-		return fmt.Errorf("--%s %q: want RESOURCE=RIGHTS (for example clock:now=read)", g.name, v)
-	}
-	resource := v[:i]
-	rights, err := capabilities.ParseRights(v[i+1:])
+	grant, err := capabilities.ParseGrantSpec(fmt.Sprintf("cli-%s-%d", g.name, len(g.grants)+1), v, g.effect)
 	if err != nil {
-		return fmt.Errorf("--%s %q: %w", g.name, v, err)
-	}
-	grant := capabilities.Grant{Resource: resource, Rights: rights, Effect: g.effect}
-	if err := capabilities.ValidateGrant(grant); err != nil {
 		return fmt.Errorf("--%s %q: %w", g.name, v, err)
 	}
 	g.grants = append(g.grants, grant)
@@ -150,8 +140,8 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 // plus the flags' grants, with denies last (deny beats allow).
 func rootGrants(grants, denies []capabilities.Grant) []capabilities.Grant {
 	out := []capabilities.Grant{
-		{Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
-		{Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
+		{ID: "cli-clock-now", Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
+		{ID: "cli-clock-sleep", Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
 	}
 	out = append(out, grants...)
 	return append(out, denies...)
