@@ -42,12 +42,12 @@ func seqKey(kind string, recipient int64, seq uint64) []byte {
 func seqFromKey(key []byte) (uint64, error) {
 	const digits = 20
 	if len(key) < digits {
-		return 0, fmt.Errorf("mailbox: corrupt key %q", key)
+		return 0, fmt.Errorf("corrupt key %q", key)
 	}
 	var seq uint64
 	for _, c := range key[len(key)-digits:] {
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("mailbox: corrupt key %q", key)
+			return 0, fmt.Errorf("corrupt key %q", key)
 		}
 		seq = seq*10 + uint64(c-'0')
 	}
@@ -86,10 +86,10 @@ func loadHeader(tx *objects.Txn, recipient int64) (header, error) {
 		return header{firstUnread: 1}, nil
 	}
 	if err != nil {
-		return header{}, fmt.Errorf("mailbox: queue of %d: %w", recipient, err)
+		return header{}, fmt.Errorf("queue of %d: %w", recipient, err)
 	}
 	if len(raw) != headerSize || raw[0] != headerFormatV1 {
-		return header{}, fmt.Errorf("mailbox: queue of %d: corrupt header (%d bytes)", recipient, len(raw))
+		return header{}, fmt.Errorf("queue of %d: corrupt header (%d bytes)", recipient, len(raw))
 	}
 	return header{
 		lastSeq:     binary.BigEndian.Uint64(raw[1:9]),
@@ -101,7 +101,7 @@ func loadHeader(tx *objects.Txn, recipient int64) (header, error) {
 
 func storeHeader(tx *objects.Txn, recipient int64, h header) error {
 	if err := tx.Set(headerKey(recipient), h.encode()); err != nil {
-		return fmt.Errorf("mailbox: queue of %d: %w", recipient, err)
+		return fmt.Errorf("queue of %d: %w", recipient, err)
 	}
 	return nil
 }
@@ -117,7 +117,7 @@ func settleUnread(tx *objects.Txn, recipient int64, removed []uint64) error {
 		return err
 	}
 	if h.unread < uint64(len(removed)) {
-		return fmt.Errorf("mailbox: queue of %d: header counts %d unread, fewer than the %d being settled", recipient, h.unread, len(removed))
+		return fmt.Errorf("queue of %d: header counts %d unread, fewer than the %d being settled", recipient, h.unread, len(removed))
 	}
 	h.unread -= uint64(len(removed))
 	switch {
@@ -137,10 +137,10 @@ func settleUnread(tx *objects.Txn, recipient int64, removed []uint64) error {
 				return objects.ErrStopScan
 			})
 		if err != nil {
-			return fmt.Errorf("mailbox: queue of %d: %w", recipient, err)
+			return fmt.Errorf("queue of %d: %w", recipient, err)
 		}
 		if !found {
-			return fmt.Errorf("mailbox: queue of %d: header counts %d unread but the unread index is empty", recipient, h.unread)
+			return fmt.Errorf("queue of %d: header counts %d unread but the unread index is empty", recipient, h.unread)
 		}
 		h.firstUnread = next
 	}
@@ -150,10 +150,10 @@ func settleUnread(tx *objects.Txn, recipient int64, removed []uint64) error {
 func decodeMessage(key, raw []byte) (Message, error) {
 	var m Message
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return Message{}, fmt.Errorf("mailbox: decode %q: %w", key, err)
+		return Message{}, fmt.Errorf("decode %q: %w", key, err)
 	}
 	if seq, err := seqFromKey(key); err != nil || seq != m.Seq {
-		return Message{}, fmt.Errorf("mailbox: decode %q: record holds seq %d", key, m.Seq)
+		return Message{}, fmt.Errorf("decode %q: record holds seq %d", key, m.Seq)
 	}
 	return m, nil
 }
@@ -161,10 +161,10 @@ func decodeMessage(key, raw []byte) (Message, error) {
 func putMessage(tx *objects.Txn, m *Message) error {
 	raw, err := json.Marshal(m)
 	if err != nil {
-		return fmt.Errorf("mailbox: encode %s: %w", m.ID, err)
+		return fmt.Errorf("encode %s: %w", m.ID, err)
 	}
 	if err := tx.Set(seqKey(keyMsg, m.Recipient, m.Seq), raw); err != nil {
-		return fmt.Errorf("mailbox: store %s: %w", m.ID, err)
+		return fmt.Errorf("store %s: %w", m.ID, err)
 	}
 	return nil
 }
@@ -178,7 +178,7 @@ func loadMessage(tx *objects.Txn, recipient int64, seq uint64) (Message, bool, e
 		return Message{}, false, nil
 	}
 	if err != nil {
-		return Message{}, false, fmt.Errorf("mailbox: load %s: %w", FormatID(recipient, seq), err)
+		return Message{}, false, fmt.Errorf("load %s: %w", FormatID(recipient, seq), err)
 	}
 	m, err := decodeMessage(key, raw)
 	if err != nil {
@@ -239,7 +239,7 @@ func Post(tx *objects.Txn, m Message, now time.Time) (Message, error) {
 			return err
 		}
 		if err := tx.Set(seqKey(keyUnread, m.Recipient, m.Seq), nil); err != nil {
-			return fmt.Errorf("mailbox: %s: unread index: %w", m.ID, err)
+			return fmt.Errorf("%s: unread index: %w", m.ID, err)
 		}
 		return storeHeader(tx, m.Recipient, h)
 	})
@@ -346,7 +346,7 @@ func Read(tx *objects.Txn, recipient int64, f Filter, ack bool, maxBytes int, no
 			}
 			raw, err := json.Marshal(&out)
 			if err != nil {
-				return fmt.Errorf("mailbox: read: encode %s: %w", out.ID, err)
+				return fmt.Errorf("encode %s: %w", out.ID, err)
 			}
 			need := len(raw)
 			if len(returned) > 0 {
@@ -364,7 +364,7 @@ func Read(tx *objects.Txn, recipient int64, f Filter, ack bool, maxBytes int, no
 				return nil
 			}
 			if len(returned) == 0 {
-				return fmt.Errorf("mailbox: read: message %s takes %d bytes of JSON, more than the result bound of %d bytes: %w",
+				return fmt.Errorf("message %s takes %d bytes of JSON, more than the result bound of %d bytes: %w",
 					out.ID, need+len("[]"), maxBytes, ErrTooLarge)
 			}
 			pageFull, cutBySize = true, true
@@ -376,7 +376,7 @@ func Read(tx *objects.Txn, recipient int64, f Filter, ack bool, maxBytes int, no
 		return nil
 	}
 	if err := walk(tx, recipient, f, visit); err != nil {
-		return Page{}, err
+		return Page{}, fmt.Errorf("mailbox: read: %w", err)
 	}
 
 	page := Page{Messages: returned, AckedIDs: []string{}}
@@ -393,7 +393,7 @@ func Read(tx *objects.Txn, recipient int64, f Filter, ack bool, maxBytes int, no
 					return err
 				}
 				if err := tx.Delete(seqKey(keyUnread, recipient, m.Seq)); err != nil {
-					return fmt.Errorf("mailbox: %s: unread index: %w", m.ID, err)
+					return fmt.Errorf("%s: unread index: %w", m.ID, err)
 				}
 				page.AckedIDs = append(page.AckedIDs, m.ID)
 			}
@@ -517,7 +517,7 @@ func walk(tx *objects.Txn, recipient int64, f Filter, visit func(m *Message) err
 				return err
 			}
 			if !found {
-				return fmt.Errorf("mailbox: unread index names %s, which does not exist", FormatID(recipient, seq))
+				return fmt.Errorf("unread index names %s, which does not exist", FormatID(recipient, seq))
 			}
 			return visit(&m)
 		})
@@ -558,7 +558,7 @@ func List(tx *objects.Txn, recipient int64, fn func(m *Message) error) error {
 	return tx.Scan(queuePrefix(keyMsg, recipient), func(key, value []byte) error {
 		m, err := decodeMessage(key, value)
 		if err != nil {
-			return err
+			return fmt.Errorf("mailbox: list: %w", err)
 		}
 		return fn(&m)
 	})
@@ -642,14 +642,14 @@ func SupersedeAfter(tx *objects.Txn, recipient int64, seq uint64) (int, error) {
 				return err
 			}
 			if !found {
-				return fmt.Errorf("mailbox: unread index names %s, which does not exist", FormatID(recipient, s))
+				return fmt.Errorf("unread index names %s, which does not exist", FormatID(recipient, s))
 			}
 			m.Status = StatusSuperseded
 			if err := putMessage(tx, &m); err != nil {
 				return err
 			}
 			if err := tx.Delete(seqKey(keyUnread, recipient, s)); err != nil {
-				return fmt.Errorf("mailbox: %s: unread index: %w", m.ID, err)
+				return fmt.Errorf("%s: unread index: %w", m.ID, err)
 			}
 		}
 		return settleUnread(tx, recipient, seqs)

@@ -809,3 +809,40 @@ func TestAgainstModel(t *testing.T) {
 		checkInvariants(t, s, r)
 	}
 }
+
+func TestCorruptRecordsAreErrors(t *testing.T) {
+	s, _ := openStore(t)
+	postN(t, s, 1, 2)
+	postN(t, s, 2, 1)
+	update(t, s, func(tx *objects.Txn) error {
+		if err := tx.Set(seqKey(keyMsg, 1, 2), []byte("{not json")); err != nil {
+			return err
+		}
+		return tx.Set(headerKey(2), []byte{headerFormatV1, 1, 2})
+	})
+	view(t, s, func(tx *objects.Txn) error {
+		if _, err := Read(tx, 1, Filter{Limit: 10}, false, bigBound, t0); err == nil || !strings.Contains(err.Error(), "mailbox: read: decode") {
+			t.Errorf("Read over a corrupt record: %v", err)
+		}
+		if err := List(tx, 1, func(*Message) error { return nil }); err == nil || !strings.Contains(err.Error(), "mailbox: list: decode") {
+			t.Errorf("List over a corrupt record: %v", err)
+		}
+		if _, err := Get(tx, 1, "msg_1_2"); err == nil || errors.Is(err, objects.ErrNotFound) {
+			t.Errorf("Get of a corrupt record: %v", err)
+		}
+		if _, _, err := Count(tx, 2); err == nil || !strings.Contains(err.Error(), "corrupt header") {
+			t.Errorf("Count with a corrupt header: %v", err)
+		}
+		if _, err := Read(tx, 2, Filter{Limit: 10}, false, bigBound, t0); err == nil {
+			t.Error("Read with a corrupt header succeeded")
+		}
+		return nil
+	})
+	update(t, s, func(tx *objects.Txn) error {
+		_, err := Post(tx, Message{Sender: "process:1", Recipient: 2, Body: "x"}, t0)
+		if err == nil {
+			t.Error("Post onto a corrupt header succeeded")
+		}
+		return nil
+	})
+}
