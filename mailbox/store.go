@@ -681,3 +681,39 @@ func LastSeq(tx *objects.Txn, recipient int64) (uint64, error) {
 	}
 	return h.lastSeq, nil
 }
+
+// UnreadAfter calls fn, in queue order, for every unread message of
+// recipient with Seq > afterSeq. It walks only the unread index, so its cost
+// does not grow with acknowledged history (a caller that tracks which
+// messages it has announced passes its watermark). fn behaves as in List.
+func UnreadAfter(tx *objects.Txn, recipient int64, afterSeq uint64, fn func(m *Message) error) error {
+	if err := checkRecipient(recipient); err != nil {
+		return fmt.Errorf("mailbox: unread after: %w", err)
+	}
+	if fn == nil {
+		return fmt.Errorf("mailbox: unread after: %w", invalid("fn", "must not be nil"))
+	}
+	if afterSeq == ^uint64(0) {
+		return nil
+	}
+	h, err := loadHeader(tx, recipient)
+	if err != nil {
+		return fmt.Errorf("mailbox: unread after: %w", err)
+	}
+	start := seqKey(keyUnread, recipient, max(afterSeq+1, h.firstUnread))
+	end := prefixEnd(queuePrefix(keyUnread, recipient))
+	return tx.ScanRange(start, end, false, func(key, _ []byte) error {
+		seq, err := seqFromKey(key)
+		if err != nil {
+			return fmt.Errorf("mailbox: unread after: %w", err)
+		}
+		m, found, err := loadMessage(tx, recipient, seq)
+		if err != nil {
+			return fmt.Errorf("mailbox: unread after: %w", err)
+		}
+		if !found {
+			return fmt.Errorf("mailbox: unread after: unread index names %s, which does not exist", FormatID(recipient, seq))
+		}
+		return fn(&m)
+	})
+}

@@ -846,3 +846,40 @@ func TestCorruptRecordsAreErrors(t *testing.T) {
 		return nil
 	})
 }
+
+func TestUnreadAfter(t *testing.T) {
+	s, _ := openStore(t)
+	postN(t, s, 6, 6)
+	readPage(t, s, 6, Filter{MessageIDs: idsp("msg_6_1", "msg_6_4"), Limit: 10}, true, bigBound)
+	update(t, s, func(tx *objects.Txn) error { _, err := SupersedeAfter(tx, 6, 5); return err })
+	for _, tc := range []struct {
+		after uint64
+		want  []string
+	}{
+		{0, []string{"msg_6_2", "msg_6_3", "msg_6_5"}},
+		{2, []string{"msg_6_3", "msg_6_5"}},
+		{4, []string{"msg_6_5"}},
+		{5, nil},
+		{^uint64(0), nil},
+	} {
+		var got []string
+		view(t, s, func(tx *objects.Txn) error {
+			return UnreadAfter(tx, 6, tc.after, func(m *Message) error {
+				got = append(got, m.ID)
+				return nil
+			})
+		})
+		wantIDs(t, fmt.Sprintf("UnreadAfter(%d)", tc.after), got, tc.want)
+	}
+	view(t, s, func(tx *objects.Txn) error {
+		var got []string
+		err := UnreadAfter(tx, 6, 0, func(m *Message) error {
+			got = append(got, m.ID)
+			return objects.ErrStopScan
+		})
+		wantIDs(t, "stopped", got, []string{"msg_6_2"})
+		checkFieldError(t, UnreadAfter(tx, 0, 0, func(*Message) error { return nil }), "recipient", "positive")
+		checkFieldError(t, UnreadAfter(tx, 6, 0, nil), "fn", "must not be nil")
+		return err
+	})
+}
