@@ -32,7 +32,7 @@ func (k *Runtime) PostHumanMessage(h HumanMessage) (mailbox.Message, error) {
 		kind = mailbox.KindInterrupt
 	}
 	var stored mailbox.Message
-	err := k.store.Update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *objects.Txn) error {
 		var err error
 		stored, err = k.post(tx, mailbox.Message{
 			Recipient: h.To, Sender: mailbox.SenderHumanPrefix + from, Kind: kind, Channel: h.Channel, Subject: h.Subject, Body: h.Body,
@@ -57,7 +57,7 @@ func (k *Runtime) PutMeta(key string, v any) error {
 	if err != nil {
 		return fmt.Errorf("meta %s: %w", key, err)
 	}
-	return k.store.Update(func(tx *objects.Txn) error { return tx.Set([]byte(prefixHostMeta+key), b) })
+	return k.update(func(tx *objects.Txn) error { return tx.Set([]byte(prefixHostMeta+key), b) })
 }
 
 // GetMeta loads a Host value stored with PutMeta; objects.ErrNotFound when absent.

@@ -82,6 +82,8 @@ type Runtime struct {
 
 	provMu sync.Mutex
 
+	commitKinds sync.Map // *objects.Txn -> *[]string, failpoint builds only
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -222,7 +224,7 @@ func (k *Runtime) Spawn(spec SpawnSpec) (int64, error) {
 		grants[i] = g
 	}
 	var pid int64
-	err = k.store.Update(func(tx *objects.Txn) error {
+	err = k.update(func(tx *objects.Txn) error {
 		r, err := k.createProcess(tx, im, 0, spec.Goal, grants, spec.Budget)
 		if err != nil {
 			return err

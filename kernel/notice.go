@@ -21,10 +21,8 @@ func newMessages(tx *objects.Txn, r *procRecord) ([]mailbox.Message, error) {
 		return nil, err
 	}
 	var out []mailbox.Message
-	err = mailbox.List(tx, r.PID, func(m *mailbox.Message) error {
-		if m.Seq > r.NotifiedSeq && m.Status == mailbox.StatusUnread {
-			out = append(out, *m)
-		}
+	err = mailbox.UnreadAfter(tx, r.PID, r.NotifiedSeq, func(m *mailbox.Message) error {
+		out = append(out, *m)
 		return nil
 	})
 	r.NotifiedSeq = last

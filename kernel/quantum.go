@@ -40,7 +40,7 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 		reserved int64
 		called   bool // phase A dispatched the process: the provider call goes ahead
 	)
-	err := k.store.Update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *objects.Txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -108,6 +108,7 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 			return err
 		}
 		called = true
+		k.markCommit(tx, commitQuantum)
 		return k.step(tx, r, process.Input{Kind: process.Dispatch})
 	})
 	if errors.Is(err, errSkip) {
@@ -119,7 +120,7 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 
 	resp, perr := k.provider().Complete(ctx, req)
 
-	return k.store.Update(func(tx *objects.Txn) error {
+	return k.update(func(tx *objects.Txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -349,6 +350,7 @@ func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn
 		return fmt.Errorf("encode result of %s: %w", call.Name, err)
 	}
 	r.ToolCalls++
+	k.markCommit(tx, commitToolResult)
 	if err := putJSON(tx, toolRecKey(r.PID, r.ToolCalls), toolRecord{
 		Turn: turn, CallID: call.ID, Tool: call.Name, OK: ok, ArgsSHA256: sha(call.Arguments), ResultSHA256: sha(body), Code: code,
 	}); err != nil {
@@ -428,6 +430,7 @@ func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRec
 // exitProcess commits a terminal exit: state, result identity, evidence
 // hash and the parent's wake in one batch.
 func (k *Runtime) exitProcess(tx *objects.Txn, r *procRecord, e *tools.Exit) error {
+	k.markCommit(tx, commitExit)
 	if e.EvidenceSHA256 != "" {
 		r.EvidenceSHA256 = e.EvidenceSHA256
 		if err := tx.Set(evidenceKey(r.PID), e.Evidence); err != nil {
@@ -445,7 +448,7 @@ func (k *Runtime) failProcess(tx *objects.Txn, r *procRecord, reason string) err
 // fireTimer wakes pid from a timer wait if the wait is still the one the
 // timer was armed for.
 func (k *Runtime) fireTimer(pid int64, gen uint64) error {
-	err := k.store.Update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *objects.Txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err

@@ -39,7 +39,7 @@ func (k *Runtime) recover() error {
 		return err
 	}
 	for _, pid := range pids {
-		err := k.store.Update(func(tx *objects.Txn) error {
+		err := k.update(func(tx *objects.Txn) error {
 			r, err := loadProc(tx, pid)
 			if err != nil {
 				return err

@@ -138,7 +138,11 @@ func (s *syscalls) PostMessage(m mailbox.Message) (mailbox.Message, error) {
 }
 
 func (s *syscalls) ReadMessages(f mailbox.Filter, ack bool) (mailbox.Page, error) {
-	return mailbox.Read(s.tx, s.r.PID, f, ack, msgtools.MaxResultBytes, s.k.now())
+	page, err := mailbox.Read(s.tx, s.r.PID, f, ack, msgtools.MaxResultBytes, s.k.now())
+	if err == nil && len(page.AckedIDs) > 0 {
+		s.k.markCommit(s.tx, commitMessageAck)
+	}
+	return page, err
 }
 
 func (s *syscalls) HasMessage(f mailbox.Filter) (bool, error) {

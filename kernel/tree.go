@@ -79,6 +79,7 @@ func (k *Runtime) spawnChild(tx *objects.Txn, parent *procRecord, spec tools.Chi
 	if err := tx.Set(childKey(parent.PID, child.PID), nil); err != nil {
 		return nil, err
 	}
+	k.markCommit(tx, commitSpawn)
 	return child, nil
 }
 
@@ -188,6 +189,7 @@ func (k *Runtime) post(tx *objects.Txn, m mailbox.Message) (mailbox.Message, err
 	if err != nil {
 		return mailbox.Message{}, err
 	}
+	k.markCommit(tx, commitMessagePost)
 	w := rec.Wait
 	if w != nil && (w.Kind == process.WaitMessage || w.Kind == process.WaitHuman) && (rec.State == process.Waiting || rec.State == process.Paused) {
 		var f mailbox.Filter

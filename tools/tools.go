@@ -136,11 +136,29 @@ type Syscalls interface {
 	// HasMessage reports whether a message matching f is in the caller's mailbox.
 	HasMessage(f mailbox.Filter) (bool, error)
 
+	// Skills: the kernel keeps the set of skills a process activated;
+	// activation shows schemas and grants nothing.
+	DiscoverSkills() []SkillInfo
+	ActivateSkill(name string) (SkillInfo, error)
+	UnloadSkill(name string) error
+	ActiveSkills() []string
+
 	// Objects: the tool checks authority first.
 	CreateObject(spec objects.CreateSpec) (objects.Meta, error)
 	WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error)
 	LookupObject(namespace, name string) (objects.Meta, error)
 	ListObjects(namespace string) ([]objects.Meta, error)
+}
+
+// SkillInfo describes a skill a process may activate.
+type SkillInfo struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	// Tools are the tool names activation shows: the skill's own tools and
+	// the catalog tools its allowed-tools names.
+	Tools []string `json:"tools"`
+	// Dir is the package folder (for reading resources).
+	Dir string `json:"-"`
 }
 
 // ImageInfo is what a tool needs to know of an image.
@@ -155,6 +173,13 @@ type ChildSpec struct {
 	Goal   string
 	Grants []capabilities.Grant
 	Budget capabilities.Budget
+	// ToolTable, when set, is exactly the child's tool table (an agent-task
+	// runner's allowed_tools); every name must resolve in the catalog
+	// before the child exists.
+	ToolTable []string
+	// Scopes are the scopes the child's runner declared: a catalog tool that
+	// owns a scope outside them is refused.
+	Scopes []string
 }
 
 // ChildStatus is a snapshot of a child process.
@@ -177,6 +202,12 @@ type Outcome struct {
 	Block *Block
 	// Exit ends the process; Result is shown alongside.
 	Exit *Exit
+	// Effect runs outside the runtime's commit (a subprocess, a javascript
+	// worker): the kernel first records durably that the effect started,
+	// then runs it without holding any lock, then records its result as the
+	// call's result. A crash in between leaves the effect's settlement
+	// unknown, and the process is told so rather than the effect re-run.
+	Effect func(ctx context.Context) (map[string]any, error)
 }
 
 // Block is a durable wait a call enters.
@@ -219,6 +250,9 @@ type Tool struct {
 	Invoke func(ctx context.Context, sys Syscalls, args json.RawMessage) (Outcome, error)
 	// Resume completes a pending action this tool created with Block.
 	Resume func(ctx context.Context, sys Syscalls, p Pending) (map[string]any, error)
+	// Scopes are the permission scopes this tool owns: a process running for
+	// a skill runner may call it only when the runner declared them all.
+	Scopes []string
 }
 
 // Family builds the tools of one built-in family for a configuration.
