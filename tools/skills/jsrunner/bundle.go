@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,17 +43,20 @@ type bundle struct {
 type graphFile struct {
 	rel    string
 	digest [sha256.Size]byte
+	// stamp was taken before the content was read, so a later write always
+	// shows as a different (or racy) stamp.
+	stamp fileStamp
 }
 
 type bundleKey struct {
-	dir    string // the package folder with symbolic links resolved
+	dir    string // the package folder as an absolute path
 	module string
 }
 
-// bundleCache holds bundles keyed by entry module. A hit is revalidated by
-// re-hashing the graph's files, so a cached bundle is served only while
-// every file still has the content it was built from. It is safe for
-// concurrent use.
+// bundleCache holds bundles keyed by entry module. A hit is revalidated
+// against the graph's files (see graphUnchanged), so a cached bundle is
+// served only while every file still has the content it was built from. It
+// is safe for concurrent use.
 type bundleCache struct {
 	mu      sync.Mutex
 	entries map[bundleKey]*list.Element
@@ -71,22 +75,11 @@ func newBundleCache() *bundleCache {
 // get returns the bundle of dir/module, building it when the cache has no
 // current one. warm reports a cache hit.
 func (c *bundleCache) get(dir, module string) (b *bundle, warm bool, fail *Failure) {
-	realDir, err := filepath.EvalSymlinks(dir)
+	absDir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, false, failf(CodeInvalidRequest, "spec.Dir: %v", err)
 	}
-	if !filepath.IsAbs(realDir) {
-		if realDir, err = filepath.Abs(realDir); err != nil {
-			return nil, false, failf(CodeInvalidRequest, "spec.Dir: %v", err)
-		}
-	}
-	root, err := os.OpenRoot(realDir)
-	if err != nil {
-		return nil, false, failf(CodeInvalidRequest, "spec.Dir: the package folder cannot be opened: %v", err)
-	}
-	defer root.Close()
-
-	key := bundleKey{dir: realDir, module: module}
+	key := bundleKey{dir: absDir, module: module}
 	c.mu.Lock()
 	var cached *bundle
 	if el, ok := c.entries[key]; ok {
@@ -94,44 +87,102 @@ func (c *bundleCache) get(dir, module string) (b *bundle, warm bool, fail *Failu
 		cached = el.Value.(*bundleCacheEntry).b
 	}
 	c.mu.Unlock()
-	if cached != nil && graphUnchanged(root, cached.files) {
-		return cached, true, nil
+	if cached != nil {
+		if ok, refreshed := graphUnchanged(absDir, cached); ok {
+			if refreshed != nil {
+				c.store(key, refreshed)
+				return refreshed, true, nil
+			}
+			return cached, true, nil
+		}
 	}
 
-	b, fail = buildBundle(root, realDir, module)
+	realDir, err := filepath.EvalSymlinks(absDir)
+	if err != nil {
+		return nil, false, failf(CodeInvalidRequest, "spec.Dir: %v", err)
+	}
+	root, err := os.OpenRoot(realDir)
+	if err != nil {
+		return nil, false, failf(CodeInvalidRequest, "spec.Dir: the package folder cannot be opened: %v", err)
+	}
+	defer root.Close()
+	b, fail = buildBundle(root, absDir, realDir, module)
 	if fail != nil {
 		return nil, false, fail
 	}
+	c.store(key, b)
+	return b, false, nil
+}
+
+func (c *bundleCache) store(key bundleKey, b *bundle) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.entries[key]; ok {
 		el.Value.(*bundleCacheEntry).b = b
 		c.lru.MoveToFront(el)
-	} else {
-		c.entries[key] = c.lru.PushFront(&bundleCacheEntry{key: key, b: b})
-		for c.lru.Len() > hostBundleCache {
-			last := c.lru.Back()
-			c.lru.Remove(last)
-			delete(c.entries, last.Value.(*bundleCacheEntry).key)
-		}
+		return
 	}
-	return b, false, nil
+	c.entries[key] = c.lru.PushFront(&bundleCacheEntry{key: key, b: b})
+	for c.lru.Len() > hostBundleCache {
+		last := c.lru.Back()
+		c.lru.Remove(last)
+		delete(c.entries, last.Value.(*bundleCacheEntry).key)
+	}
 }
 
-func graphUnchanged(root *os.Root, files []graphFile) bool {
-	for _, f := range files {
+// graphUnchanged tells whether every file of b's graph still has the
+// content b was built from. A file whose stamp is unchanged and was taken
+// well after its last change is trusted without reading it; otherwise its
+// content is re-hashed through the package root (which also refuses a file
+// that became a link out of the package). When re-hashing found the same
+// content, refreshed carries fresh stamps so later calls skip the read.
+func graphUnchanged(absDir string, b *bundle) (ok bool, refreshed *bundle) {
+	var root *os.Root
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
+	var files []graphFile
+	for i, f := range b.files {
+		now, found := stampOf(filepath.Join(absDir, filepath.FromSlash(f.rel)))
+		if !found || !now.sameFile(f.stamp) {
+			return false, nil
+		}
+		if !f.stamp.racy() {
+			continue
+		}
+		if root == nil {
+			real, err := filepath.EvalSymlinks(absDir)
+			if err != nil {
+				return false, nil
+			}
+			if root, err = os.OpenRoot(real); err != nil {
+				return false, nil
+			}
+		}
 		data, err := root.ReadFile(f.rel)
 		if err != nil || sha256.Sum256(data) != f.digest {
-			return false
+			return false, nil
 		}
+		if files == nil {
+			files = slices.Clone(b.files)
+		}
+		// The stamp was taken before this read, so it can only under-claim.
+		files[i].stamp = now
 	}
-	return true
+	if files == nil {
+		return true, nil
+	}
+	nb := *b
+	nb.files = files
+	return true, &nb
 }
 
 // buildBundle bundles the module graph of module into an IIFE that assigns
 // the entry's exports to bundleGlobal. Every import is resolved by the
 // package resolver below; nothing outside the package is ever read.
-func buildBundle(root *os.Root, realDir, module string) (*bundle, *Failure) {
+func buildBundle(root *os.Root, absDir, realDir, module string) (*bundle, *Failure) {
 	info, err := root.Stat(module)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -142,7 +193,7 @@ func buildBundle(root *os.Root, realDir, module string) (*bundle, *Failure) {
 		return nil, failf(CodeModuleRejected, "module %q is not a regular file", module)
 	}
 
-	g := &graphLoader{root: root}
+	g := &graphLoader{root: root, dir: absDir}
 	result := api.Build(api.BuildOptions{
 		EntryPoints:   []string{module},
 		Bundle:        true,
@@ -209,16 +260,17 @@ func describeBuildErrors(msgs []api.Message) string {
 // what it read. esbuild calls the callbacks concurrently.
 type graphLoader struct {
 	root  *os.Root
+	dir   string // the package folder as the caller named it, for stamps
 	mu    sync.Mutex
-	files map[string][sha256.Size]byte
+	files map[string]graphFile
 }
 
 func (g *graphLoader) graph() []graphFile {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]graphFile, 0, len(g.files))
-	for rel, d := range g.files {
-		out = append(out, graphFile{rel: rel, digest: d})
+	for _, f := range g.files {
+		out = append(out, f)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].rel < out[j].rel })
 	return out
@@ -298,6 +350,7 @@ func hasURLScheme(spec string) bool {
 }
 
 func (g *graphLoader) load(args api.OnLoadArgs) (api.OnLoadResult, error) {
+	stamp, _ := stampOf(filepath.Join(g.dir, filepath.FromSlash(args.Path)))
 	// os.Root refuses any path, symbolic link included, that leaves the package.
 	data, err := g.root.ReadFile(args.Path)
 	if err != nil {
@@ -305,9 +358,9 @@ func (g *graphLoader) load(args api.OnLoadArgs) (api.OnLoadResult, error) {
 	}
 	g.mu.Lock()
 	if g.files == nil {
-		g.files = make(map[string][sha256.Size]byte)
+		g.files = make(map[string]graphFile)
 	}
-	g.files[args.Path] = sha256.Sum256(data)
+	g.files[args.Path] = graphFile{rel: args.Path, digest: sha256.Sum256(data), stamp: stamp}
 	g.mu.Unlock()
 	loader := api.LoaderJS
 	if path.Ext(args.Path) == ".json" {

@@ -134,6 +134,10 @@ type Pool struct {
 
 	mu    sync.Mutex
 	procs map[*workerProc]struct{}
+
+	// callSent, when set (by tests), is called with the worker's process id
+	// once a request has been written to it.
+	callSent func(pid int)
 }
 
 // slot is one place in the pool; it holds a live worker or nil when the
@@ -391,6 +395,9 @@ func (p *Pool) acquire(ctx context.Context) (*slot, *Failure) {
 	if p.closed.Load() {
 		return nil, failf(CodeInternalFailure, "%v", ErrPoolClosed)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, contextFailure(err, "waiting for a worker")
+	}
 	var s *slot
 	select {
 	case s = <-p.slots:
@@ -530,6 +537,9 @@ func (p *Pool) invokeOn(ctx context.Context, wp *workerProc, c *call, forceCode 
 	body, err := func() ([]byte, error) {
 		if _, err := wp.stdin.Write(frame); err != nil {
 			return nil, err
+		}
+		if p.callSent != nil {
+			p.callSent(wp.cmd.Process.Pid)
 		}
 		return readFrame(wp.stdout, &res)
 	}()

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -328,31 +329,14 @@ func TestHostileModules(t *testing.T) {
 // runs a call: the call reports internal_failure and the pool recovers.
 func TestWorkerCrashIsInternalFailure(t *testing.T) {
 	p := newPool(t, PoolOptions{Workers: 1})
-	done := make(chan Result, 1)
-	go func() {
-		done <- run(t, p, Spec{Dir: fixture(t, "hostile"), Module: "loop.mjs", Timeout: 20 * time.Second}, `{}`)
-	}()
-	var pid int
-	for deadline := time.Now().Add(10 * time.Second); pid == 0; {
-		p.mu.Lock()
-		for wp := range p.procs {
-			pid = wp.cmd.Process.Pid
-		}
-		p.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatal("no worker process")
+	// Kill the worker from outside once the call has been sent to it.
+	p.callSent = func(pid int) {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Errorf("kill worker %d: %v", pid, err)
 		}
 	}
-	// The call is in flight once the worker has compiled the bundle; killing
-	// it earlier would also be a crash, so no synchronisation is needed.
-	proc, err := os.FindProcess(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proc.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
+	r := run(t, p, Spec{Dir: fixture(t, "hostile"), Module: "loop.mjs", Timeout: 20 * time.Second}, `{}`)
+	p.callSent = nil
 	wantFailure(t, r, CodeInternalFailure, "worker exited")
 	wantOutput(t, run(t, p, Spec{Dir: fixture(t, "basic"), Module: "sync.mjs"}, `{"values":[2]}`), `{"total":2,"kind":"sync"}`)
 }
@@ -361,14 +345,16 @@ func TestCallerContext(t *testing.T) {
 	p := newPool(t, PoolOptions{Workers: 1})
 	loop := Spec{Dir: fixture(t, "hostile"), Module: "loop.mjs", Timeout: 20 * time.Second}
 
+	// Cancelled while the worker runs the call.
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		// Cancel once the call is under way; any moment works, the outcome is the same.
-		time.Sleep(50 * time.Millisecond)
-		cancel()
-	}()
+	p.callSent = func(int) { cancel() }
 	r := p.Run(ctx, loop, nil, "")
+	p.callSent = nil
 	wantFailure(t, r, CodeExecutionFailed, "cancelled")
+
+	// Cancelled before a worker was free.
+	r = p.Run(ctx, loop, nil, "")
+	wantFailure(t, r, CodeExecutionFailed, "cancelled", "waiting for a worker")
 
 	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

@@ -198,15 +198,12 @@ func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resul
 }
 
 func (w *workerState) invoke(vm *goja.Runtime, req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
-	// Capture the built-ins before module code can replace them.
-	jsonObj := vm.Get("JSON").ToObject(vm)
-	parse, _ := goja.AssertFunction(jsonObj.Get("parse"))
-	objectCtor := vm.Get("Object").ToObject(vm)
-	freeze, _ := goja.AssertFunction(objectCtor.Get("freeze"))
+	// Capture the built-in before module code can replace it.
+	freeze, _ := goja.AssertFunction(vm.Get("Object").ToObject(vm).Get("freeze"))
 
-	in, err := parse(goja.Undefined(), vm.ToValue(string(inputs)))
+	in, err := decodeJSON(vm, inputs)
 	if err != nil {
-		return classifyEngineError(err, CodeInvalidRequest, "inputs are not valid JSON"), nil
+		return resultMsg{Status: statusFailed, Code: CodeInvalidRequest, Message: "inputs: " + err.Error()}, nil
 	}
 	if _, err := vm.RunProgram(prg); err != nil {
 		return classifyEngineError(err, CodeExecutionFailed, "module evaluation failed"), nil
