@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ type Options struct {
 	Tokens TokenEstimator
 	// FS is the filesystem under the store (tests inject faults with errorfs).
 	FS vfs.FS
+	// Skills is the skill catalog processes discover and activate; its tools
+	// join the ToolBroker beside the built-ins.
+	Skills tools.SkillCatalog
 }
 
 // Runtime is an open runtime directory. Its methods are safe for concurrent use.
@@ -72,8 +76,10 @@ type Runtime struct {
 	store  *objects.Store
 	clock  clock.Clock
 	broker *tools.Broker
-	tokens TokenEstimator
-	retain bool // full-I/O retention
+	// builtinNames are the built-in tools an image's "builtin" entry stands for.
+	builtinNames []string
+	tokens       TokenEstimator
+	retain       bool // full-I/O retention
 
 	ctxMu    sync.Mutex
 	ctxCache map[int64]*llmContext
@@ -117,21 +123,31 @@ func Open(dir string, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open runtime directory %s: %w", abs, err)
 	}
-	broker, err := tools.NewBroker(BuiltinTools(tools.Config{MaxSleepSeconds: opts.MaxSleepSeconds})...)
+	builtins := BuiltinTools(tools.Config{MaxSleepSeconds: opts.MaxSleepSeconds})
+	builtinNames := make([]string, 0, len(builtins))
+	for _, t := range builtins {
+		builtinNames = append(builtinNames, t.Name)
+	}
+	all := builtins
+	if opts.Skills != nil {
+		all = append(slices.Clone(builtins), opts.Skills.Tools()...)
+	}
+	broker, err := tools.NewBroker(all...)
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
 	k := &Runtime{
-		dir:      abs,
-		opts:     opts,
-		store:    store,
-		clock:    opts.Clock,
-		broker:   broker,
-		tokens:   opts.Tokens,
-		retain:   !opts.DisableFullIO,
-		ctxCache: map[int64]*llmContext{},
-		closed:   make(chan struct{}),
+		dir:          abs,
+		opts:         opts,
+		store:        store,
+		clock:        opts.Clock,
+		broker:       broker,
+		builtinNames: builtinNames,
+		tokens:       opts.Tokens,
+		retain:       !opts.DisableFullIO,
+		ctxCache:     map[int64]*llmContext{},
+		closed:       make(chan struct{}),
 	}
 	k.sched = newScheduler(k)
 	if err := k.recover(); err != nil {

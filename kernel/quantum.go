@@ -11,6 +11,7 @@ import (
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/images"
+	"github.com/libos/libos/internal/failpoint"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
@@ -84,7 +85,7 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 			Process:   llm.ProcessInfo{PID: r.PID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
 			Turn:      r.Turn,
 			Messages:  k.materialize(r, c, system, goal),
-			Tools:     k.toolSchemas(im),
+			Tools:     k.toolSchemas(im, r),
 			MaxTokens: im.Context.MaxOutputTokens,
 		}
 		// Reserve the call and its worst-case tokens up the ancestor chain
@@ -120,7 +121,8 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 
 	resp, perr := k.provider().Complete(ctx, req)
 
-	return k.update(func(tx *objects.Txn) error {
+	var effect effectFunc
+	err = k.update(func(tx *objects.Txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -184,8 +186,25 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 		if err := k.appendEntries(tx, r, c, assistant); err != nil {
 			return err
 		}
-		return k.dispatch(ctx, tx, r, c, im, req.Turn, resp.ToolCalls)
+		r.Dispatch = &dispatchState{Turn: req.Turn, Calls: resp.ToolCalls, EffectCall: -1}
+		effect, err = k.dispatch(ctx, tx, r, c, im)
+		return err
 	})
+	// Outside effects run between commits, never under the store lock.
+	for err == nil && effect != nil {
+		failpoint.Hit("effect:started")
+		res, effErr := effect(ctx)
+		effect = nil
+		err = k.update(func(tx *objects.Txn) error {
+			r, err := loadProc(tx, pid)
+			if err != nil {
+				return err
+			}
+			effect, err = k.finishEffect(ctx, tx, r, res, effErr)
+			return err
+		})
+	}
+	return err
 }
 
 // settleTokens adjusts the token charge of r's chain by delta without a
@@ -209,25 +228,46 @@ func settleTokens(tx *objects.Txn, r *procRecord, delta int64) error {
 	return nil
 }
 
-// dispatch runs the tool calls of one response in order, in the quantum's
-// final transaction, and moves the process to its next state.
-func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, im *images.Image, turn int, calls []llm.ToolCall) error {
-	if len(calls) == 0 {
+// dispatchState is a response's tool calls being dispatched. It is durable
+// only while a call's outside effect runs between two commits.
+type dispatchState struct {
+	Turn  int            `json:"turn"`
+	Calls []llm.ToolCall `json:"calls"`
+	// Next is the index of the next call to run.
+	Next int `json:"next"`
+	// EffectCall is the index of the call whose outside effect is running,
+	// or -1.
+	EffectCall int `json:"effect_call"`
+	// EndedBy names what ended the batch; later calls are not started.
+	EndedBy string `json:"ended_by,omitempty"`
+	// Notices are messages to announce after the turn's tool results.
+	Notices []mailbox.Message `json:"notices,omitempty"`
+}
+
+// effectFunc is a call's outside effect, run without any lock.
+type effectFunc func(ctx context.Context) (map[string]any, error)
+
+// dispatch runs the remaining tool calls of r.Dispatch in order, in the
+// current transaction, and moves the process to its next state. When a call
+// has an outside effect, dispatch records that it started and returns it:
+// the caller commits, runs it, and records its result with finishEffect.
+func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, im *images.Image) (effectFunc, error) {
+	d := r.Dispatch
+	if len(d.Calls) == 0 {
+		r.Dispatch = nil
 		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: noToolCallNotice}); err != nil {
-			return err
+			return nil, err
 		}
 		if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
-			return err
+			return nil, err
 		}
-		return k.pauseIfRequested(tx, r)
+		return nil, k.pauseIfRequested(tx, r)
 	}
-	table := k.toolTable(im)
+	table := k.toolTable(im, r)
 	var (
-		endedBy   string
 		block     *tools.Block
 		blockCall llm.ToolCall
 		exit      *tools.Exit
-		notices   []mailbox.Message
 	)
 	// checkMessages collects messages that arrived since the process was last
 	// told: an interrupt stops the batch before the next call, a normal
@@ -238,84 +278,130 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 		if err != nil || len(msgs) == 0 {
 			return err
 		}
-		notices = append(notices, msgs...)
+		d.Notices = append(d.Notices, msgs...)
 		_, interrupt := messageNotice(msgs)
-		if endedBy == "" && (interrupt || !before) {
-			endedBy = "a new message"
+		if d.EndedBy == "" && (interrupt || !before) {
+			d.EndedBy = "a new message"
 			if interrupt {
-				endedBy = "an interrupt message"
+				d.EndedBy = "an interrupt message"
 			}
 		}
 		return nil
 	}
-	for _, call := range calls {
-		if endedBy == "" {
+	for ; d.Next < len(d.Calls); d.Next++ {
+		call := d.Calls[d.Next]
+		if d.EndedBy == "" {
 			if err := checkMessages(true); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		if endedBy != "" {
-			res := tools.NotStarted(fmt.Sprintf("not started: %s ended this batch", endedBy))
-			if err := k.recordCall(tx, r, c, turn, call, res, false, "cancelled"); err != nil {
-				return err
+		if d.EndedBy != "" {
+			res := tools.NotStarted(fmt.Sprintf("not started: %s ended this batch", d.EndedBy))
+			if err := k.recordCall(tx, r, c, d.Turn, call, res, false, "cancelled"); err != nil {
+				return nil, err
 			}
 			continue
 		}
-		if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120)}); err != nil {
-			return err
+		if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: d.Turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120)}); err != nil {
+			return nil, err
 		}
 		sp := tx.Savepoint()
 		out, terr := k.invoke(ctx, tx, r, table, call)
 		if terr != nil {
 			tx.RollbackTo(sp)
 			te := tools.AsError(terr)
-			if err := k.recordCall(tx, r, c, turn, call, tools.ErrorResult(te), false, te.Code); err != nil {
-				return err
+			if err := k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code); err != nil {
+				return nil, err
 			}
 			if t, ok := table[call.Name]; ok && t.EndsBatch {
-				endedBy = call.Name
+				d.EndedBy = call.Name
 			}
 			continue
 		}
 		switch {
+		case out.Effect != nil:
+			// Durable before the effect starts: a crash from here on leaves
+			// the call's settlement unknown, and recovery says so.
+			d.EffectCall = d.Next
+			d.Next++
+			if err := saveProc(tx, r); err != nil {
+				return nil, err
+			}
+			return out.Effect, nil
 		case out.Block != nil:
-			block, blockCall, endedBy = out.Block, call, call.Name
+			block, blockCall, d.EndedBy = out.Block, call, call.Name
 		case out.Exit != nil:
-			exit, endedBy = out.Exit, call.Name
-			if err := k.recordCall(tx, r, c, turn, call, tools.SuccessResult(out.Result), true, ""); err != nil {
-				return err
+			exit, d.EndedBy = out.Exit, call.Name
+			if err := k.recordCall(tx, r, c, d.Turn, call, tools.SuccessResult(out.Result), true, ""); err != nil {
+				return nil, err
 			}
 		default:
-			if err := k.recordCall(tx, r, c, turn, call, tools.SuccessResult(out.Result), true, ""); err != nil {
-				return err
+			if err := k.recordCall(tx, r, c, d.Turn, call, tools.SuccessResult(out.Result), true, ""); err != nil {
+				return nil, err
 			}
 			if t := table[call.Name]; t.EndsBatch {
-				endedBy = call.Name
+				d.EndedBy = call.Name
 			}
 		}
-		if endedBy == "" {
+		if d.EndedBy == "" {
 			if err := checkMessages(false); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
+	r.Dispatch = nil
 	if exit != nil {
-		return k.exitProcess(tx, r, exit)
+		return nil, k.exitProcess(tx, r, exit)
 	}
-	if len(notices) > 0 {
-		notice, _ := messageNotice(notices)
+	if len(d.Notices) > 0 {
+		notice, _ := messageNotice(d.Notices)
 		if err := k.appendEntries(tx, r, c, notice); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if block != nil {
-		if err := k.blockProcess(tx, r, turn, blockCall, block); err != nil {
-			return err
+		if err := k.blockProcess(tx, r, d.Turn, blockCall, block); err != nil {
+			return nil, err
 		}
 	} else if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
-		return err
+		return nil, err
 	}
-	return k.pauseIfRequested(tx, r)
+	return nil, k.pauseIfRequested(tx, r)
+}
+
+// finishEffect records the result of the outside effect of r's current
+// call. A process killed meanwhile keeps the result as evidence and runs
+// nothing more.
+func (k *Runtime) finishEffect(ctx context.Context, tx *objects.Txn, r *procRecord, res map[string]any, effErr error) (effectFunc, error) {
+	d := r.Dispatch
+	if d == nil || d.EffectCall < 0 {
+		return nil, fmt.Errorf("pid %d: no outside effect in flight", r.PID)
+	}
+	call := d.Calls[d.EffectCall]
+	d.EffectCall = -1
+	c, err := k.loadContext(tx, r)
+	if err != nil {
+		return nil, err
+	}
+	if effErr != nil {
+		te := tools.AsError(effErr)
+		te.EffectStarted = true
+		err = k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code)
+	} else {
+		err = k.recordCall(tx, r, c, d.Turn, call, tools.SuccessResult(res), true, "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.State != process.Running {
+		r.Dispatch = nil
+		return nil, saveProc(tx, r)
+	}
+	im, err := k.image(r.Image)
+	if err != nil {
+		return nil, err
+	}
+	return k.dispatch(ctx, tx, r, c, im)
 }
 
 // pauseIfRequested applies a pause signalled while the quantum ran.
@@ -330,10 +416,13 @@ func (k *Runtime) pauseIfRequested(tx *objects.Txn, r *procRecord) error {
 // invoke validates, authorizes budget and runs one call.
 func (k *Runtime) invoke(ctx context.Context, tx *objects.Txn, r *procRecord, table map[string]*tools.Tool, call llm.ToolCall) (tools.Outcome, error) {
 	if _, ok := table[call.Name]; !ok {
-		return tools.Outcome{}, tools.Errorf(tools.CodeUnknownTool, "unknown tool %q: not in the tool table of image %s", call.Name, r.Image)
+		return tools.Outcome{}, tools.Errorf(tools.CodeUnknownTool, "unknown tool %q: not in the tool table of this process (image %s)", call.Name, r.Image)
 	}
 	t, args, err := k.broker.Prepare(call.Name, call.Arguments)
 	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if err := scopeRefusal(t, r); err != nil {
 		return tools.Outcome{}, err
 	}
 	if err := charge(tx, r, capabilities.Budget{ToolCalls: 1}); err != nil {
@@ -479,27 +568,9 @@ func (k *Runtime) goalText(tx *objects.Txn, r *procRecord) (string, error) {
 	return "Goal:\n" + string(payload), nil
 }
 
-// toolTable is the set of tools an image shows.
-func (k *Runtime) toolTable(im *images.Image) map[string]*tools.Tool {
-	table := map[string]*tools.Tool{}
-	for _, name := range im.Tools {
-		if name == images.BuiltinTools {
-			for _, n := range k.broker.Names() {
-				t, _ := k.broker.Lookup(n)
-				table[n] = t
-			}
-			continue
-		}
-		if t, ok := k.broker.Lookup(name); ok {
-			table[name] = t
-		}
-	}
-	return table
-}
-
 // toolSchemas renders an image's tool table for the provider, sorted by name.
-func (k *Runtime) toolSchemas(im *images.Image) []llm.ToolSchema {
-	table := k.toolTable(im)
+func (k *Runtime) toolSchemas(im *images.Image, r *procRecord) []llm.ToolSchema {
+	table := k.toolTable(im, r)
 	names := make([]string, 0, len(table))
 	for n := range table {
 		names = append(names, n)

@@ -63,6 +63,16 @@ type procRecord struct {
 	ReservedTokens int64 `json:"reserved_tokens,omitempty"`
 	// EvidenceSHA256 is the hash of the completion evidence a gated exit passed.
 	EvidenceSHA256 string `json:"evidence_sha256,omitempty"`
+	// ActiveSkills are the skills the process activated, in order.
+	ActiveSkills []string `json:"active_skills,omitempty"`
+	// ToolTable, when set, is exactly the process's tool table.
+	ToolTable []string `json:"tool_table"` // null and [] differ: [] is an empty table
+	// Scopes are the scopes the runner of this process declared (nil: no
+	// runner restricts it).
+	Scopes []string `json:"scopes"`
+	// Dispatch is the response being dispatched while a call's outside
+	// effect runs.
+	Dispatch *dispatchState `json:"dispatch,omitempty"`
 	// PauseRequested pauses the process when its running quantum ends.
 	PauseRequested bool `json:"pause_requested,omitempty"`
 	// NotifiedSeq is the highest mailbox sequence the process was told of.

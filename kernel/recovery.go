@@ -8,6 +8,7 @@ import (
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
 )
 
 // maxRecoveredGoalChars bounds a goal recovered from retained evidence.
@@ -46,6 +47,9 @@ func (k *Runtime) recover() error {
 			}
 			switch r.State {
 			case process.Running:
+				if r.Dispatch != nil {
+					return k.recoverEffect(tx, r)
+				}
 				var cr callRecord
 				if b, err := tx.Get(callKey(pid, r.Turn)); err == nil {
 					if err := json.Unmarshal(b, &cr); err != nil {
@@ -134,4 +138,34 @@ func (k *Runtime) recoveredGoal(tx *objects.Txn, r *procRecord) (string, error) 
 		return "", fmt.Errorf("the retained goal has %d characters, more than the %d that may be recovered", n, maxRecoveredGoalChars)
 	}
 	return goal, nil
+}
+
+// recoverEffect settles a quantum that crashed while a call's outside effect
+// ran: the call is answered with an unknown settlement (the effect may have
+// happened), later calls of the batch as not started; nothing is re-run.
+func (k *Runtime) recoverEffect(tx *objects.Txn, r *procRecord) error {
+	d := r.Dispatch
+	c, err := k.loadContext(tx, r)
+	if err != nil {
+		return err
+	}
+	if d.EffectCall >= 0 {
+		call := d.Calls[d.EffectCall]
+		te := &tools.Error{Code: tools.CodeSettlementUnknown, EffectStarted: true,
+			Message: fmt.Sprintf("the runtime stopped while %s ran: its effect may or may not have happened; check before retrying", call.Name)}
+		if err := k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code); err != nil {
+			return err
+		}
+	}
+	for ; d.Next < len(d.Calls); d.Next++ {
+		res := tools.NotStarted("not started: the runtime stopped during this batch")
+		if err := k.recordCall(tx, r, c, d.Turn, d.Calls[d.Next], res, false, "cancelled"); err != nil {
+			return err
+		}
+	}
+	r.Dispatch = nil
+	if err := k.emit(tx, Event{Kind: EventRecovered, PID: r.PID, Reason: "outside effect interrupted; settlement unknown"}); err != nil {
+		return err
+	}
+	return k.step(tx, r, process.Input{Kind: process.Recover})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/mailbox"
@@ -59,6 +60,11 @@ func (k *Runtime) spawnChild(tx *objects.Txn, parent *procRecord, spec tools.Chi
 	if err := capabilities.Attenuate(parent.Grants, spec.Grants); err != nil {
 		return nil, err
 	}
+	if spec.ToolTable != nil {
+		if err := k.checkToolTable(spec.ToolTable); err != nil {
+			return nil, err
+		}
+	}
 	if err := spec.Budget.Validate(); err != nil {
 		return nil, tools.Errorf(tools.CodeInvalidArguments, "budget: %v", err)
 	}
@@ -75,6 +81,12 @@ func (k *Runtime) spawnChild(tx *objects.Txn, parent *procRecord, spec tools.Chi
 	child, err := k.createProcess(tx, im, parent.PID, spec.Goal, grants, spec.Budget)
 	if err != nil {
 		return nil, err
+	}
+	if spec.ToolTable != nil || spec.Scopes != nil {
+		child.ToolTable, child.Scopes = slices.Clone(spec.ToolTable), slices.Clone(spec.Scopes)
+		if err := saveProc(tx, child); err != nil {
+			return nil, err
+		}
 	}
 	if err := tx.Set(childKey(parent.PID, child.PID), nil); err != nil {
 		return nil, err

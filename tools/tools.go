@@ -29,6 +29,9 @@ const (
 	CodeNotFound         = "not_found"
 	CodeConflict         = "conflict"
 	CodeFailed           = "failed"
+	// CodeSettlementUnknown: the effect started and whether it completed is
+	// not known (the runtime stopped meanwhile).
+	CodeSettlementUnknown = "settlement_unknown"
 )
 
 // Error is a tool failure that the model is shown as
@@ -152,13 +155,23 @@ type Syscalls interface {
 
 // SkillInfo describes a skill a process may activate.
 type SkillInfo struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
 	// Tools are the tool names activation shows: the skill's own tools and
 	// the catalog tools its allowed-tools names.
 	Tools []string `json:"tools"`
 	// Dir is the package folder (for reading resources).
 	Dir string `json:"-"`
+}
+
+// SkillCatalog is the set of skills a runtime knows. Implementations are
+// immutable after construction and safe for concurrent use.
+type SkillCatalog interface {
+	// Skills lists every skill, sorted by name.
+	Skills() []SkillInfo
+	// Tools returns the tools skills add to the catalog (runner and bundled
+	// tools), each with its exact schema.
+	Tools() []*Tool
 }
 
 // ImageInfo is what a tool needs to know of an image.
