@@ -205,8 +205,11 @@ func buildBundle(root *os.Root, absDir, realDir, module string) (*bundle, *Failu
 		Supported:     map[string]bool{"async-generator": false, "for-await": false},
 		Charset:       api.CharsetUTF8,
 		LegalComments: api.LegalCommentsNone,
-		AbsWorkingDir: realDir,
-		LogLevel:      api.LogLevelSilent,
+		// An inline map lets error positions name the author's files and lines.
+		Sourcemap:      api.SourceMapInline,
+		SourcesContent: api.SourcesContentExclude,
+		AbsWorkingDir:  realDir,
+		LogLevel:       api.LogLevelSilent,
 		LogOverride: map[string]api.LogLevel{
 			// A computed import() or require() would escape the resolver
 			// below; refuse it at build time instead of failing later.

@@ -311,7 +311,7 @@ func (f *arrayFramer) nextPage(budget int64) (framedPage, error) {
 	}, nil
 }
 
-// recordAt finds the first record of span (a page starting at file offset
+// firstInvalidRecord finds the first record of span (a page starting at file offset
 // base) that is not valid JSON according to valid; it is used only to explain
 // a page that failed validation.
 func firstInvalidRecord(span []byte, base int64, valid func([]byte) bool) (int64, bool) {

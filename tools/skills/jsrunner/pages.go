@@ -322,7 +322,7 @@ func (p *Pool) runPaged(ctx context.Context, vs validatedSpec, c *call, in []byt
 		if r.hasControl {
 			dec := json.NewDecoder(bytes.NewReader(r.control))
 			dec.DisallowUnknownFields()
-			if bytes.HasPrefix(r.control, []byte("{")) == false || dec.Decode(&ctl) != nil {
+			if !bytes.HasPrefix(r.control, []byte("{")) || dec.Decode(&ctl) != nil {
 				return Result{Pages: pages, Err: failf(CodeOutputRejected, "%s: result.runx_page must be an object with only state and done (a boolean)", where)}
 			}
 		}

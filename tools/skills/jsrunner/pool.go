@@ -194,16 +194,30 @@ func (p *Pool) Close() error {
 	err := ErrPoolClosed
 	p.closeOnce.Do(func() {
 		err = nil
-		p.closed.Store(true)
-		close(p.done)
 		p.mu.Lock()
+		p.closed.Store(true)
 		procs := make([]*workerProc, 0, len(p.procs))
 		for wp := range p.procs {
 			procs = append(procs, wp)
 		}
 		p.mu.Unlock()
+		close(p.done)
+		// Idle workers exit when their stdin closes; busy ones are killed
+		// once the shared grace period is over.
 		for _, wp := range procs {
-			wp.stop()
+			_ = wp.stdin.Close()
+		}
+		grace := time.NewTimer(2 * time.Second)
+		defer grace.Stop()
+		for _, wp := range procs {
+			select {
+			case <-wp.exited:
+			case <-grace.C:
+				grace.Reset(0)
+				wp.kill("pool closed")
+				<-wp.exited
+			}
+			_ = wp.outF.Close()
 		}
 		p.spawners.Wait()
 	})
@@ -333,6 +347,14 @@ func (p *Pool) startWorker() (*workerProc, error) {
 		close(wp.exited)
 	}()
 	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		wp.kill("pool closed")
+		<-wp.exited
+		inW.Close()
+		outR.Close()
+		return nil, ErrPoolClosed
+	}
 	p.procs[wp] = struct{}{}
 	p.mu.Unlock()
 
@@ -430,21 +452,26 @@ func (p *Pool) release(s *slot) {
 	}
 	old := s.proc
 	s.proc = nil
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		if old != nil {
+			p.retire(old)
+		}
+		p.slots <- s
+		return
+	}
+	// Added under the lock that Close takes before it waits, so Close
+	// either sees this refill or prevents it.
 	p.spawners.Add(1)
+	p.mu.Unlock()
 	go func() {
 		defer p.spawners.Done()
 		if old != nil {
 			p.retire(old)
 		}
-		if !p.closed.Load() {
-			if wp, err := p.startWorker(); err == nil {
-				if p.closed.Load() {
-					wp.stop()
-					p.forget(wp)
-				} else {
-					s.proc = wp
-				}
-			}
+		if wp, err := p.startWorker(); err == nil {
+			s.proc = wp
 		}
 		p.slots <- s
 	}()

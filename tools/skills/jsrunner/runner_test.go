@@ -2,6 +2,7 @@ package jsrunner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -271,6 +272,26 @@ func TestContextIsFrozenAndHostIsAbsent(t *testing.T) {
 	r = run(t, p, Spec{Dir: fixture(t, "basic"), Module: "context.mjs"}, `{}`)
 	if r.Err != nil || !strings.Contains(string(r.Output), `"environment":{}`) {
 		t.Fatalf("undeclared environment: %+v %s", r.Err, r.Output)
+	}
+}
+
+func TestRuntimeCodeCannotReadSourceMapsFromTheHost(t *testing.T) {
+	p := sharedPool(t)
+	fifo := filepath.Join(t.TempDir(), "map.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal(map[string]string{"path": fifo})
+	r := run(t, p, Spec{Dir: fixture(t, "basic"), Module: "sourcemap_probe.mjs", Timeout: 5 * time.Second}, string(in))
+	wantOutput(t, r, `{"a":42,"b":7}`)
+}
+
+func TestErrorPositionsNameTheAuthorsFile(t *testing.T) {
+	p := sharedPool(t)
+	r := run(t, p, Spec{Dir: fixture(t, "basic"), Module: "throws.mjs"}, `{}`)
+	wantFailure(t, r, CodeExecutionFailed, "(throws.mjs:2:")
+	if strings.Contains(r.Err.Message, bundleNamespace) {
+		t.Fatalf("message leaks the bundler namespace: %s", r.Err.Message)
 	}
 }
 

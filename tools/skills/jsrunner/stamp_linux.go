@@ -8,7 +8,8 @@ import (
 
 // fileStamp identifies one version of a file without reading it: any write
 // changes its size, modification or change time, and a replacement (a new
-// file or a symbolic link) changes its device and inode.
+// file, or a symbolic link that now leads elsewhere) changes its device and
+// inode. Links are followed, so a link's target is what is stamped.
 type fileStamp struct {
 	dev, ino    uint64
 	size        int64
@@ -19,7 +20,7 @@ type fileStamp struct {
 }
 
 func stampOf(path string) (fileStamp, bool) {
-	info, err := os.Lstat(path)
+	info, err := os.Stat(path)
 	if err != nil {
 		return fileStamp{}, false
 	}

@@ -1,11 +1,8 @@
-//go:build !linux
+//go:build unix && !linux
 
 package jsrunner
 
-import (
-	"os"
-	"time"
-)
+import "os"
 
 // fileStamp identifies one version of a file without reading it. Without a
 // portable change time it never vouches for content on its own: racy always
@@ -17,7 +14,7 @@ type fileStamp struct {
 }
 
 func stampOf(path string) (fileStamp, bool) {
-	info, err := os.Lstat(path)
+	info, err := os.Stat(path)
 	if err != nil {
 		return fileStamp{}, false
 	}
@@ -27,5 +24,3 @@ func stampOf(path string) (fileStamp, bool) {
 func (s fileStamp) sameFile(o fileStamp) bool { return s == o }
 
 func (s fileStamp) racy() bool { return true }
-
-var _ = time.Now

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+	"github.com/dop251/goja/parser"
 )
 
 // WorkerEnv is the environment variable that turns a process into a
@@ -148,8 +149,7 @@ func (w *workerState) program(req *runMsg, code []byte) *compiledBundle {
 		return nil
 	}
 	cb := &compiledBundle{hash: req.Bundle}
-	// ES modules are strict code; the whole bundle is compiled as such.
-	prg, err := goja.Compile(req.ModuleName, string(code), true)
+	prg, err := compileBundle(req.ModuleName, code)
 	if err != nil {
 		cb.err = failf(CodeModuleRejected, "the engine cannot compile the module: %s", truncateMessage(err.Error()))
 	} else {
@@ -164,10 +164,27 @@ func (w *workerState) program(req *runMsg, code []byte) *compiledBundle {
 	return cb
 }
 
+// compileBundle compiles a bundle as strict code (ES modules are strict).
+// Only the inline source map the bundler appends is honoured: the parser
+// would otherwise read a sourceMappingURL target from the filesystem.
+func compileBundle(name string, code []byte) (*goja.Program, error) {
+	ast, err := parser.ParseFile(nil, name, string(code), 0, parser.WithSourceMapLoader(refuseSourceMap))
+	if err != nil {
+		return nil, err
+	}
+	return goja.CompileAST(ast, true)
+}
+
+func refuseSourceMap(string) ([]byte, error) {
+	return nil, errors.New("source maps are only read inline")
+}
+
 // call runs one export invocation in a fresh engine instance, so nothing a
 // module leaves behind is visible to the next call.
 func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
 	vm := goja.New()
+	// eval and Function parse code too; they must not open files for source maps.
+	vm.SetParserOptions(parser.WithDisableSourceMaps)
 	vm.SetMaxCallStackSize(req.MaxDepth)
 	vm.SetTimeSource(func() time.Time { return FixedClock })
 	vm.SetRandSource(func() float64 { panic(vm.NewTypeError("Math.random is unavailable: modules must be deterministic")) })
@@ -192,7 +209,7 @@ func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resul
 	})
 	fn, _ := goja.AssertFunction(body)
 	if _, err := fn(goja.Undefined()); err != nil {
-		return failureFromError(err, "execution failed"), nil
+		return classifyEngineError(err, CodeExecutionFailed, "execution failed"), nil
 	}
 	return res, payload
 }
@@ -329,11 +346,6 @@ func outputFailure(err error) resultMsg {
 	return classifyEngineError(err, CodeExecutionFailed, "encoding the result failed")
 }
 
-// failureFromError maps an error returned by the outermost engine call.
-func failureFromError(err error, what string) resultMsg {
-	return classifyEngineError(err, CodeExecutionFailed, what)
-}
-
 // classifyEngineError maps engine errors: limit interrupts and stack
 // overflows are resource limits; a JavaScript exception gets code.
 func classifyEngineError(err error, code, what string) resultMsg {
@@ -382,7 +394,10 @@ func describeValue(vm *goja.Runtime, v goja.Value) string {
 
 const maxMessageBytes = 2048
 
+// truncateMessage bounds a message and shows package files by their path.
 func truncateMessage(s string) string {
+	s = strings.ReplaceAll(s, bundleNamespace+":./", "")
+	s = strings.ReplaceAll(s, bundleNamespace+":", "")
 	if len(s) <= maxMessageBytes {
 		return s
 	}

@@ -1,0 +1,68 @@
+// Package jsrunner runs the `javascript` runner of a skill package: an ES
+// module whose selected export is called with the resolved inputs and a
+// frozen {environment} context and returns a JSON-compatible value.
+//
+// # Module graph
+//
+// The entry module and everything it imports are bundled with esbuild into
+// one script. A resolver plugin admits only static imports of relative .mjs,
+// .js or .json paths that stay inside the package folder (checked through an
+// os.Root, so a symbolic link cannot lead out); bare specifiers, node:
+// built-ins, URLs, absolute paths, ".." escapes, dynamic import() and
+// require() are refused as module_rejected before anything runs. Bundles are
+// cached by the content hash of the module graph; a cached bundle is served
+// only while every file of its graph is unchanged (see graphUnchanged).
+//
+// # Isolation
+//
+// Modules run in worker processes: the running executable started again
+// with only WorkerEnv in its environment, which MaybeRunWorker turns into a
+// worker. A worker sets its own limits before it accepts a module (no core
+// dumps, no file writes, an address-space limit relative to its size at
+// start) and runs each call in a fresh goja runtime with a wall-time
+// interrupt, a call-depth limit and a heap watchdog, so an infinite loop,
+// runaway recursion or an allocation bomb ends that call with
+// resource_limit and nothing leaks into the next call. What the interpreter
+// cannot interrupt (a built-in that loops or allocates natively) ends the
+// worker instead: the host kills a worker that overstays its wall limit by
+// more than a second, classifies a worker that dies of memory or stack
+// exhaustion as resource_limit, and starts a replacement. The host process
+// itself never runs module code, which is why this design was chosen over
+// in-process goja: a goroutine cannot be stopped, and one huge allocation
+// would exhaust the host.
+//
+// A module sees no host: no filesystem, network, timers, process, require,
+// fetch or console; Math.random throws; Date reads FixedClock
+// (2000-01-01T00:00:00Z) in UTC; code parsed at run time (eval, Function)
+// cannot make the engine read source maps from disk. A module is therefore
+// deterministic.
+//
+// # Limits
+//
+// Wall time per call: 2 s by default, 1..30 s when declared. Inputs and
+// output: 4 MiB each. The result must be JSON-compatible: undefined (also as
+// a property or array element), BigInt, functions, symbols, cycles,
+// non-finite numbers, array holes and built-in objects such as Map or Date
+// are output_rejected, naming where in the result they are.
+//
+// # Paged artifacts
+//
+// With Spec.Pages the input named by PathFrom holds a path, resolved inside
+// the directory named by PathScopeFrom (itself inside the workspace) or in
+// the workspace; every escape is refused. The file (at most 512 MiB) is
+// copied into an unlinked private snapshot while it is hashed, so later
+// changes to it cannot change a page. The snapshot is framed into pages of
+// complete JSON-array records (page_bytes, default 1 MiB, at most 4 MiB,
+// fewer when the inputs and state would push a call past 4 MiB) and the
+// export is called once per page with the inputs (path fields removed) plus
+// runx_page: artifact_ref, media_type, whole_digest, artifact_bytes,
+// page_index, offset, length, next_offset (artifact_bytes after the last
+// page), eof, range_digest (of bytes [offset, offset+length)), records and
+// state (null on the first page). A non-final call must return exactly
+// {runx_page: {state, done?}}; done: true or the eof page ends the run, and
+// that call's result without runx_page is the output. State is at most
+// 2 MiB and a run at most 4,096 pages; each call has the spec's wall limit.
+// A failure names the page index and its byte offset. artifact_ref is keyed
+// by a per-pool secret, so it differs between pools while whole_digest and
+// the output do not.
+package jsrunner
