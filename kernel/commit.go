@@ -22,15 +22,23 @@ const (
 // update is the kernel's only way to commit: one synced batch per call.
 // With failpoints compiled in, it fires the failpoints of the kinds of
 // change the batch holds.
+//
+// Context changes are staged on their llmContext during fn and written once,
+// at the end, so a context Object's version advances once per commit.
 func (k *Runtime) update(fn func(tx *objects.Txn) error) error {
-	if !failpoint.Enabled {
-		return k.store.Update(fn)
-	}
 	var kinds []string
 	err := k.store.Update(func(tx *objects.Txn) error {
-		k.commitKinds.Store(tx, &kinds)
-		defer k.commitKinds.Delete(tx)
+		st := &txState{}
+		k.txStates.Store(tx, st)
+		defer k.txStates.Delete(tx)
+		if failpoint.Enabled {
+			k.commitKinds.Store(tx, &kinds)
+			defer k.commitKinds.Delete(tx)
+		}
 		if err := fn(tx); err != nil {
+			return err
+		}
+		if err := k.flushContexts(tx, st); err != nil {
 			return err
 		}
 		for _, kind := range kinds {
@@ -44,6 +52,43 @@ func (k *Runtime) update(fn func(tx *objects.Txn) error) error {
 		}
 	}
 	return err
+}
+
+// txState is what one transaction staged beside its writes.
+type txState struct {
+	dirty []dirtyContext
+}
+
+type dirtyContext struct {
+	r *procRecord
+	c *llmContext
+}
+
+// stageContext registers c (of r) to be written when tx's function ends.
+func (k *Runtime) stageContext(tx *objects.Txn, r *procRecord, c *llmContext) {
+	v, ok := k.txStates.Load(tx)
+	if !ok {
+		panic("kernel: context staged outside k.update")
+	}
+	st := v.(*txState)
+	for _, d := range st.dirty {
+		if d.c == c {
+			return
+		}
+	}
+	st.dirty = append(st.dirty, dirtyContext{r: r, c: c})
+}
+
+func (k *Runtime) flushContexts(tx *objects.Txn, st *txState) error {
+	for _, d := range st.dirty {
+		if err := k.writeContext(tx, d.r, d.c); err != nil {
+			return err
+		}
+		if err := saveProc(tx, d.r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // markCommit records that tx holds a change of kind (failpoint builds only).

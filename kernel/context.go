@@ -42,13 +42,16 @@ func (k *Runtime) entryTokens(e *Entry) int {
 }
 
 const (
-	contextKind        = "llm_context"
-	labelGeneration    = "generation"
-	contextNamePrefix  = "llm_context:"
-	goalName           = "goal"
-	resultName         = "result"
-	contextHeading     = "LLM context object:"
-	evidenceKindEntry  = "entry"
+	contextKind       = "llm_context"
+	labelGeneration   = "generation"
+	contextNamePrefix = "llm_context:"
+	goalName          = "goal"
+	resultName        = "result"
+	contextHeading    = "LLM context object:"
+	evidenceKindEntry = "entry"
+	// evidenceKindReset marks a compaction or restore: the entries retained
+	// after it replace everything before it.
+	evidenceKindReset  = "reset"
 	evidenceKindHeader = "header"
 )
 
@@ -57,6 +60,11 @@ type llmContext struct {
 	meta    objects.Meta
 	entries []Entry
 	tokens  int
+	// owned says entries is private to this transaction (not shared with
+	// the cache), so appends may write in place.
+	owned bool
+	// newGeneration, when non-zero, is written with the next flush.
+	newGeneration uint64
 }
 
 func (c *llmContext) generation() uint64 {
@@ -123,19 +131,55 @@ func (k *Runtime) appendEntries(tx *objects.Txn, r *procRecord, c *llmContext, a
 		add[i].Tokens = k.entryTokens(&add[i])
 		c.tokens += add[i].Tokens
 	}
-	// Copy on write: the cached slice may be shared with a reader.
-	entries := make([]Entry, 0, len(c.entries)+len(add))
-	entries = append(append(entries, c.entries...), add...)
-	c.entries = entries
-	return k.writeContext(tx, r, c, nil)
+	// Copy on write: the cached slice may be shared with a reader. The
+	// capacity doubling keeps appends amortized across commits.
+	if !c.owned {
+		entries := make([]Entry, len(c.entries), 2*(len(c.entries)+len(add)))
+		copy(entries, c.entries)
+		c.entries, c.owned = entries, true
+	}
+	c.entries = append(c.entries, add...)
+	k.stageContext(tx, r, c)
+	return nil
+}
+
+// replaceContext stages a whole new entry list (a compaction writeback)
+// and advances the generation.
+func (k *Runtime) replaceContext(tx *objects.Txn, r *procRecord, c *llmContext, entries []Entry) {
+	c.entries, c.owned = entries, true
+	c.tokens = 0
+	for _, e := range entries {
+		c.tokens += e.Tokens
+	}
+	c.newGeneration = c.generation() + 1
+	// Evidence after a compaction starts from the summary: recovery rebuilds
+	// the context from the last compaction on.
+	r.RetainedEntries = 0
+	k.stageContext(tx, r, c)
 }
 
 // writeContext stores c's entries with a compare-and-swap on the version c
-// was read at. labels, when non-nil, replace the Object's labels.
-func (k *Runtime) writeContext(tx *objects.Txn, r *procRecord, c *llmContext, labels map[string]string) error {
+// was read at.
+func (k *Runtime) writeContext(tx *objects.Txn, r *procRecord, c *llmContext) error {
 	payload, err := json.Marshal(contextDoc{Entries: c.entries})
 	if err != nil {
 		return fmt.Errorf("encode context of pid %d: %w", r.PID, err)
+	}
+	var labels map[string]string
+	if c.newGeneration != 0 {
+		labels = map[string]string{labelGeneration: strconv.FormatUint(c.newGeneration, 10)}
+		for key, v := range c.meta.Labels {
+			if key != labelGeneration {
+				labels[key] = v
+			}
+		}
+		c.newGeneration = 0
+		if k.retain {
+			r.RetainSeq++
+			if err := putJSON(tx, retainKey(r.PID, r.RetainSeq), retained{Kind: evidenceKindReset}); err != nil {
+				return err
+			}
+		}
 	}
 	meta, err := tx.Write(c.meta.OID, c.meta.Version, objects.WriteSpec{Payload: payload, Labels: labels})
 	if err != nil {
@@ -152,6 +196,7 @@ func (k *Runtime) writeContext(tx *objects.Txn, r *procRecord, c *llmContext, la
 		}
 	}
 	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens}
+	c.owned = false // the cache now shares the slice
 	pid := r.PID
 	tx.AfterCommit(func() {
 		k.ctxMu.Lock()

@@ -89,6 +89,7 @@ type Runtime struct {
 	provMu sync.Mutex
 
 	commitKinds sync.Map // *objects.Txn -> *[]string, failpoint builds only
+	txStates    sync.Map // *objects.Txn -> *txState
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -102,7 +102,10 @@ func (k *Runtime) rebuildContext(tx *objects.Txn, r *procRecord) ([]Entry, error
 		if err := json.Unmarshal(v, &item); err != nil {
 			return fmt.Errorf("decode evidence of pid %d: %w", r.PID, err)
 		}
-		if item.Kind == evidenceKindEntry && item.Entry != nil {
+		switch {
+		case item.Kind == evidenceKindReset:
+			entries = entries[:0]
+		case item.Kind == evidenceKindEntry && item.Entry != nil:
 			entries = append(entries, *item.Entry)
 		}
 		return nil
