@@ -213,6 +213,7 @@ func TestOutputs(t *testing.T) {
 		{"map", []string{"type Map"}},
 		{"hole", []string{"result[1]", "hole"}},
 		{"tooLarge", []string{"larger than the limit"}},
+		{"deep", []string{"deeper than 1000 levels"}},
 	}
 	for _, tc := range rejected {
 		t.Run(tc.export, func(t *testing.T) {

@@ -241,7 +241,8 @@ func (w *workerState) invoke(vm *goja.Runtime, req *runMsg, prg *goja.Program, i
 
 	env := vm.NewObject()
 	for k, v := range req.Env {
-		if err := env.Set(k, v); err != nil {
+		// Defined, not assigned, so no name can reach an inherited setter.
+		if err := env.DefineDataProperty(k, vm.ToValue(v), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
 			return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: "build environment: " + err.Error()}, nil
 		}
 	}

@@ -27,3 +27,8 @@ export const fine = () => ({
   nested: { arr: [[]], obj: {}, bare: Object.create(null) },
 });
 export const loneSurrogate = () => ({ s: "a\ud800b" });
+export const deep = () => {
+  let v = [];
+  for (let i = 0; i < 1001; i++) v = [v];
+  return v;
+};
