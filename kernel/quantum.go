@@ -492,7 +492,22 @@ func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRec
 		return err
 	}
 	sys := &syscalls{k: k, tx: tx, r: r}
-	res, rerr := t.Resume(ctx, sys, tools.Pending{ID: p.ID, Tool: p.Tool, CallID: p.CallID, Data: p.Data, StartedAt: p.StartedAt, Recovered: p.Recovered})
+	// A resume's staged writes persist even when it reports an error: a
+	// multi-stage action records its own failure (a failed compaction job).
+	out, rerr := t.Resume(ctx, sys, tools.Pending{ID: p.ID, Tool: p.Tool, CallID: p.CallID, Data: p.Data, StartedAt: p.StartedAt, Recovered: p.Recovered})
+	if rerr == nil && out.Block != nil {
+		// A multi-stage action waits again under the same pending action.
+		p.Data, p.Recovered = out.Block.Data, false
+		if err := savePending(tx, p); err != nil {
+			return err
+		}
+		w := out.Block.Wait
+		w.PendingID = p.ID
+		if err := k.step(tx, r, process.Input{Kind: process.Dispatch}); err != nil {
+			return err
+		}
+		return k.step(tx, r, process.Input{Kind: process.Block, Wait: &w})
+	}
 	var result map[string]any
 	ok = rerr == nil
 	code := ""
@@ -501,7 +516,7 @@ func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRec
 		te.EffectStarted = true
 		result, code = tools.ErrorResult(te), te.Code
 	} else {
-		result = tools.SuccessResult(res)
+		result = tools.SuccessResult(out.Result)
 	}
 	p.State = pendingStateCompleted
 	if err := savePending(tx, p); err != nil {
@@ -510,6 +525,12 @@ func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRec
 	r.ResumePending = ""
 	pid := r.PID
 	tx.AfterCommit(func() { k.sched.enqueue(pid) })
+	if p.CallID == "" {
+		// A runtime-started action (automatic maintenance) answers no call:
+		// its outcome is a notice.
+		body, _ := json.Marshal(result)
+		return k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: "(runtime notice) " + p.Tool + " ran automatically: " + string(body)})
+	}
 	if err := k.recordCall(tx, r, c, r.Turn-1, llm.ToolCall{ID: p.CallID, Name: p.Tool}, result, ok, code); err != nil {
 		return err
 	}

@@ -261,8 +261,9 @@ type Tool struct {
 	EndsBatch bool
 	// Invoke runs the call with validated arguments (defaults applied).
 	Invoke func(ctx context.Context, sys Syscalls, args json.RawMessage) (Outcome, error)
-	// Resume completes a pending action this tool created with Block.
-	Resume func(ctx context.Context, sys Syscalls, p Pending) (map[string]any, error)
+	// Resume completes a pending action this tool created with Block: with a
+	// Result, or with another Block to keep waiting (a multi-stage action).
+	Resume func(ctx context.Context, sys Syscalls, p Pending) (Outcome, error)
 	// Scopes are the permission scopes this tool owns: a process running for
 	// a skill runner may call it only when the runner declared them all.
 	Scopes []string

@@ -186,16 +186,16 @@ func receive() *tools.Tool {
 			}
 			return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: kind, Filter: fj}, Data: raw}}, nil
 		},
-		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (map[string]any, error) {
+		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
 			args, err := decodeRead("receive_process_messages", p.Data)
 			if err != nil {
-				return nil, err
+				return tools.Outcome{}, err
 			}
 			page, err := sys.ReadMessages(args.filter(), args.Ack)
 			if err != nil {
-				return nil, err
+				return tools.Outcome{}, err
 			}
-			return pageResult(page), nil
+			return tools.Outcome{Result: pageResult(page)}, nil
 		},
 	}
 }

@@ -120,19 +120,19 @@ func waitChild() *tools.Tool {
 			}
 			return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: child.PID}, Data: raw}}, nil
 		},
-		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (map[string]any, error) {
+		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
 			var args waitArgs
 			if err := json.Unmarshal(p.Data, &args); err != nil {
-				return nil, fmt.Errorf("wait_child_process: decode pending action %s: %w", p.ID, err)
+				return tools.Outcome{}, fmt.Errorf("wait_child_process: decode pending action %s: %w", p.ID, err)
 			}
 			child, err := sys.Child(args.ChildPID)
 			if err != nil {
-				return nil, err
+				return tools.Outcome{}, err
 			}
 			if !child.Status.Terminal() {
-				return map[string]any{"ready": false, "child_pid": child.PID, "status": string(child.Status)}, nil
+				return tools.Outcome{Result: map[string]any{"ready": false, "child_pid": child.PID, "status": string(child.Status)}}, nil
 			}
-			return readyResult(sys, child), nil
+			return tools.Outcome{Result: readyResult(sys, child)}, nil
 		},
 	}
 }

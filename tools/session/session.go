@@ -111,25 +111,25 @@ func sleep(cfg tools.Config) *tools.Tool {
 				Data: data,
 			}}, nil
 		},
-		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (map[string]any, error) {
+		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
 			var d sleepData
 			if err := json.Unmarshal(p.Data, &d); err != nil {
-				return nil, fmt.Errorf("sleep: decode pending action %s: %w", p.ID, err)
+				return tools.Outcome{}, fmt.Errorf("sleep: decode pending action %s: %w", p.ID, err)
 			}
 			now := sys.Now()
 			if p.Recovered {
-				return map[string]any{
+				return tools.Outcome{Result: map[string]any{
 					"requested_seconds": d.RequestedSeconds,
 					"settlement":        "unknown",
 					"note":              "the runtime restarted during this delay; it may or may not have fully elapsed. Re-read the time and state; do not blindly sleep again.",
 					"now_iso8601":       now.UTC().Format(time.RFC3339Nano),
-				}, nil
+				}}, nil
 			}
 			elapsed := now.Sub(p.StartedAt).Seconds()
-			return map[string]any{
+			return tools.Outcome{Result: map[string]any{
 				"requested_seconds": d.RequestedSeconds,
 				"elapsed_seconds":   math.Round(elapsed*1e6) / 1e6,
-			}, nil
+			}}, nil
 		},
 	}
 }
