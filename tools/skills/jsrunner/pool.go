@@ -308,13 +308,13 @@ func (t *stderrLog) String() string {
 func (p *Pool) startWorker() (*workerProc, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("%w: stdin pipe: %v", ErrWorkerStart, err)
+		return nil, fmt.Errorf("%w: stdin pipe: %w", ErrWorkerStart, err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
-		return nil, fmt.Errorf("%w: stdout pipe: %v", ErrWorkerStart, err)
+		return nil, fmt.Errorf("%w: stdout pipe: %w", ErrWorkerStart, err)
 	}
 	tail := &stderrLog{}
 	cmd := exec.Command(p.opts.Executable, workerGuardArg)
@@ -329,7 +329,7 @@ func (p *Pool) startWorker() (*workerProc, error) {
 		inW.Close()
 		outR.Close()
 		outW.Close()
-		return nil, fmt.Errorf("%w: start %s: %v", ErrWorkerStart, p.opts.Executable, err)
+		return nil, fmt.Errorf("%w: start %s: %w", ErrWorkerStart, p.opts.Executable, err)
 	}
 	inR.Close()
 	outW.Close()

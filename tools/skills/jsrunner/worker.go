@@ -65,7 +65,7 @@ type compiledBundle struct {
 }
 
 func runWorker(in io.Reader, out io.Writer) int {
-	// The engine runs on one goroutine; the watchdogs need little else.
+	// Local-time Date methods read UTC, whatever the machine's zone.
 	time.Local = time.UTC
 	r := bufio.NewReaderSize(in, 64<<10)
 	w := &workerState{programs: make(map[string]*list.Element), lru: list.New()}
@@ -80,7 +80,11 @@ func runWorker(in io.Reader, out io.Writer) int {
 	}
 	w.cfg = cfg
 	if cfg.HeapLimit > 0 {
-		// Make the collector work hard before the watchdog has to step in.
+		// Calls allocate a little and drop it all, so collect rarely (fewer
+		// collections in the latency tail) until the heap nears the limit,
+		// where the memory limit makes the collector work hard before the
+		// watchdog has to step in.
+		debug.SetGCPercent(400)
 		debug.SetMemoryLimit(cfg.HeapLimit)
 	}
 	if cfg.MaxGoStack > 0 {
