@@ -56,7 +56,18 @@ func (k *Runtime) update(fn func(tx *objects.Txn) error) error {
 
 // txState is what one transaction staged beside its writes.
 type txState struct {
-	dirty []dirtyContext
+	dirty      []dirtyContext
+	afterFlush []func() error
+}
+
+// afterFlush runs fn once tx's contexts are written (their versions final).
+func (k *Runtime) afterFlush(tx *objects.Txn, fn func() error) {
+	v, ok := k.txStates.Load(tx)
+	if !ok {
+		panic("kernel: afterFlush outside k.update")
+	}
+	st := v.(*txState)
+	st.afterFlush = append(st.afterFlush, fn)
 }
 
 type dirtyContext struct {
@@ -85,6 +96,11 @@ func (k *Runtime) flushContexts(tx *objects.Txn, st *txState) error {
 			return err
 		}
 		if err := saveProc(tx, d.r); err != nil {
+			return err
+		}
+	}
+	for _, fn := range st.afterFlush {
+		if err := fn(); err != nil {
 			return err
 		}
 	}

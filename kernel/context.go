@@ -42,13 +42,15 @@ func (k *Runtime) entryTokens(e *Entry) int {
 }
 
 const (
-	contextKind       = "llm_context"
-	labelGeneration   = "generation"
-	contextNamePrefix = "llm_context:"
-	goalName          = "goal"
-	resultName        = "result"
-	contextHeading    = "LLM context object:"
-	evidenceKindEntry = "entry"
+	contextKind          = "llm_context"
+	labelGeneration      = "generation"
+	contextNamePrefix    = "llm_context:"
+	transcriptKind       = "transcript"
+	transcriptNamePrefix = "transcript:"
+	goalName             = "goal"
+	resultName           = "result"
+	contextHeading       = "LLM context object:"
+	evidenceKindEntry    = "entry"
 	// evidenceKindReset marks a compaction or restore: the entries retained
 	// after it replace everything before it.
 	evidenceKindReset  = "reset"

@@ -8,6 +8,7 @@ import (
 
 	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
 )
 
 // HumanMessage is a message a Host posts on behalf of a person.
@@ -68,5 +69,22 @@ func (k *Runtime) GetMeta(key string, v any) error {
 			return fmt.Errorf("meta %s: %w", key, err)
 		}
 		return json.Unmarshal(b, v)
+	})
+}
+
+// Kill ends a process and all its descendants, as a Host decision.
+func (k *Runtime) Kill(pid int64, reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		reason = "killed by the Host"
+	}
+	return k.update(func(tx *objects.Txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		if r.State.Terminal() {
+			return nil
+		}
+		return k.terminate(tx, r, process.Input{Kind: process.Kill, Reason: reason})
 	})
 }

@@ -288,8 +288,14 @@ func (k *Runtime) createProcess(tx *objects.Txn, im *images.Image, parent int64,
 	if err != nil {
 		return nil, fmt.Errorf("create goal object: %w", err)
 	}
+	// Only an image that enables it has a context Object; others keep
+	// their transcript in a plain transcript Object.
+	ctxName, ctxKind := contextNamePrefix+fmt.Sprint(pid), contextKind
+	if !im.Context.Object {
+		ctxName, ctxKind = transcriptNamePrefix+fmt.Sprint(pid), transcriptKind
+	}
 	ctxMeta, err := tx.Create(objects.CreateSpec{
-		Namespace: ns, Name: contextNamePrefix + fmt.Sprint(pid), Kind: contextKind, Owner: fmt.Sprint(pid),
+		Namespace: ns, Name: ctxName, Kind: ctxKind, Owner: fmt.Sprint(pid),
 		Labels: map[string]string{labelGeneration: "0"}, Payload: []byte(`{"entries":[]}`),
 	})
 	if err != nil {

@@ -80,6 +80,13 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 		if err != nil {
 			return err
 		}
+		if im.Context.Object {
+			projected := c.tokens + k.tokens.Estimate(im.SystemPrompt) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens
+			waiting, err := k.maintain(tx, r, c, projected, im.Context.WindowTokens)
+			if err != nil || waiting {
+				return err
+			}
+		}
 		system := k.systemPrompt(r, c, im.SystemPrompt, im.Context.Object)
 		req = llm.Request{
 			Process:   llm.ProcessInfo{PID: r.PID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
@@ -306,7 +313,7 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			return nil, err
 		}
 		sp := tx.Savepoint()
-		out, terr := k.invoke(ctx, tx, r, table, call)
+		out, terr := k.invoke(ctx, tx, r, c, table, call)
 		if terr != nil {
 			tx.RollbackTo(sp)
 			te := tools.AsError(terr)
@@ -414,7 +421,7 @@ func (k *Runtime) pauseIfRequested(tx *objects.Txn, r *procRecord) error {
 }
 
 // invoke validates, authorizes budget and runs one call.
-func (k *Runtime) invoke(ctx context.Context, tx *objects.Txn, r *procRecord, table map[string]*tools.Tool, call llm.ToolCall) (tools.Outcome, error) {
+func (k *Runtime) invoke(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, table map[string]*tools.Tool, call llm.ToolCall) (tools.Outcome, error) {
 	if _, ok := table[call.Name]; !ok {
 		return tools.Outcome{}, tools.Errorf(tools.CodeUnknownTool, "unknown tool %q: not in the tool table of this process (image %s)", call.Name, r.Image)
 	}
@@ -428,7 +435,7 @@ func (k *Runtime) invoke(ctx context.Context, tx *objects.Txn, r *procRecord, ta
 	if err := charge(tx, r, capabilities.Budget{ToolCalls: 1}); err != nil {
 		return tools.Outcome{}, err
 	}
-	sys := &syscalls{k: k, tx: tx, r: r}
+	sys := &syscalls{k: k, tx: tx, r: r, c: c, callID: call.ID}
 	return t.Invoke(ctx, sys, args)
 }
 
@@ -491,7 +498,7 @@ func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRec
 	if err != nil {
 		return err
 	}
-	sys := &syscalls{k: k, tx: tx, r: r}
+	sys := &syscalls{k: k, tx: tx, r: r, c: c, callID: p.CallID}
 	// A resume's staged writes persist even when it reports an error: a
 	// multi-stage action records its own failure (a failed compaction job).
 	out, rerr := t.Resume(ctx, sys, tools.Pending{ID: p.ID, Tool: p.Tool, CallID: p.CallID, Data: p.Data, StartedAt: p.StartedAt, Recovered: p.Recovered})
@@ -581,6 +588,11 @@ func (k *Runtime) goalText(tx *objects.Txn, r *procRecord) (string, error) {
 	case errors.Is(err, objects.ErrPayloadLost):
 		if goal, rerr := k.recoveredGoal(tx, r); rerr == nil {
 			return "Goal:\n" + goal, nil
+		}
+		if r.CompactionOf != 0 {
+			if goal, rerr := k.compressorGoalFor(tx, r); rerr == nil {
+				return "Goal:\n" + goal, nil
+			}
 		}
 		return fmt.Sprintf("Goal: unavailable. The payload of goal object %s (version %d) did not survive a runtime reopen and could not be recovered. Do not invent it; ask for a restated goal or a checkpoint restore.", meta.OID, meta.Version), nil
 	case err != nil:

@@ -73,6 +73,11 @@ type procRecord struct {
 	// Dispatch is the response being dispatched while a call's outside
 	// effect runs.
 	Dispatch *dispatchState `json:"dispatch,omitempty"`
+	// CompactionOf is the pid whose context this compressor summarizes.
+	CompactionOf int64 `json:"compaction_of,omitempty"`
+	// PressureEpisode is set while the context is past the pressure
+	// threshold and maintenance or a notice already happened.
+	PressureEpisode bool `json:"pressure_episode,omitempty"`
 	// PauseRequested pauses the process when its running quantum ends.
 	PauseRequested bool `json:"pause_requested,omitempty"`
 	// NotifiedSeq is the highest mailbox sequence the process was told of.

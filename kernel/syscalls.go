@@ -19,6 +19,9 @@ type syscalls struct {
 	k  *Runtime
 	tx *objects.Txn
 	r  *procRecord
+	c  *llmContext // the process's context as staged in tx
+	// callID is the tool call being served.
+	callID string
 }
 
 var _ tools.Syscalls = (*syscalls)(nil)
@@ -42,19 +45,15 @@ func (s *syscalls) Config() tools.Config {
 // later fails before its effect, the kernel rolls the transaction back to
 // the call's savepoint and the use is restored with it.
 func (s *syscalls) Authorize(right capabilities.Right, names ...string) error {
-	d := capabilities.Check(s.r.Grants, right, names...)
-	if !d.Allowed {
-		return fmt.Errorf("%w: %s", tools.ErrDenied, d.Reason)
-	}
-	if d.OneShot {
-		grants, _, err := capabilities.Reserve(s.r.Grants, d)
-		if err != nil {
-			return fmt.Errorf("%w: %v", tools.ErrDenied, err)
-		}
-		s.r.Grants = grants
-		return saveProc(s.tx, s.r)
-	}
-	return nil
+	return s.k.authorize(s.tx, s.r, right, names...)
+}
+
+func (s *syscalls) StartCompaction(req tools.CompactionRequest) (tools.Outcome, error) {
+	return s.k.startCompaction(s.tx, s.r, s.c, req, s.callID)
+}
+
+func (s *syscalls) ResumeCompaction(tools.Pending) (tools.Outcome, error) {
+	return s.k.resumeCompaction(s.tx, s.r, s.c)
 }
 
 func (s *syscalls) StatObject(oid string) (objects.Meta, error) { return s.tx.Stat(oid) }

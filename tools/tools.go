@@ -146,6 +146,15 @@ type Syscalls interface {
 	UnloadSkill(name string) error
 	ActiveSkills() []string
 
+	// StartCompaction compacts the caller's LLM context Object: an
+	// under-target call returns its no-op result at once; otherwise a job is
+	// created and the outcome blocks on its first compressor child.
+	StartCompaction(req CompactionRequest) (Outcome, error)
+	// ResumeCompaction advances the caller's compaction job when its
+	// compressor child ended: the next stage (another Block), the writeback
+	// (a Result), or the job's failure (an error; the context is unchanged).
+	ResumeCompaction(p Pending) (Outcome, error)
+
 	// Objects: the tool checks authority first.
 	CreateObject(spec objects.CreateSpec) (objects.Meta, error)
 	WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error)
@@ -172,6 +181,14 @@ type SkillCatalog interface {
 	// Tools returns the tools skills add to the catalog (runner and bundled
 	// tools), each with its exact schema.
 	Tools() []*Tool
+}
+
+// CompactionRequest holds compact_process_context's validated arguments.
+type CompactionRequest struct {
+	TargetTokens          int  `json:"target_tokens"`
+	PreserveRecentEntries int  `json:"preserve_recent_entries"`
+	MaxChunks             int  `json:"max_chunks"`
+	Force                 bool `json:"force"`
 }
 
 // ImageInfo is what a tool needs to know of an image.

@@ -28,7 +28,35 @@ const DefaultMaxSleepSeconds = 60
 
 // Tools returns the session family for cfg.
 func Tools(cfg tools.Config) []*tools.Tool {
-	return []*tools.Tool{getCurrentTime(), sleep(cfg), processExit()}
+	return []*tools.Tool{getCurrentTime(), sleep(cfg), compactContext(), processExit()}
+}
+
+func compactContext() *tools.Tool {
+	return &tools.Tool{
+		Name: "compact_process_context",
+		Description: "Compact your LLM context Object through context-compressor:v0 children, one per chunk, with a compare-and-swap writeback. " +
+			"Call it alone, and only when your prompt shows the 'LLM context object:' heading. target_tokens is the no-op threshold and the summary goal; " +
+			"preserve_recent_entries counts tail entries kept verbatim; max_chunks bounds the sequential stages (each costs a child and its model calls); " +
+			"force skips only the under-target no-op. Needs read, write and materialize on the context Object; a real compaction also needs write on your " +
+			"namespace, write on process:spawn, read on image:context-compressor:v0 and child, tool and LLM budget. Never pass _resume_job.",
+		Schema: schema.Object(map[string]*schema.Schema{
+			"target_tokens":           {Type: "integer", Minimum: schema.Ptr(256.0), Maximum: schema.Ptr(64000.0), Default: 4000},
+			"preserve_recent_entries": {Type: "integer", Minimum: schema.Ptr(0.0), Maximum: schema.Ptr(128.0), Default: 8},
+			"max_chunks":              {Type: "integer", Minimum: schema.Ptr(1.0), Maximum: schema.Ptr(64.0), Default: 8},
+			"force":                   {Type: "boolean", Default: false},
+		}),
+		EndsBatch: true,
+		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+			var req tools.CompactionRequest
+			if err := json.Unmarshal(raw, &req); err != nil {
+				return tools.Outcome{}, fmt.Errorf("compact_process_context: decode arguments: %w", err)
+			}
+			return sys.StartCompaction(req)
+		},
+		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
+			return sys.ResumeCompaction(p)
+		},
+	}
 }
 
 func getCurrentTime() *tools.Tool {

@@ -1,0 +1,477 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+)
+
+const (
+	compressorImage   = "context-compressor:v0"
+	jobKind           = "context_compaction_job"
+	jobNamePrefix     = "context_compaction_job:"
+	pressureThreshold = 0.8
+	compactToolName   = "compact_process_context"
+)
+
+
+// summaryKeys are exactly the keys of a rolling summary.
+var summaryKeys = []string{"goal", "constraints", "user_preferences", "completed", "pending", "key_references",
+	"recent_decisions", "risks", "uncertainties", "next_steps"}
+
+// compactionJob is the durable state of one compaction, kept in the
+// process's job Object.
+type compactionJob struct {
+	State          string                  `json:"state"` // running, completed, failed
+	Automatic      bool                    `json:"automatic,omitempty"`
+	Request        tools.CompactionRequest `json:"request"`
+	SourceVersion  uint64                  `json:"source_version"`
+	SourceTokens   int                     `json:"source_tokens"`
+	Cut            int                     `json:"cut"` // leading context entries the summary replaces
+	Preserved      int                     `json:"preserved_recent_entries"`
+	Entries        []Entry                 `json:"entries"` // copy of the entries being compacted
+	Chunks         [][2]int                `json:"plan"`    // [start, end) into Entries, one per stage
+	Stage          int                     `json:"stage"`
+	CurrentChild   int64                   `json:"current_child_pid"`
+	CompressorPIDs []int64                 `json:"compressor_pids"`
+	Summary        json.RawMessage         `json:"rolling_summary,omitempty"`
+	Error          string                  `json:"error,omitempty"`
+}
+
+// planChunks splits entries into at most maxChunks contiguous chunks of
+// roughly equal token weight. Pure.
+func planChunks(entries []Entry, maxChunks int) [][2]int {
+	if len(entries) == 0 || maxChunks <= 0 {
+		return nil
+	}
+	total := 0
+	for _, e := range entries {
+		total += e.Tokens
+	}
+	per := (total + maxChunks - 1) / maxChunks
+	var chunks [][2]int
+	start, acc := 0, 0
+	for i, e := range entries {
+		acc += e.Tokens
+		last := len(chunks) == maxChunks-1
+		if acc >= per && !last && i < len(entries)-1 {
+			chunks = append(chunks, [2]int{start, i + 1})
+			start, acc = i+1, 0
+		}
+	}
+	return append(chunks, [2]int{start, len(entries)})
+}
+
+// tailCut returns where the preserved tail of entries starts: at most
+// preserve entries are kept, and the tail never begins with a tool result
+// whose call would be summarized away. Pure.
+func tailCut(entries []Entry, preserve int) int {
+	cut := len(entries) - preserve
+	if cut < 0 {
+		cut = 0
+	}
+	for cut > 0 && cut < len(entries) && entries[cut].Role == llm.RoleTool {
+		cut--
+	}
+	return cut
+}
+
+// validateSummary checks a compressor's exit payload: an object with exactly
+// the summary keys, each a string or an array of strings, not all empty. It
+// returns the canonical encoding. Pure.
+func validateSummary(raw []byte) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var m map[string]json.RawMessage
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, errors.New("summary: must be a JSON object")
+	}
+	known := map[string]bool{}
+	for _, k := range summaryKeys {
+		known[k] = true
+		if _, ok := m[k]; !ok {
+			return nil, fmt.Errorf("summary.%s: required", k)
+		}
+	}
+	nonEmpty := false
+	out := map[string]any{}
+	for k, v := range m {
+		if !known[k] {
+			return nil, fmt.Errorf("summary.%s: unknown key (allowed: %s)", k, strings.Join(summaryKeys, ", "))
+		}
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			nonEmpty = nonEmpty || strings.TrimSpace(s) != ""
+			out[k] = s
+			continue
+		}
+		var list []string
+		if err := json.Unmarshal(v, &list); err != nil || list == nil && string(v) != "[]" {
+			return nil, fmt.Errorf("summary.%s: must be a string or an array of strings", k)
+		}
+		for _, item := range list {
+			nonEmpty = nonEmpty || strings.TrimSpace(item) != ""
+		}
+		if list == nil {
+			list = []string{}
+		}
+		out[k] = list
+	}
+	if !nonEmpty {
+		return nil, errors.New("summary: every key is empty")
+	}
+	b, err := json.Marshal(out)
+	return b, err
+}
+
+// compressorGoal is the goal of the compressor of one stage.
+func compressorGoal(job *compactionJob, stage int) string {
+	ch := job.Chunks[stage]
+	type item struct {
+		Role      llm.Role       `json:"role"`
+		Kind      string         `json:"kind,omitempty"`
+		Content   string         `json:"content,omitempty"`
+		ToolCalls []llm.ToolCall `json:"tool_calls,omitempty"`
+		Tool      string         `json:"tool,omitempty"`
+	}
+	items := make([]item, 0, ch[1]-ch[0])
+	for _, e := range job.Entries[ch[0]:ch[1]] {
+		items = append(items, item{Role: e.Role, Kind: e.Kind, Content: e.Content, ToolCalls: e.ToolCalls, Tool: e.Name})
+	}
+	var prev any
+	if len(job.Summary) > 0 {
+		prev = job.Summary
+	}
+	body, _ := json.MarshalIndent(map[string]any{
+		"stage": stage + 1, "stages": len(job.Chunks), "previous_summary": prev, "entries": items,
+	}, "", "  ")
+	return fmt.Sprintf("Compress stage %d of %d of another process's LLM context into a new rolling summary that merges previous_summary with these entries. "+
+		"Exit with payload = an object with exactly the keys %s.\n\n%s", stage+1, len(job.Chunks), strings.Join(summaryKeys, ", "), body)
+}
+
+func jobName(pid int64) string { return fmt.Sprintf("%s%d", jobNamePrefix, pid) }
+
+func loadJob(tx *objects.Txn, r *procRecord) (objects.Meta, *compactionJob, error) {
+	meta, err := tx.Lookup(r.Namespace, jobName(r.PID))
+	if err != nil {
+		return meta, nil, err
+	}
+	_, payload, err := tx.Read(meta.OID)
+	if err != nil {
+		return meta, nil, fmt.Errorf("compaction job of pid %d: %w", r.PID, err)
+	}
+	var job compactionJob
+	if err := json.Unmarshal(payload, &job); err != nil {
+		return meta, nil, fmt.Errorf("decode compaction job of pid %d: %w", r.PID, err)
+	}
+	return meta, &job, nil
+}
+
+// saveJob writes the job Object (durable: a pending compaction survives reopen).
+func saveJob(tx *objects.Txn, r *procRecord, job *compactionJob) (objects.Meta, error) {
+	payload, err := json.Marshal(job)
+	if err != nil {
+		return objects.Meta{}, err
+	}
+	meta, err := tx.Lookup(r.Namespace, jobName(r.PID))
+	switch {
+	case errors.Is(err, objects.ErrNotFound):
+		return tx.Create(objects.CreateSpec{Namespace: r.Namespace, Name: jobName(r.PID), Kind: jobKind,
+			Owner: fmt.Sprint(r.PID), Tier: objects.TierDurable, Payload: payload})
+	case err != nil:
+		return objects.Meta{}, err
+	}
+	return tx.Write(meta.OID, meta.Version, objects.WriteSpec{Payload: payload})
+}
+
+// authorize checks (and for a one-shot, reserves) a right of r in tx.
+func (k *Runtime) authorize(tx *objects.Txn, r *procRecord, right capabilities.Right, names ...string) error {
+	d := capabilities.Check(r.Grants, right, names...)
+	if !d.Allowed {
+		return fmt.Errorf("%w: %s", tools.ErrDenied, d.Reason)
+	}
+	if d.OneShot {
+		grants, _, err := capabilities.Reserve(r.Grants, d)
+		if err != nil {
+			return fmt.Errorf("%w: %v", tools.ErrDenied, err)
+		}
+		r.Grants = grants
+		return saveProc(tx, r)
+	}
+	return nil
+}
+
+// startCompaction is the whole decision of a compaction request: the
+// no-op, the authority and budget checks, the plan, the job and the first
+// compressor. callID is the calling tool call ("" for automatic maintenance).
+func (k *Runtime) startCompaction(tx *objects.Txn, r *procRecord, c *llmContext, req tools.CompactionRequest, callID string) (tools.Outcome, error) {
+	im, err := k.image(r.Image)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if !im.Context.Object {
+		return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "this process has no LLM context Object (its prompt has no %q heading)", contextHeading)
+	}
+	names := []string{"object:" + c.meta.OID, "object_namespace:" + c.meta.Namespace}
+	for _, right := range []capabilities.Right{capabilities.Read, capabilities.Write, capabilities.Materialize} {
+		if err := k.authorize(tx, r, right, names...); err != nil {
+			return tools.Outcome{}, err
+		}
+	}
+	// The source is the context before the calling turn: the call's own
+	// assistant message and results stay after the summary.
+	source := c.entries
+	if callID != "" {
+		for i := len(c.entries) - 1; i >= 0; i-- {
+			if c.entries[i].Role == llm.RoleAssistant {
+				source = c.entries[:i]
+				break
+			}
+		}
+	}
+	cut := tailCut(source, req.PreserveRecentEntries)
+	if !req.Force && c.tokens <= req.TargetTokens {
+		return tools.Outcome{Result: map[string]any{
+			"compacted": false, "reason": "context_under_target", "context_oid": c.meta.OID,
+			"old_version": c.meta.Version, "new_version": c.meta.Version, "compressor_pids": []int64{},
+			"source_tokens": c.tokens, "compacted_tokens": c.tokens, "preserved_recent_entries": len(source) - cut,
+		}}, nil
+	}
+	if err := k.authorize(tx, r, capabilities.Write, "object_namespace:"+r.Namespace); err != nil {
+		return tools.Outcome{}, err
+	}
+	if err := k.authorize(tx, r, capabilities.Write, "process:spawn"); err != nil {
+		return tools.Outcome{}, err
+	}
+	if err := k.authorize(tx, r, capabilities.Read, "image:"+compressorImage); err != nil {
+		return tools.Outcome{}, err
+	}
+	if cut == 0 {
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments,
+			"preserve_recent_entries: all %d entries before this call are in the preserved tail; nothing to compact", len(source))
+	}
+	job := &compactionJob{
+		State: "running", Automatic: callID == "", Request: req, SourceTokens: c.tokens, Cut: cut,
+		Preserved: len(source) - cut, Entries: append([]Entry(nil), source[:cut]...), CompressorPIDs: []int64{},
+	}
+	job.Chunks = planChunks(job.Entries, req.MaxChunks)
+	stages := int64(len(job.Chunks))
+	// Refuse up front what the budgets cannot carry, before any job or
+	// child exists.
+	recs, err := chain(tx, r)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	accts := make([]capabilities.Account, len(recs))
+	for i, rec := range recs {
+		accts[i] = capabilities.Account{PID: rec.PID, Limits: rec.Limits, Used: rec.Used}
+	}
+	if _, err := capabilities.Charge(accts, capabilities.Budget{Children: stages, LLMCalls: stages, ToolCalls: stages}); err != nil {
+		return tools.Outcome{}, err
+	}
+	if _, old, err := loadJob(tx, r); err == nil && old.State == "running" {
+		return tools.Outcome{}, tools.Errorf(tools.CodeConflict, "a compaction job of this process is already running")
+	}
+	child, err := k.spawnCompressor(tx, r, job)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if _, err := saveJob(tx, r, job); err != nil {
+		return tools.Outcome{}, err
+	}
+	// The source version is the one this commit writes: record it once the
+	// context is flushed.
+	k.afterFlush(tx, func() error {
+		job.SourceVersion = c.meta.Version
+		_, err := saveJob(tx, r, job)
+		return err
+	})
+	return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: child}}}, nil
+}
+
+// spawnCompressor starts the compressor of the job's current stage. It holds
+// nothing beyond its own namespace.
+func (k *Runtime) spawnCompressor(tx *objects.Txn, r *procRecord, job *compactionJob) (int64, error) {
+	im, err := k.image(compressorImage)
+	if err != nil {
+		return 0, err
+	}
+	if err := charge(tx, r, capabilities.Budget{Children: 1}); err != nil {
+		return 0, err
+	}
+	if err := saveProc(tx, r); err != nil {
+		return 0, err
+	}
+	child, err := k.createProcess(tx, im, r.PID, compressorGoal(job, job.Stage), nil, capabilities.Budget{})
+	if err != nil {
+		return 0, err
+	}
+	child.CompactionOf = r.PID
+	if err := saveProc(tx, child); err != nil {
+		return 0, err
+	}
+	if err := tx.Set(childKey(r.PID, child.PID), nil); err != nil {
+		return 0, err
+	}
+	k.markCommit(tx, commitSpawn)
+	job.CurrentChild = child.PID
+	job.CompressorPIDs = append(job.CompressorPIDs, child.PID)
+	return child.PID, nil
+}
+
+// resumeCompaction advances r's job after its compressor ended.
+func (k *Runtime) resumeCompaction(tx *objects.Txn, r *procRecord, c *llmContext) (tools.Outcome, error) {
+	_, job, err := loadJob(tx, r)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if job.State != "running" {
+		return tools.Outcome{}, tools.Errorf(tools.CodeFailed, "the compaction job is %s, not running", job.State)
+	}
+	fail := func(format string, a ...any) (tools.Outcome, error) {
+		job.State, job.Error = "failed", fmt.Sprintf(format, a...)
+		if _, err := saveJob(tx, r, job); err != nil {
+			return tools.Outcome{}, err
+		}
+		return tools.Outcome{}, tools.Errorf(tools.CodeFailed, "compaction failed, the context is unchanged: %s", job.Error)
+	}
+	block := func(pid int64) (tools.Outcome, error) {
+		if _, err := saveJob(tx, r, job); err != nil {
+			return tools.Outcome{}, err
+		}
+		return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: pid}}}, nil
+	}
+	child, err := loadProc(tx, job.CurrentChild)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	switch child.State {
+	case process.Exited:
+	case process.Failed, process.Killed:
+		return fail("compressor pid %d of stage %d ended %s: %s", child.PID, job.Stage+1, child.State, child.Reason)
+	default:
+		return block(child.PID)
+	}
+	var payload []byte
+	if child.ResultOID != "" {
+		_, payload, err = tx.Read(child.ResultOID)
+	}
+	if errors.Is(err, objects.ErrPayloadLost) {
+		// The summary vanished with a reopen: run the stage again.
+		pid, err := k.spawnCompressor(tx, r, job)
+		if err != nil {
+			return fail("rerun stage %d: %v", job.Stage+1, err)
+		}
+		return block(pid)
+	}
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	summary, verr := validateSummary(payload)
+	if verr != nil {
+		return fail("compressor pid %d of stage %d: %v", child.PID, job.Stage+1, verr)
+	}
+	job.Summary = summary
+	job.Stage++
+	if job.Stage < len(job.Chunks) {
+		pid, err := k.spawnCompressor(tx, r, job)
+		if err != nil {
+			return fail("stage %d: %v", job.Stage+1, err)
+		}
+		return block(pid)
+	}
+	if c.meta.Version != job.SourceVersion {
+		return fail("the context changed since source version %d (now %d)", job.SourceVersion, c.meta.Version)
+	}
+	oldVersion := c.meta.Version
+	summaryEntry := Entry{Role: llm.RoleUser, Kind: "summary",
+		Content: fmt.Sprintf("(context summary of %d earlier entries)\n%s", job.Cut, summary)}
+	summaryEntry.Tokens = k.entryTokens(&summaryEntry)
+	entries := append([]Entry{summaryEntry}, c.entries[job.Cut:]...)
+	k.replaceContext(tx, r, c, entries)
+	k.markCommit(tx, commitCompaction)
+	job.State = "completed"
+	if _, err := saveJob(tx, r, job); err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{Result: map[string]any{
+		"compacted": true, "reason": "compacted", "context_oid": c.meta.OID,
+		"old_version": oldVersion, "new_version": oldVersion + 1, "compressor_pids": job.CompressorPIDs,
+		"source_tokens": job.SourceTokens, "compacted_tokens": c.tokens, "preserved_recent_entries": job.Preserved,
+	}}, nil
+}
+
+// compressorGoalFor rebuilds a compressor's lost goal from its parent's job.
+func (k *Runtime) compressorGoalFor(tx *objects.Txn, child *procRecord) (string, error) {
+	parent, err := loadProc(tx, child.CompactionOf)
+	if err != nil {
+		return "", err
+	}
+	_, job, err := loadJob(tx, parent)
+	if err != nil {
+		return "", err
+	}
+	if job.CurrentChild != child.PID || job.Stage >= len(job.Chunks) {
+		return "", fmt.Errorf("pid %d is not the current compressor of pid %d", child.PID, parent.PID)
+	}
+	return compressorGoal(job, job.Stage), nil
+}
+
+// maintain runs before a provider call: past the pressure threshold, once
+// per episode, it starts automatic compaction when the process holds execute
+// on context:maintenance, and gives a pressure notice otherwise. It reports
+// whether the process now waits for a compaction.
+func (k *Runtime) maintain(tx *objects.Txn, r *procRecord, c *llmContext, projected, window int) (bool, error) {
+	if float64(projected) < pressureThreshold*float64(window) {
+		r.PressureEpisode = false
+		return false, nil
+	}
+	if r.PressureEpisode {
+		return false, nil
+	}
+	r.PressureEpisode = true
+	reason := "it lacks execute on context:maintenance"
+	if capabilities.Check(r.Grants, capabilities.Execute, "context:maintenance").Allowed {
+		sp := tx.Savepoint()
+		// Pressure is established, so the run is forced; the summary aims at
+		// well under the threshold.
+		// As few stages as the compressor's window allows: each costs a child
+		// and its model calls.
+		chunks := 1
+		if cim, err := k.image(compressorImage); err == nil && cim.Context.WindowTokens > 0 {
+			chunks = min(8, max(1, (c.tokens+cim.Context.WindowTokens/2-1)/(cim.Context.WindowTokens/2)))
+		}
+		req := tools.CompactionRequest{TargetTokens: max(256, window*2/5), PreserveRecentEntries: 8, MaxChunks: chunks, Force: true}
+		out, err := k.startCompaction(tx, r, c, req, "")
+		if err == nil && out.Block != nil {
+			id := fmt.Sprintf("auto-%d", r.Turn)
+			p := &pendingAction{ID: id, PID: r.PID, Tool: compactToolName, State: pendingStatePending, StartedAt: k.now()}
+			if err := savePending(tx, p); err != nil {
+				return false, err
+			}
+			r.ResumePending = id
+			w := out.Block.Wait
+			w.PendingID = id
+			if err := k.step(tx, r, process.Input{Kind: process.Dispatch}); err != nil {
+				return false, err
+			}
+			return true, k.step(tx, r, process.Input{Kind: process.Block, Wait: &w})
+		}
+		tx.RollbackTo(sp)
+		if err != nil {
+			reason = "automatic compaction could not start: " + err.Error()
+		} else {
+			reason = "the context is under the compaction target"
+		}
+	}
+	notice := fmt.Sprintf("(runtime notice) Context pressure: about %d of %d tokens (over %d%%). Automatic maintenance did not run (%s). "+
+		"If your prompt shows the %q heading, consider compact_process_context.", projected, window, int(pressureThreshold*100), reason, contextHeading)
+	return false, k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: notice})
+}

@@ -1,0 +1,277 @@
+package skilltools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+	"github.com/libos/libos/tools/skills"
+)
+
+// SkillAgentImage is the built-in image of the child an agent-task runner starts.
+const SkillAgentImage = "skill-agent:v0"
+
+// Bounds of what a skill tool's result carries inline; the model's context
+// is not the place for megabytes of output.
+const (
+	// MaxInlineOutputBytes bounds the JSON of a run's output in the result;
+	// a larger output is described (bytes, SHA-256, a UTF-8 prefix).
+	MaxInlineOutputBytes = 64 << 10
+	// MaxInlineStderrBytes bounds the stderr a result or error carries (its tail).
+	MaxInlineStderrBytes = 8 << 10
+	// MaxInlineChildResultBytes bounds an agent-task child's result inlined
+	// in the tool result; larger results are read through result_oid.
+	MaxInlineChildResultBytes = 16 << 10
+)
+
+// runnerTool builds the catalog tool of one runner.
+func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, description string) (*tools.Tool, error) {
+	sch, err := InputSchema(r)
+	if err != nil {
+		return nil, fmt.Errorf("skill package %s: runner %s: %w", pkg.Dir, r.Name, err)
+	}
+	t := &tools.Tool{
+		Name:        name,
+		Description: description,
+		Schema:      sch,
+		Scopes:      append([]string{}, r.Scopes...),
+	}
+	switch r.Type {
+	case skillpkg.TypeAgentTask:
+		t.EndsBatch = true
+		t.Invoke = func(_ context.Context, sys tools.Syscalls, args json.RawMessage) (tools.Outcome, error) {
+			return startAgentTask(sys, pkg, r, args)
+		}
+		t.Resume = func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
+			res, err := finishAgentTask(sys, p)
+			if err != nil {
+				return tools.Outcome{}, err
+			}
+			return tools.Outcome{Result: res}, nil
+		}
+	default:
+		t.Invoke = func(_ context.Context, sys tools.Syscalls, args json.RawMessage) (tools.Outcome, error) {
+			if err := authorizeScopes(sys, r); err != nil {
+				return tools.Outcome{}, err
+			}
+			inputs := append(json.RawMessage(nil), args...)
+			return tools.Outcome{Effect: func(ctx context.Context) (map[string]any, error) {
+				return c.run(ctx, pkg, r, inputs)
+			}}, nil
+		}
+	}
+	return t, nil
+}
+
+// authorizeScopes checks execute on scope:<name> for every scope r declares.
+func authorizeScopes(sys tools.Syscalls, r *skillpkg.Runner) error {
+	for _, sc := range r.Scopes {
+		if err := sys.Authorize(capabilities.Execute, capabilities.ScopeResource(sc)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run executes a javascript or cli-tool runner and turns its envelope into
+// a tool result, or a failure envelope into a tool error with its code.
+func (c *Catalog) run(ctx context.Context, pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage) (map[string]any, error) {
+	opts := skills.RunOptions{Workspace: c.opts.Workspace, LookupEnv: c.opts.LookupEnv, TempDir: c.opts.TempDir}
+	if r.Type == skillpkg.TypeJavaScript {
+		pool, err := c.jsPool()
+		if err != nil {
+			return nil, &tools.Error{Code: string(skills.CodeInternalFailure), Message: err.Error(), EffectStarted: true, Err: err}
+		}
+		opts.JavaScript = pool
+	}
+	return EnvelopeResult(skills.RunRunner(ctx, pkg, r, inputs, opts))
+}
+
+// EnvelopeResult renders a run's envelope as a tool result: status, output
+// (bounded by MaxInlineOutputBytes), exit_code, stdout_bytes, stdout_sha256,
+// stderr (its tail, bounded by MaxInlineStderrBytes) and duration_ms, each
+// only when the envelope has it. A failure envelope becomes a *tools.Error
+// whose code is the envelope's failure code and whose message adds the exit
+// code and the stderr tail.
+func EnvelopeResult(env skills.Envelope) (map[string]any, error) {
+	if env.Status != skills.StatusSealed {
+		code, msg := string(skills.CodeInternalFailure), "the run failed without an error"
+		if env.Error != nil {
+			code, msg = string(env.Error.Code), env.Error.Message
+		}
+		if env.ExitCode != nil {
+			msg += fmt.Sprintf(" (exit code %d)", *env.ExitCode)
+		}
+		if env.Stderr != nil && *env.Stderr != "" {
+			msg += "; stderr: " + tail(*env.Stderr, MaxInlineStderrBytes)
+		}
+		return nil, &tools.Error{Code: code, Message: msg, EffectStarted: true}
+	}
+	out := map[string]any{"status": string(env.Status), "duration_ms": env.DurationMS}
+	if env.Output != nil {
+		if len(env.Output) <= MaxInlineOutputBytes {
+			out["output"] = env.Output
+		} else {
+			sum := sha256.Sum256(env.Output)
+			out["output_truncated"] = true
+			out["output_bytes"] = len(env.Output)
+			out["output_sha256"] = hex.EncodeToString(sum[:])
+			out["output_prefix"] = head(string(env.Output), MaxInlineOutputBytes)
+		}
+	}
+	if env.ExitCode != nil {
+		out["exit_code"] = *env.ExitCode
+	}
+	if env.StdoutBytes != nil {
+		out["stdout_bytes"] = *env.StdoutBytes
+	}
+	if env.StdoutSHA256 != "" {
+		out["stdout_sha256"] = env.StdoutSHA256
+	}
+	if env.Stderr != nil {
+		out["stderr"] = tail(*env.Stderr, MaxInlineStderrBytes)
+	}
+	return out, nil
+}
+
+// head returns at most n bytes of s, never splitting a UTF-8 sequence.
+func head(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// tail returns at most the last n bytes of s, never splitting a UTF-8 sequence.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+// agentTaskData is kept with the pending wait of an agent-task call.
+type agentTaskData struct {
+	ChildPID int64  `json:"child_pid"`
+	Skill    string `json:"skill"`
+	Runner   string `json:"runner"`
+}
+
+// startAgentTask checks the runner's scopes and the right to spawn, then
+// starts the child whose tool table is exactly the runner's allowed_tools
+// and makes the caller wait for it. The kernel refuses a table name that
+// does not resolve before the child exists, so no provider call happens.
+func startAgentTask(sys tools.Syscalls, pkg *skillpkg.Package, r *skillpkg.Runner, args json.RawMessage) (tools.Outcome, error) {
+	if err := authorizeScopes(sys, r); err != nil {
+		return tools.Outcome{}, err
+	}
+	if err := sys.Authorize(capabilities.Write, capabilities.ProcessSpawn); err != nil {
+		return tools.Outcome{}, err
+	}
+	inputs, err := skillpkg.ResolveInputs(r.Inputs, args)
+	if err != nil {
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "runner %s: %v", r.Name, err)
+	}
+	encoded, err := skillpkg.EncodeInputs(inputs)
+	if err != nil {
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "runner %s: %v", r.Name, err)
+	}
+	// The child may use exactly the scopes its runner declared, and only
+	// as far as the caller holds them (the kernel refuses any widening).
+	grants := make([]capabilities.Grant, len(r.Scopes))
+	for i, sc := range r.Scopes {
+		grants[i] = capabilities.Grant{Resource: capabilities.ScopeResource(sc), Rights: []capabilities.Right{capabilities.Execute}, Effect: capabilities.Allow}
+	}
+	child, err := sys.SpawnChild(tools.ChildSpec{
+		Image:     SkillAgentImage,
+		Goal:      agentGoal(pkg, r, encoded),
+		Grants:    grants,
+		ToolTable: append([]string{}, r.AllowedTools...),
+		Scopes:    append([]string{}, r.Scopes...),
+	})
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	data, err := json.Marshal(agentTaskData{ChildPID: child.PID, Skill: pkg.Skill.Name, Runner: r.Name})
+	if err != nil {
+		return tools.Outcome{}, fmt.Errorf("agent-task %s: encode pending data: %w", r.Name, err)
+	}
+	return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: child.PID}, Data: data}}, nil
+}
+
+// agentGoal is the child's goal: the skill's manual, then the call's inputs.
+func agentGoal(pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "You are running the %s runner of the skill %s.\n\n", r.Name, pkg.Skill.Name)
+	if m := strings.TrimSpace(pkg.Manual); m != "" {
+		b.WriteString("Skill manual:\n\n")
+		b.WriteString(m)
+		b.WriteString("\n\n")
+	}
+	if len(r.Outputs) > 0 {
+		names := make([]string, 0, len(r.Outputs))
+		for n := range r.Outputs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		b.WriteString("Finish with process_exit and a payload object holding:")
+		for _, n := range names {
+			fmt.Fprintf(&b, " %s (%s)", n, r.Outputs[n])
+		}
+		b.WriteString(".\n\n")
+	}
+	b.WriteString("Inputs of this call (JSON):\n")
+	b.Write(inputs)
+	b.WriteString("\n")
+	return b.String()
+}
+
+// finishAgentTask reports the ended child: its status and result. A child
+// that did not exit makes the call fail, naming its status and reason.
+func finishAgentTask(sys tools.Syscalls, p tools.Pending) (map[string]any, error) {
+	var d agentTaskData
+	if err := json.Unmarshal(p.Data, &d); err != nil {
+		return nil, fmt.Errorf("agent-task: decode pending action %s: %w", p.ID, err)
+	}
+	child, err := sys.Child(d.ChildPID)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !child.Status.Terminal():
+		return nil, tools.Errorf(tools.CodeFailed, "agent-task %s: child pid %d is still %s", d.Runner, child.PID, child.Status)
+	case child.Status != process.Exited:
+		return nil, tools.Errorf(tools.CodeFailed, "agent-task %s of skill %s: child pid %d ended %s: %s", d.Runner, d.Skill, child.PID, child.Status, child.Reason)
+	}
+	out := map[string]any{"status": string(child.Status), "child_pid": child.PID, "skill": d.Skill, "runner": d.Runner, "result_oid": nil}
+	if child.ResultOID == "" {
+		return out, nil
+	}
+	out["result_oid"] = child.ResultOID
+	meta, payload, err := sys.ReadObject(child.ResultOID)
+	switch {
+	case err != nil:
+		out["result_unavailable"] = err.Error()
+	case len(payload) <= MaxInlineChildResultBytes && json.Valid(payload):
+		out["result"] = json.RawMessage(payload)
+	default:
+		out["result_bytes"] = meta.PayloadBytes
+	}
+	return out, nil
+}
