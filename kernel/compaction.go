@@ -22,7 +22,6 @@ const (
 	compactToolName   = "compact_process_context"
 )
 
-
 // summaryKeys are exactly the keys of a rolling summary.
 var summaryKeys = []string{"goal", "constraints", "user_preferences", "completed", "pending", "key_references",
 	"recent_decisions", "risks", "uncertainties", "next_steps"}
