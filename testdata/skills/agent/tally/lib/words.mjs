@@ -1,0 +1,3 @@
+export function split(text) {
+  return text.split(/\s+/).filter((w) => w !== "");
+}

@@ -1,0 +1,3 @@
+export default async function upper(inputs) {
+  return { text: inputs.text.toUpperCase() };
+}
