@@ -26,17 +26,23 @@ var ErrNoControl = errors.New("the runtime holding the directory does not answer
 
 // ControlRequest is one request on the control socket.
 type ControlRequest struct {
-	Op        string `json:"op"` // "ps" or "send"
-	To        int64  `json:"to,omitempty"`
-	From      string `json:"from,omitempty"`
-	Body      string `json:"body,omitempty"`
-	Subject   string `json:"subject,omitempty"`
-	Interrupt bool   `json:"interrupt,omitempty"`
+	// Op is ps, send, goal_set, checkpoint_create, checkpoint_list,
+	// checkpoint_inspect, checkpoint_restore or checkpoint_fork.
+	Op         string `json:"op"`
+	PID        int64  `json:"pid,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Goal       string `json:"goal,omitempty"`
+	To         int64  `json:"to,omitempty"`
+	From       string `json:"from,omitempty"`
+	Body       string `json:"body,omitempty"`
+	Subject    string `json:"subject,omitempty"`
+	Interrupt  bool   `json:"interrupt,omitempty"`
 }
 
 // ControlResponse answers a ControlRequest.
 type ControlResponse struct {
 	Error     string           `json:"error,omitempty"`
+	Result    json.RawMessage  `json:"result,omitempty"`
 	Processes []ProcessInfo    `json:"processes,omitempty"`
 	Message   *mailbox.Message `json:"message,omitempty"`
 }
@@ -57,7 +63,32 @@ func (k *Runtime) Control(req ControlRequest) ControlResponse {
 		}
 		return ControlResponse{Message: &m}
 	}
-	return ControlResponse{Error: fmt.Sprintf("op %q: must be ps or send", req.Op)}
+	var v any
+	var err error
+	switch req.Op {
+	case "goal_set":
+		v, err = k.SetGoal(req.PID, req.Goal)
+	case "checkpoint_create":
+		v, err = k.CreateCheckpoint(req.PID)
+	case "checkpoint_list":
+		v, err = k.Checkpoints(req.PID)
+	case "checkpoint_inspect":
+		v, err = k.InspectCheckpoint(req.Checkpoint)
+	case "checkpoint_restore":
+		v, err = k.RestoreCheckpoint(req.Checkpoint)
+	case "checkpoint_fork":
+		v, err = k.ForkCheckpoint(req.Checkpoint)
+	default:
+		return ControlResponse{Error: fmt.Sprintf("op %q: must be ps, send, goal_set or checkpoint_create|list|inspect|restore|fork", req.Op)}
+	}
+	if err != nil {
+		return ControlResponse{Error: err.Error()}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ControlResponse{Error: err.Error()}
+	}
+	return ControlResponse{Result: b}
 }
 
 // socketAddr returns a path for the socket in dir short enough for

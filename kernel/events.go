@@ -9,13 +9,15 @@ import (
 
 // Event kinds of the durable event log.
 const (
-	EventSpawn     = "process.spawned"
-	EventState     = "process.state"
-	EventQuantum   = "quantum.started"
-	EventProvider  = "provider.call"
-	EventToolCall  = "tool.call"
-	EventToolDone  = "tool.result"
-	EventRecovered = "runtime.recovered"
+	EventSpawn      = "process.spawned"
+	EventState      = "process.state"
+	EventQuantum    = "quantum.started"
+	EventProvider   = "provider.call"
+	EventToolCall   = "tool.call"
+	EventToolDone   = "tool.result"
+	EventRecovered  = "runtime.recovered"
+	EventCheckpoint = "checkpoint"
+	EventGoalSet    = "goal.set"
 )
 
 // Event is one entry of the runtime's event log, as a Host observes it.

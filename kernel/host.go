@@ -88,3 +88,32 @@ func (k *Runtime) Kill(pid int64, reason string) error {
 		return k.terminate(tx, r, process.Input{Kind: process.Kill, Reason: reason})
 	})
 }
+
+// SetGoal restates a process's goal: a new version of its goal Object (which
+// changes the completion review's token). It is how a Host answers a goal
+// lost to a reopen.
+func (k *Runtime) SetGoal(pid int64, goal string) (objects.Meta, error) {
+	if strings.TrimSpace(goal) == "" {
+		return objects.Meta{}, errors.New("goal: required")
+	}
+	var meta objects.Meta
+	err := k.update(func(tx *objects.Txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		if r.State.Terminal() {
+			return fmt.Errorf("pid %d has ended (%s); its goal cannot change", pid, r.State)
+		}
+		cur, err := tx.Stat(r.GoalOID)
+		if err != nil {
+			return err
+		}
+		meta, err = tx.Write(r.GoalOID, cur.Version, objects.WriteSpec{Payload: []byte(goal)})
+		if err != nil {
+			return err
+		}
+		return k.emit(tx, Event{Kind: EventGoalSet, PID: pid, Reason: fmt.Sprintf("goal version %d", meta.Version)})
+	})
+	return meta, err
+}

@@ -464,7 +464,28 @@ func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn
 	if err := k.emit(tx, ev); err != nil {
 		return err
 	}
+	if !callInContext(c, call.ID) {
+		// The call itself was lost with the history (a reopen with retention
+		// off): a tool message without its call is not a valid conversation.
+		return k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice",
+			Content: fmt.Sprintf("(runtime notice) Result of your earlier %s call %s, whose request was lost with the history: %s", call.Name, call.ID, body)})
+	}
 	return k.appendEntries(tx, r, c, Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: string(body)})
+}
+
+// callInContext reports whether the latest assistant message holds call id.
+func callInContext(c *llmContext, id string) bool {
+	for i := len(c.entries) - 1; i >= 0; i-- {
+		if e := &c.entries[i]; e.Role == llm.RoleAssistant {
+			for _, tc := range e.ToolCalls {
+				if tc.ID == id {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // blockProcess records the pending action of a blocking call and makes the

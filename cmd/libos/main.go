@@ -24,6 +24,8 @@ commands:
   resume                    continue a runtime directory with the provider its run recorded
   ps                        list every process of a runtime directory
   send <pid> TEXT           post a Human message to a process
+  goal set <pid> TEXT       restate a process's goal (a new goal version)
+  checkpoint create <pid>   snapshot a process subtree (also list, inspect, restore, fork)
   skill run <dir>           run a skill package's runner
   skill check <dir>         admit a skill package and print what it holds
 
@@ -61,6 +63,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return psCommand(args[1:], stdout, stderr)
 	case "send":
 		return sendCommand(args[1:], stdout, stderr)
+	case "checkpoint":
+		return checkpointCommand(args[1:], stdout, stderr)
+	case "goal":
+		return goalCommand(args[1:], stdout, stderr)
 	case "skill":
 		return runSkillCommand(args[1:], stdin, stdout, stderr)
 	case "-h", "--help", "help":

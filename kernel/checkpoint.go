@@ -1,0 +1,646 @@
+package kernel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/mailbox"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+)
+
+// Checkpoint errors a Host tells apart.
+var (
+	ErrNoCheckpoint = errors.New("no such checkpoint")
+	ErrNotQuiescent = errors.New("the subtree is not quiescent")
+)
+
+const (
+	prefixCheckpoint     = "k/cp/"
+	prefixCheckpointData = "k/cpd/"
+)
+
+func checkpointKey(id string) []byte { return []byte(prefixCheckpoint + id) }
+func checkpointDataPrefix(id string) []byte {
+	return []byte(prefixCheckpointData + id + "/")
+}
+
+// Checkpoint describes a durable snapshot of a process subtree.
+type Checkpoint struct {
+	ID        string    `json:"id"`
+	RootPID   int64     `json:"root_pid"`
+	CreatedAt time.Time `json:"created_at"`
+	PIDs      []int64   `json:"pids"`
+	Objects   int       `json:"objects"`
+	Messages  int       `json:"messages"`
+	// Marks are each process's high-water marks at the checkpoint.
+	Marks map[int64]checkpointMarks `json:"marks"`
+}
+
+type checkpointMarks struct {
+	MailboxSeq uint64 `json:"mailbox_seq"`
+	ToolCalls  uint64 `json:"tool_calls"`
+}
+
+// checkpointObject is one captured Object: runtime-local payloads are
+// captured into the checkpoint, so a restore brings them back.
+type checkpointObject struct {
+	Meta        objects.Meta `json:"meta"`
+	Payload     []byte       `json:"payload,omitempty"`
+	PayloadLost bool         `json:"payload_lost,omitempty"`
+}
+
+// subtree lists root and every descendant, parents before children.
+func subtree(tx *objects.Txn, root int64) ([]int64, error) {
+	out := []int64{root}
+	for i := 0; i < len(out); i++ {
+		kids, err := children(tx, out[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kids...)
+	}
+	return out, nil
+}
+
+func putCheckpointItem(tx *objects.Txn, id, kind, key string, v any) error {
+	return putJSON(tx, []byte(fmt.Sprintf("%s%s/%s", checkpointDataPrefix(id), kind, key)), v)
+}
+
+// CreateCheckpoint snapshots the subtree rooted at pid durably: process
+// records (capabilities and budgets with them), their Objects with payloads,
+// mailboxes, pending actions, context and goal Objects.
+func (k *Runtime) CreateCheckpoint(pid int64) (Checkpoint, error) {
+	var cp Checkpoint
+	err := k.update(func(tx *objects.Txn) error {
+		var err error
+		cp, err = k.createCheckpoint(tx, pid)
+		return err
+	})
+	return cp, err
+}
+
+func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64) (Checkpoint, error) {
+	pids, err := subtree(tx, root)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	seq, err := tx.NextSequence("checkpoint")
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	cp := Checkpoint{ID: fmt.Sprintf("cp-%d", seq), RootPID: root, CreatedAt: k.now(), PIDs: pids, Marks: map[int64]checkpointMarks{}}
+	for _, pid := range pids {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		if err := putCheckpointItem(tx, cp.ID, "p", fmt.Sprintf("%020d", pid), r); err != nil {
+			return Checkpoint{}, err
+		}
+		last, err := mailbox.LastSeq(tx, pid)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		cp.Marks[pid] = checkpointMarks{MailboxSeq: last, ToolCalls: r.ToolCalls}
+		metas, err := tx.List(r.Namespace)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		for _, m := range metas {
+			item := checkpointObject{Meta: m}
+			_, payload, err := tx.Read(m.OID)
+			switch {
+			case errors.Is(err, objects.ErrPayloadLost):
+				item.PayloadLost = true
+			case err != nil:
+				return Checkpoint{}, err
+			default:
+				item.Payload = payload
+			}
+			if err := putCheckpointItem(tx, cp.ID, "o", m.OID, item); err != nil {
+				return Checkpoint{}, err
+			}
+			cp.Objects++
+		}
+		err = mailbox.List(tx, pid, func(m *mailbox.Message) error {
+			cp.Messages++
+			return putCheckpointItem(tx, cp.ID, "m", fmt.Sprintf("%020d/%020d", pid, m.Seq), m)
+		})
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		if r.ResumePending != "" || (r.Wait != nil && r.Wait.PendingID != "") {
+			id := r.ResumePending
+			if id == "" {
+				id = r.Wait.PendingID
+			}
+			p, err := loadPending(tx, pid, id)
+			if err != nil {
+				return Checkpoint{}, err
+			}
+			if err := putCheckpointItem(tx, cp.ID, "a", fmt.Sprintf("%020d", pid), p); err != nil {
+				return Checkpoint{}, err
+			}
+		}
+	}
+	if err := putJSON(tx, checkpointKey(cp.ID), cp); err != nil {
+		return Checkpoint{}, err
+	}
+	k.markCommit(tx, commitCheckpoint)
+	return cp, k.emit(tx, Event{Kind: EventCheckpoint, PID: root, Reason: "created " + cp.ID})
+}
+
+func loadCheckpoint(tx *objects.Txn, id string) (Checkpoint, error) {
+	var cp Checkpoint
+	b, err := tx.Get(checkpointKey(id))
+	if errors.Is(err, objects.ErrNotFound) {
+		return cp, fmt.Errorf("%w: %q", ErrNoCheckpoint, id)
+	}
+	if err != nil {
+		return cp, err
+	}
+	return cp, json.Unmarshal(b, &cp)
+}
+
+// checkpointData is a checkpoint's captured items.
+type checkpointData struct {
+	procs    map[int64]*procRecord
+	objects  []checkpointObject
+	messages map[int64][]mailbox.Message
+	pending  map[int64]*pendingAction
+}
+
+func loadCheckpointData(tx *objects.Txn, id string) (*checkpointData, error) {
+	d := &checkpointData{procs: map[int64]*procRecord{}, messages: map[int64][]mailbox.Message{}, pending: map[int64]*pendingAction{}}
+	prefix := checkpointDataPrefix(id)
+	err := tx.Scan(prefix, func(key, v []byte) error {
+		kind, rest, _ := strings.Cut(string(key[len(prefix):]), "/")
+		switch kind {
+		case "p":
+			var r procRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return err
+			}
+			d.procs[r.PID] = &r
+		case "o":
+			var o checkpointObject
+			if err := json.Unmarshal(v, &o); err != nil {
+				return err
+			}
+			d.objects = append(d.objects, o)
+		case "m":
+			var m mailbox.Message
+			if err := json.Unmarshal(v, &m); err != nil {
+				return err
+			}
+			d.messages[m.Recipient] = append(d.messages[m.Recipient], m)
+		case "a":
+			var p pendingAction
+			if err := json.Unmarshal(v, &p); err != nil {
+				return err
+			}
+			d.pending[p.PID] = &p
+		default:
+			return fmt.Errorf("checkpoint %s: unknown item %q", id, rest)
+		}
+		return nil
+	})
+	return d, err
+}
+
+// Checkpoints lists checkpoints, optionally of one root (0 for all).
+func (k *Runtime) Checkpoints(root int64) ([]Checkpoint, error) {
+	var out []Checkpoint
+	err := k.store.View(func(tx *objects.Txn) error {
+		return tx.Scan([]byte(prefixCheckpoint), func(_, v []byte) error {
+			var cp Checkpoint
+			if err := json.Unmarshal(v, &cp); err != nil {
+				return err
+			}
+			if root == 0 || cp.RootPID == root {
+				out = append(out, cp)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// InspectCheckpoint returns a checkpoint's description.
+func (k *Runtime) InspectCheckpoint(id string) (Checkpoint, error) {
+	var cp Checkpoint
+	err := k.store.View(func(tx *objects.Txn) error {
+		var err error
+		cp, err = loadCheckpoint(tx, id)
+		return err
+	})
+	return cp, err
+}
+
+// RestoreReport says what a restore did and which external effects it did
+// not undo.
+type RestoreReport struct {
+	Checkpoint         string           `json:"checkpoint"`
+	Restored           []int64          `json:"restored_pids"`
+	Killed             []int64          `json:"killed_pids"`
+	SupersededMessages int              `json:"superseded_messages"`
+	EffectsSince       []EffectSinceRef `json:"external_effects_since_checkpoint"`
+}
+
+// EffectSinceRef is a tool call made after the checkpoint: its effect stays.
+type EffectSinceRef struct {
+	PID    int64  `json:"pid"`
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id"`
+	OK     bool   `json:"ok"`
+}
+
+// RestoreCheckpoint restores a quiescent subtree to checkpoint id.
+func (k *Runtime) RestoreCheckpoint(id string) (RestoreReport, error) {
+	var rep RestoreReport
+	err := k.update(func(tx *objects.Txn) error {
+		var err error
+		rep, err = k.restoreCheckpoint(tx, id, 0)
+		return err
+	})
+	return rep, err
+}
+
+// restoreCheckpoint restores checkpoint id; caller, when non-zero, is the
+// process asking, which may not be inside the subtree.
+func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (RestoreReport, error) {
+	cp, err := loadCheckpoint(tx, id)
+	if err != nil {
+		return RestoreReport{}, err
+	}
+	data, err := loadCheckpointData(tx, id)
+	if err != nil {
+		return RestoreReport{}, err
+	}
+	current, err := subtree(tx, cp.RootPID)
+	if err != nil {
+		return RestoreReport{}, err
+	}
+	recs := map[int64]*procRecord{}
+	for _, pid := range current {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return RestoreReport{}, err
+		}
+		if pid == caller {
+			return RestoreReport{}, fmt.Errorf("%w: pid %d is inside the subtree of %s and cannot restore itself", ErrNotQuiescent, caller, id)
+		}
+		if r.State == process.Running {
+			return RestoreReport{}, fmt.Errorf("%w: pid %d is running a quantum", ErrNotQuiescent, pid)
+		}
+		recs[pid] = r
+	}
+	rep := RestoreReport{Checkpoint: id, Restored: []int64{}, Killed: []int64{}, EffectsSince: []EffectSinceRef{}}
+	// External effects since the checkpoint are reported, not undone.
+	for _, pid := range current {
+		from := cp.Marks[pid].ToolCalls
+		for seq := from + 1; seq <= recs[pid].ToolCalls; seq++ {
+			var tr toolRecord
+			if b, err := tx.Get(toolRecKey(pid, seq)); err == nil && json.Unmarshal(b, &tr) == nil {
+				rep.EffectsSince = append(rep.EffectsSince, EffectSinceRef{PID: pid, Tool: tr.Tool, CallID: tr.CallID, OK: tr.OK})
+			}
+		}
+	}
+	// Processes born after the checkpoint end.
+	for _, pid := range current {
+		if _, ok := data.procs[pid]; ok || recs[pid].State.Terminal() {
+			continue
+		}
+		if err := k.step(tx, recs[pid], process.Input{Kind: process.Kill, Reason: "a checkpoint restore ended it: it did not exist at " + id}); err != nil {
+			return RestoreReport{}, err
+		}
+		rep.Killed = append(rep.Killed, pid)
+	}
+	// Objects: captured ones get their captured payload as a new version;
+	// ones created since are removed. Versions never go backwards.
+	captured := map[string]bool{}
+	for _, o := range data.objects {
+		captured[o.Meta.OID] = true
+	}
+	for _, pid := range cp.PIDs {
+		metas, err := tx.List(Namespace(pid))
+		if err != nil {
+			return RestoreReport{}, err
+		}
+		for _, m := range metas {
+			if !captured[m.OID] {
+				if err := tx.Remove(m.OID, m.Version); err != nil {
+					return RestoreReport{}, err
+				}
+			}
+		}
+	}
+	for _, o := range data.objects {
+		labels := o.Meta.Labels
+		if o.Meta.Kind == contextKind {
+			labels = advanceGeneration(tx, o.Meta)
+		}
+		cur, err := tx.Stat(o.Meta.OID)
+		switch {
+		case errors.Is(err, objects.ErrNotFound):
+			if o.PayloadLost {
+				continue
+			}
+			_, err = tx.Create(objects.CreateSpec{OID: o.Meta.OID, Namespace: o.Meta.Namespace, Name: o.Meta.Name, Kind: o.Meta.Kind,
+				Owner: o.Meta.Owner, Labels: labels, Tier: o.Meta.Tier, Payload: o.Payload})
+		case err != nil:
+		default:
+			_, err = tx.Write(o.Meta.OID, cur.Version, objects.WriteSpec{Payload: o.Payload, Labels: labels, KeepPayload: o.PayloadLost})
+		}
+		if err != nil {
+			return RestoreReport{}, fmt.Errorf("restore object %s: %w", o.Meta.OID, err)
+		}
+	}
+	// Records: fences advance past their high-water marks, one-shots never
+	// regain uses, counters and budget usage keep moving forward.
+	for _, pid := range cp.PIDs {
+		old, now := data.procs[pid], recs[pid]
+		r := *old
+		r.Gen = max(old.Gen, now.Gen) + 1
+		r.Grants = neverRegain(old.Grants, now.Grants)
+		r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
+		r.NotifiedSeq = max(old.NotifiedSeq, now.NotifiedSeq)
+		r.Dispatch = nil
+		if r.State == process.Running {
+			// Captured mid-quantum: like a crash, the call's settlement is
+			// unknown to the restored process.
+			r.State, r.InterruptedTurn = process.Runnable, true
+		}
+		r.UpdatedAt = k.now()
+		if p, ok := data.pending[pid]; ok {
+			if err := savePending(tx, p); err != nil {
+				return RestoreReport{}, err
+			}
+		}
+		n, err := mailbox.SupersedeAfter(tx, pid, cp.Marks[pid].MailboxSeq)
+		if err != nil {
+			return RestoreReport{}, err
+		}
+		rep.SupersededMessages += n
+		// Evidence restarts from the restored context, so a reopen rebuilds it.
+		if err := k.retainSnapshot(tx, &r); err != nil {
+			return RestoreReport{}, err
+		}
+		if err := saveProc(tx, &r); err != nil {
+			return RestoreReport{}, err
+		}
+		state, wait, gen := r.State, r.Wait, r.Gen
+		tx.AfterCommit(func() { k.sched.notify(pid, state, wait, gen) })
+		rep.Restored = append(rep.Restored, pid)
+	}
+	k.markCommit(tx, commitCheckpoint)
+	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: cp.RootPID, Reason: "restored " + id})
+}
+
+// advanceGeneration returns a context Object's labels with the generation
+// past both the current and the captured one.
+func advanceGeneration(tx *objects.Txn, captured objects.Meta) map[string]string {
+	gen := parseGeneration(captured.Labels)
+	if cur, err := tx.Stat(captured.OID); err == nil {
+		gen = max(gen, parseGeneration(cur.Labels))
+	}
+	labels := map[string]string{}
+	for k, v := range captured.Labels {
+		labels[k] = v
+	}
+	labels[labelGeneration] = fmt.Sprint(gen + 1)
+	return labels
+}
+
+func parseGeneration(labels map[string]string) uint64 {
+	var g uint64
+	fmt.Sscan(labels[labelGeneration], &g)
+	return g
+}
+
+// neverRegain returns the captured grants with every one-shot limited to
+// the uses it has now.
+func neverRegain(captured, now []capabilities.Grant) []capabilities.Grant {
+	out := capabilities.CloneGrants(captured)
+	for i, g := range out {
+		if g.UsesRemaining == nil {
+			continue
+		}
+		left := 0
+		for _, n := range now {
+			if n.ID == g.ID && n.UsesRemaining != nil {
+				left = *n.UsesRemaining
+			}
+		}
+		if left < *g.UsesRemaining {
+			out[i].UsesRemaining = capabilities.Uses(left)
+		}
+	}
+	return out
+}
+
+// retainSnapshot writes a reset marker and the whole current context of r
+// as evidence, so a rebuild after reopen starts from it.
+func (k *Runtime) retainSnapshot(tx *objects.Txn, r *procRecord) error {
+	if !k.retain {
+		return nil
+	}
+	_, payload, err := tx.Read(r.ContextOID)
+	if err != nil {
+		if errors.Is(err, objects.ErrPayloadLost) {
+			return nil
+		}
+		return err
+	}
+	var doc contextDoc
+	if err := json.Unmarshal(payload, &doc); err != nil {
+		return err
+	}
+	r.RetainSeq++
+	if err := putJSON(tx, retainKey(r.PID, r.RetainSeq), retained{Kind: evidenceKindReset}); err != nil {
+		return err
+	}
+	for i := range doc.Entries {
+		r.RetainSeq++
+		if err := putJSON(tx, retainKey(r.PID, r.RetainSeq), retained{Kind: evidenceKindEntry, Entry: &doc.Entries[i]}); err != nil {
+			return err
+		}
+	}
+	r.RetainedEntries = len(doc.Entries)
+	return nil
+}
+
+// ForkReport maps a checkpoint's processes to their forks.
+type ForkReport struct {
+	Checkpoint string          `json:"checkpoint"`
+	RootPID    int64           `json:"root_pid"`
+	PIDs       map[int64]int64 `json:"pids"` // checkpoint pid -> new pid
+}
+
+// ForkCheckpoint creates a new subtree from checkpoint id: new pids and
+// OIDs, no pending actions, waits turned runnable, no one-shot grants.
+func (k *Runtime) ForkCheckpoint(id string) (ForkReport, error) {
+	var rep ForkReport
+	err := k.update(func(tx *objects.Txn) error {
+		var err error
+		rep, err = k.forkCheckpoint(tx, id)
+		return err
+	})
+	return rep, err
+}
+
+func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string) (ForkReport, error) {
+	cp, err := loadCheckpoint(tx, id)
+	if err != nil {
+		return ForkReport{}, err
+	}
+	data, err := loadCheckpointData(tx, id)
+	if err != nil {
+		return ForkReport{}, err
+	}
+	rep := ForkReport{Checkpoint: id, PIDs: map[int64]int64{}}
+	for _, pid := range cp.PIDs {
+		seq, err := tx.NextSequence("pid")
+		if err != nil {
+			return ForkReport{}, err
+		}
+		rep.PIDs[pid] = int64(seq)
+	}
+	rep.RootPID = rep.PIDs[cp.RootPID]
+	oids := map[string]string{}
+	sort.Slice(data.objects, func(i, j int) bool { return data.objects[i].Meta.OID < data.objects[j].Meta.OID })
+	for _, o := range data.objects {
+		if o.PayloadLost {
+			continue
+		}
+		var owner int64
+		fmt.Sscan(o.Meta.Owner, &owner)
+		newPID := rep.PIDs[owner]
+		ns := o.Meta.Namespace
+		for old, nw := range rep.PIDs {
+			if ns == Namespace(old) {
+				ns = Namespace(nw)
+			}
+		}
+		name := o.Meta.Name
+		if strings.HasSuffix(name, fmt.Sprintf(":%d", owner)) && newPID != 0 {
+			name = strings.TrimSuffix(name, fmt.Sprint(owner)) + fmt.Sprint(newPID)
+		}
+		labels := o.Meta.Labels
+		if o.Meta.Kind == contextKind {
+			labels = map[string]string{labelGeneration: fmt.Sprint(parseGeneration(o.Meta.Labels) + 1)}
+		}
+		m, err := tx.Create(objects.CreateSpec{Namespace: ns, Name: name, Kind: o.Meta.Kind, Owner: fmt.Sprint(newPID),
+			Labels: labels, Tier: o.Meta.Tier, Payload: o.Payload})
+		if err != nil {
+			return ForkReport{}, fmt.Errorf("fork object %s: %w", o.Meta.OID, err)
+		}
+		oids[o.Meta.OID] = m.OID
+	}
+	for _, pid := range cp.PIDs {
+		old := data.procs[pid]
+		r := *old
+		r.PID, r.ParentPID, r.RootPID = rep.PIDs[pid], rep.PIDs[old.ParentPID], rep.RootPID
+		r.Namespace = Namespace(r.PID)
+		r.GoalOID, r.ContextOID, r.ResultOID = oids[old.GoalOID], oids[old.ContextOID], oids[old.ResultOID]
+		r.Gen, r.Used, r.ToolCalls, r.RetainSeq, r.RetainedEntries = 0, capabilities.Budget{}, 0, 0, 0
+		r.ResumePending, r.Dispatch, r.Wait, r.PausedFrom = "", nil, nil, ""
+		r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested = 0, false, false
+		r.CreatedAt, r.UpdatedAt = k.now(), k.now()
+		var grants []capabilities.Grant
+		for _, g := range old.Grants {
+			if g.UsesRemaining != nil {
+				continue // one-shots never copy
+			}
+			if g.Resource == "object_namespace:"+old.Namespace {
+				g.Resource = "object_namespace:" + r.Namespace
+			}
+			grants = append(grants, g)
+		}
+		r.Grants = grants
+		waited := false
+		switch old.State {
+		case process.Waiting, process.Running, process.Created:
+			waited = old.State == process.Waiting
+			r.State = process.Runnable
+		case process.Paused:
+			waited = old.PausedFrom == process.Waiting
+			r.State = process.Runnable
+		}
+		if r.ContextOID == "" {
+			return ForkReport{}, fmt.Errorf("fork %s: the context payload of pid %d was lost before the checkpoint", id, pid)
+		}
+		if r.ParentPID != 0 {
+			if err := tx.Set(childKey(r.ParentPID, r.PID), nil); err != nil {
+				return ForkReport{}, err
+			}
+		}
+		if waited {
+			if err := k.answerDroppedWait(tx, &r); err != nil {
+				return ForkReport{}, err
+			}
+		}
+		for _, m := range data.messages[pid] {
+			if m.Status != mailbox.StatusUnread {
+				continue
+			}
+			m.Recipient = r.PID
+			if spid, ok := m.SenderPID(); ok && rep.PIDs[spid] != 0 {
+				m.Sender = fmt.Sprintf("%s%d", mailbox.SenderProcessPrefix, rep.PIDs[spid])
+			}
+			if _, err := mailbox.Post(tx, m, k.now()); err != nil {
+				return ForkReport{}, err
+			}
+		}
+		if err := k.retainSnapshot(tx, &r); err != nil {
+			return ForkReport{}, err
+		}
+		if err := saveProc(tx, &r); err != nil {
+			return ForkReport{}, err
+		}
+		if err := k.emit(tx, Event{Kind: EventSpawn, PID: r.PID, Parent: r.ParentPID, Image: r.Image, Reason: "forked from " + id}); err != nil {
+			return ForkReport{}, err
+		}
+		npid, state := r.PID, r.State
+		tx.AfterCommit(func() { k.sched.notify(npid, state, nil, 0) })
+	}
+	k.markCommit(tx, commitCheckpoint)
+	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: rep.RootPID, Reason: "forked " + id})
+}
+
+// answerDroppedWait answers the call a forked process was waiting in, so
+// its context stays a valid conversation.
+func (k *Runtime) answerDroppedWait(tx *objects.Txn, r *procRecord) error {
+	c, err := k.loadContext(tx, r)
+	if err != nil {
+		return err
+	}
+	for i := len(c.entries) - 1; i >= 0; i-- {
+		e := c.entries[i]
+		if e.Role != llm.RoleAssistant {
+			continue
+		}
+		answered := map[string]bool{}
+		for _, later := range c.entries[i+1:] {
+			answered[later.ToolCallID] = true
+		}
+		for _, call := range e.ToolCalls {
+			if !answered[call.ID] {
+				res, _ := json.Marshal(tools.NotStarted("this process was forked from a checkpoint while waiting; the wait did not carry over"))
+				if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: string(res)}); err != nil {
+					return err
+				}
+			}
+		}
+		break
+	}
+	return nil
+}
