@@ -389,9 +389,14 @@ processes:
 			}
 		}
 	}
-	if !strings.Contains(reqs[0].Messages[1].Content, `{"question":"what time is it?"}`) &&
-		!strings.Contains(reqs[0].Messages[0].Content+reqs[0].Messages[len(reqs[0].Messages)-1].Content, `{"question":"what time is it?"}`) {
-		t.Fatalf("the child's goal carries the inputs: %v", reqs[0].Messages)
+	var prompt strings.Builder
+	for _, m := range reqs[0].Messages {
+		prompt.WriteString(m.Content)
+	}
+	for _, part := range []string{"The child reads the clock once", `{"question":"what time is it?"}`} {
+		if !strings.Contains(prompt.String(), part) {
+			t.Fatalf("the child's goal carries the manual and the inputs; %q missing from %v", part, reqs[0].Messages)
+		}
 	}
 
 	res := h.toolResults(child)

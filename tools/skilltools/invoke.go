@@ -75,8 +75,9 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 // authorizeScopes checks execute on scope:<name> for every scope r declares.
 func authorizeScopes(sys tools.Syscalls, r *skillpkg.Runner) error {
 	for _, sc := range r.Scopes {
-		if err := sys.Authorize(capabilities.Execute, capabilities.ScopeResource(sc)); err != nil {
-			return err
+		res := capabilities.ScopeResource(sc)
+		if err := sys.Authorize(capabilities.Execute, res); err != nil {
+			return fmt.Errorf("runner %s declares scope %s and needs execute on %s: %w", r.Name, sc, res, err)
 		}
 	}
 	return nil

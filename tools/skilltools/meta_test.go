@@ -191,7 +191,7 @@ func TestReadSkillResourceContainment(t *testing.T) {
 	ok("echo", "docs/guide.md", "writes its input object")
 	ok("echo", "SKILL.md", "name: echo")
 	ok("echo", "guide-link.md", "writes its input object") // a link that stays inside
-	ok("echo", "exact.txt", "é")                          // exactly at the limit
+	ok("echo", "exact.txt", "é")                           // exactly at the limit
 	ok(runtimeSession, "SKILL.md", "allowed-tools: get_current_time sleep compact_process_context process_exit")
 
 	refused := []struct{ path, code, part string }{
