@@ -90,6 +90,7 @@ type Runtime struct {
 
 	commitKinds sync.Map // *objects.Txn -> *[]string, failpoint builds only
 	txStates    sync.Map // *objects.Txn -> *txState
+	schemaCache sync.Map // tool table selector -> []llm.ToolSchema
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/images"
@@ -624,7 +625,18 @@ func (k *Runtime) goalText(tx *objects.Txn, r *procRecord) (string, error) {
 
 // toolSchemas renders an image's tool table for the provider, sorted by name.
 func (k *Runtime) toolSchemas(im *images.Image, r *procRecord) []llm.ToolSchema {
-	table := k.toolTable(im, r)
+	// The catalog is immutable, so a table's rendering depends only on what
+	// selects it.
+	key := im.Ref() + "|" + strings.Join(r.ActiveSkills, ",") + "|" + fmt.Sprint(r.ToolTable != nil) + strings.Join(r.ToolTable, ",")
+	if v, ok := k.schemaCache.Load(key); ok {
+		return v.([]llm.ToolSchema)
+	}
+	out := k.renderSchemas(k.toolTable(im, r))
+	k.schemaCache.Store(key, out)
+	return out
+}
+
+func (k *Runtime) renderSchemas(table map[string]*tools.Tool) []llm.ToolSchema {
 	names := make([]string, 0, len(table))
 	for n := range table {
 		names = append(names, n)

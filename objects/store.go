@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/google/uuid"
 )
@@ -144,6 +145,15 @@ func Open(dir string, opts Options) (*Store, error) {
 		logger = silentLogger{}
 	}
 	popts := &pebble.Options{Logger: logger}
+	// Point lookups dominate (records, headers, object metadata, often of
+	// keys that do not exist): bloom filters spare misses a walk through
+	// every level, and a block cache keeps index blocks off the disk.
+	cache := pebble.NewCache(defaultCacheBytes)
+	defer cache.Unref()
+	popts.Cache = cache
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
 	if opts.Pebble != nil {
 		opts.Pebble(popts)
 	}
@@ -496,3 +506,6 @@ func (silentLogger) Errorf(string, ...any) {}
 func (silentLogger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf("pebble: "+format, args...))
 }
+
+// defaultCacheBytes is the block cache of a store.
+const defaultCacheBytes = 64 << 20
