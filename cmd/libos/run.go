@@ -159,8 +159,12 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos demo: unexpected argument %q\n", pos[0])
 		return exitUsage
 	}
-	goal := "Show the runtime-session tools: read the clock, have a bad argument refused, sleep once, and exit with a structured result."
-	return session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(nil, nil)), &providerSettings{Provider: "replay", Script: "demo"})
+	goal := "Show the runtime: read the clock, have a bad argument refused, keep an Object, delegate to a child that reports by message, sleep once, compact the context, and exit with a structured result."
+	grants := []capabilities.Grant{
+		{ID: "demo-spawn", Resource: "process:spawn", Rights: []capabilities.Right{capabilities.Write}, Effect: capabilities.Allow},
+		{ID: "demo-compressor", Resource: "image:context-compressor:v0", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
+	}
+	return session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(grants, nil)), &providerSettings{Provider: "replay", Script: "demo"})
 }
 
 // session opens dir with the provider settings (a run's own, or, when nil,
