@@ -367,7 +367,7 @@ processes:
 		t.Fatalf("parent result %v", got)
 	}
 	info := h.info(child)
-	if info.ParentPID != pid || info.Image != "skill-agent:v0" || info.Status != process.Exited {
+	if info.ParentPID != pid || info.Image != "skill-agent:v0" || info.Status != process.Exited || info.Limits.WallSeconds != 91 {
 		t.Fatalf("child %+v", info)
 	}
 

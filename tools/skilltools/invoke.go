@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/libos/libos/capabilities"
@@ -176,7 +177,9 @@ type agentTaskData struct {
 
 // startAgentTask checks the runner's scopes and the right to spawn, then
 // starts the child whose tool table is exactly the runner's allowed_tools
-// and makes the caller wait for it. The kernel refuses a table name that
+// (holding execute on the runner's scopes, handed down from the caller, and
+// a wall budget of the runner's timeout_seconds when declared) and makes the
+// caller wait for it. The kernel refuses a table name that
 // does not resolve before the child exists, so no provider call happens.
 func startAgentTask(sys tools.Syscalls, pkg *skillpkg.Package, r *skillpkg.Runner, args json.RawMessage) (tools.Outcome, error) {
 	if err := authorizeScopes(sys, r); err != nil {
@@ -199,10 +202,17 @@ func startAgentTask(sys tools.Syscalls, pkg *skillpkg.Package, r *skillpkg.Runne
 	for i, sc := range r.Scopes {
 		grants[i] = capabilities.Grant{Resource: capabilities.ScopeResource(sc), Rights: []capabilities.Right{capabilities.Execute}, Effect: capabilities.Allow}
 	}
+	// A declared timeout bounds the child's wall time (whole seconds,
+	// rounded up); without one the image's default applies.
+	var budget capabilities.Budget
+	if r.Timeout > 0 {
+		budget.WallSeconds = int64((r.Timeout + time.Second - 1) / time.Second)
+	}
 	child, err := sys.SpawnChild(tools.ChildSpec{
 		Image:     SkillAgentImage,
 		Goal:      agentGoal(pkg, r, encoded),
 		Grants:    grants,
+		Budget:    budget,
 		ToolTable: append([]string{}, r.AllowedTools...),
 		Scopes:    append([]string{}, r.Scopes...),
 	})

@@ -200,6 +200,9 @@ func TestAgentTaskSpawnsChildWithExactTable(t *testing.T) {
 	if spec.Image != skilltools.SkillAgentImage || !slices.Equal(spec.ToolTable, []string{"get_current_time", "process_exit", "echo"}) || !slices.Equal(spec.Scopes, []string{"delegate.run"}) {
 		t.Fatalf("child spec %+v", spec)
 	}
+	if spec.Budget.WallSeconds != 91 {
+		t.Fatalf("timeout_seconds 90.5 must bound the child's wall time to 91 s, got %+v", spec.Budget)
+	}
 	if len(spec.Grants) != 1 || spec.Grants[0].Resource != "scope:delegate.run" || !slices.Equal(spec.Grants[0].Rights, []capabilities.Right{capabilities.Execute}) {
 		t.Fatalf("child grants %+v", spec.Grants)
 	}
