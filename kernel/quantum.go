@@ -90,7 +90,7 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 		}
 		system := k.systemPrompt(r, c, im.SystemPrompt, im.Context.Object)
 		req = llm.Request{
-			Process:   llm.ProcessInfo{PID: r.PID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
+			Process:   llm.ProcessInfo{PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
 			Turn:      r.Turn,
 			Messages:  k.materialize(r, c, system, goal),
 			Tools:     k.toolSchemas(im, r),

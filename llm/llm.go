@@ -57,11 +57,13 @@ type ToolSchema struct {
 
 // ProcessInfo identifies the process a Request is made for.
 type ProcessInfo struct {
-	PID     int64
-	Image   string
-	GoalOID string
-	// ImageSpawnIndex is the 0-based index of this process among all processes spawned with
-	// this image in this runtime directory.
+	PID int64
+	// ParentPID is 0 for a root process.
+	ParentPID int64
+	Image     string
+	GoalOID   string
+	// ImageSpawnIndex is the 0-based index of this process among the processes spawned with
+	// this image in its process tree (a root and its descendants), in spawn order.
 	ImageSpawnIndex int
 }
 

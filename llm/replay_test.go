@@ -144,7 +144,7 @@ func TestReplaySubstitution(t *testing.T) {
 		{"embedded null and bool", `{s: "${last.none}/${last.ok}"}`, `{"s":"null/true"}`},
 		{"embedded object is compact JSON", `{s: "obj=${last.obj}"}`, `{"s":"obj={\"k\":[1,2]}"}`},
 		{"embedded HTML stays readable", `{s: "h=${last.html}"}`, `{"s":"h=<b>&</b>"}`},
-		{"process facts", `{p: "${process.pid}", g: "${process.goal_oid}", i: "${process.image}", s: "${process.pid}-${process.goal_oid}"}`, `{"g":"goal-1","i":"img:v0","p":31,"s":"31-goal-1"}`},
+		{"process facts", `{p: "${process.pid}", g: "${process.goal_oid}", i: "${process.image}", s: "${process.pid}-${process.goal_oid}", pp: "${process.parent_pid}"}`, `{"g":"goal-1","i":"img:v0","p":31,"pp":30,"s":"31-goal-1"}`},
 		{"escape", `{s: "$${last.pid} costs $$5 and $${"}`, `{"s":"${last.pid} costs $$5 and ${"}`},
 		{"escape next to reference", `{s: "$${x}${last.pid}"}`, `{"s":"${x}4242"}`},
 		{"lone dollar and brace", `{s: "$ { } $}"}`, `{"s":"$ { } $}"}`},
@@ -156,7 +156,7 @@ func TestReplaySubstitution(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := replayFrom(t, "processes: [{image: 'img:v0', turns: [{tool_calls: [{name: t, arguments: "+tc.args+"}]}]}]")
 			resp, err := r.Complete(context.Background(), Request{
-				Process:  ProcessInfo{PID: 31, Image: "img:v0", GoalOID: "goal-1"},
+				Process:  ProcessInfo{PID: 31, ParentPID: 30, Image: "img:v0", GoalOID: "goal-1"},
 				Messages: conversation(last),
 			})
 			if err != nil {
@@ -209,6 +209,7 @@ func TestReplayReferenceErrors(t *testing.T) {
 		{"tool result with trailing data", "${last.a}", conversation(`{"a":1} {"b":2}`), "g", "trailing data"},
 		{"embedded missing key", "id=${last.nope}", conversation(`{"a": 1}`), "g", `${last.nope} in processes[0].turns[0].tool_calls[0].arguments.x`},
 		{"no goal object", "${process.goal_oid}", conversation(""), "", "${process.goal_oid} in processes[0].turns[0].tool_calls[0].arguments.x: the process has no goal object"},
+		{"a root has no parent", "${process.parent_pid}", conversation(""), "g", "the process is a root: it has no parent"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

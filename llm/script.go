@@ -35,7 +35,7 @@ import (
 // Every string value anywhere inside arguments may hold references, resolved per request:
 // ${last} is the previous tool result of the process (the JSON content of the last role
 // "tool" message), ${last.a.b.0} a field of it (object keys and decimal array indexes),
-// ${process.pid}, ${process.goal_oid} and ${process.image} the process's facts. A string that
+// ${process.pid}, ${process.parent_pid}, ${process.goal_oid} and ${process.image} the process's facts. A string that
 // is exactly one reference takes the value with its JSON type; embedded references are
 // stringified (strings raw, other values as compact JSON). "$${" writes a literal "${".
 // Object keys and text are never substituted.

@@ -14,10 +14,11 @@ import (
 type refRoot uint8
 
 const (
-	refLast    refRoot = iota // the previous tool result of the process
-	refPID                    // process.pid
-	refGoalOID                // process.goal_oid
-	refImage                  // process.image
+	refLast      refRoot = iota // the previous tool result of the process
+	refPID                      // process.pid
+	refGoalOID                  // process.goal_oid
+	refImage                    // process.image
+	refParentPID                // process.parent_pid
 )
 
 // reference is one parsed ${...} occurrence.
@@ -38,7 +39,7 @@ type segment struct {
 var errTemplateSyntax = errors.New("reference syntax")
 
 // referenceHelp lists the forms a reference may take; it ends every syntax error.
-const referenceHelp = "use ${last}, ${last.<key or index>...}, ${process.pid}, ${process.goal_oid} or ${process.image}; write $${ for a literal ${"
+const referenceHelp = "use ${last}, ${last.<key or index>...}, ${process.pid}, ${process.parent_pid}, ${process.goal_oid} or ${process.image}; write $${ for a literal ${"
 
 // parseTemplate splits s into literal text and references. "$${" stands for a literal "${".
 // hasRef reports whether any reference occurs; when it is false the single returned segment
@@ -111,6 +112,8 @@ func parseReference(text, inner string) (*reference, error) {
 				return &reference{text: text, root: refGoalOID}, nil
 			case "image":
 				return &reference{text: text, root: refImage}, nil
+			case "parent_pid":
+				return &reference{text: text, root: refParentPID}, nil
 			}
 		}
 		return nil, fmt.Errorf("%w: unknown process field in %s (%s)", errTemplateSyntax, text, referenceHelp)
@@ -342,6 +345,11 @@ func (e *refEnv) resolve(r *reference, where string) (any, error) {
 		return e.req.Process.GoalOID, nil
 	case refImage:
 		return e.req.Process.Image, nil
+	case refParentPID:
+		if e.req.Process.ParentPID == 0 {
+			return nil, fail("the process is a root: it has no parent")
+		}
+		return e.req.Process.ParentPID, nil
 	}
 	if !e.lastLoaded {
 		e.loadLast()

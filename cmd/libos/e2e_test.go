@@ -144,11 +144,11 @@ func TestDemo(t *testing.T) {
 	}
 	out := decodeOutcome(t, stdout)
 	result := out["result"].(map[string]any)
-	if out["status"] != "exited" || result["summary"] != "demo finished" || result["compacted"] != true || result["compressor_pid"] != 3.0 {
+	if out["status"] != "exited" || result["summary"] != "demo finished" || result["compacted"] != true || result["compressor_pid"] != out["pid"].(float64)+2 {
 		t.Fatalf("demo outcome %v", out)
 	}
 	for _, want := range []string{"call get_current_time", "error invalid_arguments", "call create_object", "call spawn_child_process",
-		"spawned base:v0 (parent 1)", "call send_process_message", "(message)", "call wait_child_process", "call sleep", "cancelled",
+		"spawned base:v0 (parent 1)", "call send_process_message", "(child)", "call wait_child_process", "call read_process_messages", "call sleep", "cancelled",
 		"(timer)", "call compact_process_context", "spawned context-compressor:v0", "call process_exit"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("demo stderr lacks %q:\n%s", want, stderr)
