@@ -9,70 +9,9 @@ import (
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/clock"
-	"github.com/libos/libos/images"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/objects"
 )
-
-// tenQuantumScript is one entry of ten turns: nine clock reads and an exit.
-// Every root is its own process tree, so every root plays this entry.
-func tenQuantumScript() *llm.Script {
-	var b strings.Builder
-	b.WriteString("processes:\n  - image: base:v0\n    turns:\n")
-	for i := 0; i < 9; i++ {
-		b.WriteString("      - tool_calls: [{name: get_current_time, arguments: {timezone: UTC}}]\n")
-	}
-	b.WriteString("      - tool_calls: [{name: process_exit, arguments: {message: done}}]\n")
-	s, err := llm.ParseScript([]byte(b.String()))
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
-// BenchmarkQuanta runs 1,000 processes of 10 quanta each with the replay
-// provider and reports quanta per second and synced commits per quantum.
-func BenchmarkQuanta(b *testing.B) {
-	const procs, quantaPerProc = 1000, 10
-	script := tenQuantumScript()
-	provider, err := llm.NewReplay(script)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var totalQuanta, totalCommits uint64
-	var elapsed time.Duration
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		rt, err := Open(b.TempDir(), Options{Provider: provider, Clock: clock.NewFake(epoch, true), Workers: 64})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for p := 0; p < procs; p++ {
-			if _, err := rt.Spawn(SpawnSpec{Image: "base:v0", Goal: fmt.Sprintf("goal %d", p), Grants: clockGrants()}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		before := rt.Store().Stats().SyncedCommits
-		b.StartTimer()
-		start := time.Now()
-		if err := rt.RunUntilIdle(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		elapsed += time.Since(start)
-		b.StopTimer()
-		totalCommits += rt.Store().Stats().SyncedCommits - before
-		totalQuanta += procs * quantaPerProc
-		ps, _ := rt.Processes()
-		for _, p := range ps {
-			if p.Status != "exited" {
-				b.Fatalf("pid %d ended %s: %s", p.PID, p.Status, p.Reason)
-			}
-		}
-		rt.Close()
-	}
-	b.ReportMetric(float64(totalQuanta)/elapsed.Seconds(), "quanta/s")
-	b.ReportMetric(float64(totalCommits)/float64(totalQuanta), "commits/quantum")
-}
 
 func benchRuntime(b *testing.B, script string) *Runtime {
 	b.Helper()
@@ -84,94 +23,12 @@ func benchRuntime(b *testing.B, script string) *Runtime {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// bench:v0 is base:v0 without budget limits, so long scripts run out
-	// of nothing but turns.
-	bench, err := images.Builtin("base:v0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	bench.Name, bench.Budget = "bench", images.Budget{}
-	rt, err := Open(b.TempDir(), Options{Provider: p, Clock: clock.NewFake(epoch, true), Workers: 64,
-		Images: map[string]*images.Image{"bench:v0": bench}})
+	rt, err := Open(b.TempDir(), Options{Provider: p, Clock: clock.NewFake(epoch, true), Workers: 64})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { rt.Close() })
 	return rt
-}
-
-// BenchmarkSpawnWaitRoundTrip measures spawn + child run + exit + parent
-// wake round trips, sequential in one parent.
-func BenchmarkSpawnWaitRoundTrip(b *testing.B) {
-	const rounds = 200
-	var sb strings.Builder
-	sb.WriteString("processes:\n  - image: bench:v0\n    turns:\n")
-	for i := 0; i < rounds; i++ {
-		sb.WriteString("      - tool_calls: [{name: spawn_child_process, arguments: {image: bench:v0, goal: g}}]\n")
-		sb.WriteString("      - tool_calls: [{name: wait_child_process, arguments: {child_pid: \"${last.pid}\"}}]\n")
-	}
-	sb.WriteString("      - tool_calls: [{name: process_exit, arguments: {}}]\n")
-	for i := 0; i < rounds; i++ {
-		sb.WriteString("  - image: bench:v0\n    turns:\n      - tool_calls: [{name: process_exit, arguments: {message: done}}]\n")
-	}
-	var elapsed time.Duration
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		rt := benchRuntime(b, sb.String())
-		pid, err := rt.Spawn(SpawnSpec{Image: "bench:v0", Goal: "spawn", Grants: []capabilities.Grant{spawnGrant()}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		start := time.Now()
-		if err := rt.RunUntilIdle(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		elapsed += time.Since(start)
-		if info, _ := rt.Process(pid); info.Status != "exited" {
-			b.Fatalf("parent %s: %s", info.Status, info.Reason)
-		}
-	}
-	b.ReportMetric(float64(rounds*b.N)/elapsed.Seconds(), "roundtrips/s")
-}
-
-// BenchmarkMessageRoundTrip measures post + blocking receive round trips
-// between a parent and a child playing ping-pong.
-func BenchmarkMessageRoundTrip(b *testing.B) {
-	const rounds = 200
-	var sb strings.Builder
-	sb.WriteString("processes:\n  - image: bench:v0\n    turns:\n")
-	sb.WriteString("      - tool_calls: [{name: spawn_child_process, arguments: {image: bench:v0, goal: pong}}]\n")
-	for i := 0; i < rounds; i++ {
-		sb.WriteString("      - tool_calls: [{name: send_process_message, arguments: {recipient_pid: 2, body: ping}}]\n")
-		sb.WriteString("      - tool_calls: [{name: receive_process_messages, arguments: {}}]\n")
-	}
-	sb.WriteString("      - tool_calls: [{name: process_exit, arguments: {}}]\n  - image: bench:v0\n    turns:\n")
-	for i := 0; i < rounds; i++ {
-		sb.WriteString("      - tool_calls: [{name: receive_process_messages, arguments: {}}]\n")
-		sb.WriteString("      - tool_calls: [{name: send_process_message, arguments: {recipient_pid: 1, body: pong}}]\n")
-	}
-	sb.WriteString("      - tool_calls: [{name: receive_process_messages, arguments: {}}]\n")
-	var elapsed time.Duration
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		rt := benchRuntime(b, sb.String())
-		pid, err := rt.Spawn(SpawnSpec{Image: "bench:v0", Goal: "ping", Grants: []capabilities.Grant{spawnGrant()}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		start := time.Now()
-		if err := rt.RunUntilIdle(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		elapsed += time.Since(start)
-		if info, _ := rt.Process(pid); info.Status != "exited" {
-			b.Fatalf("parent %s: %s", info.Status, info.Reason)
-		}
-	}
-	// Each round is two posts and two blocking receives.
-	b.ReportMetric(float64(2*rounds*b.N)/elapsed.Seconds(), "post+receive/s")
 }
 
 // fillContext appends synthetic entries of about tokens tokens to pid's context.

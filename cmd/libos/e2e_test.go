@@ -272,3 +272,15 @@ func TestPsAndSendNeverCreateADirectory(t *testing.T) {
 		t.Fatal("a runtime directory was created")
 	}
 }
+
+func TestBenchCommand(t *testing.T) {
+	stdout, stderr, code := runBin(t, "bench", "--processes", "5", "--rounds", "2", "--json")
+	var results []map[string]any
+	if code != 0 || json.Unmarshal([]byte(stdout), &results) != nil || len(results) != 3 {
+		t.Fatalf("bench: exit %d %q %s", code, stdout, stderr)
+	}
+	metrics := results[0]["metrics"].(map[string]any)
+	if metrics["quanta/s"].(float64) <= 0 || metrics["commits/quantum"].(float64) > 2 {
+		t.Fatalf("quanta figures %v", metrics)
+	}
+}

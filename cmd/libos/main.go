@@ -26,6 +26,7 @@ commands:
   send <pid> TEXT           post a Human message to a process
   goal set <pid> TEXT       restate a process's goal (a new goal version)
   checkpoint create <pid>   snapshot a process subtree (also list, inspect, restore, fork)
+  bench                     run the benchmark scenarios and print their figures
   skill run <dir>           run a skill package's runner
   skill check <dir>         admit a skill package and print what it holds
 
@@ -67,6 +68,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return checkpointCommand(args[1:], stdout, stderr)
 	case "goal":
 		return goalCommand(args[1:], stdout, stderr)
+	case "bench":
+		return benchCommand(args[1:], stdout, stderr)
 	case "skill":
 		return runSkillCommand(args[1:], stdin, stdout, stderr)
 	case "-h", "--help", "help":
