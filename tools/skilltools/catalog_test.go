@@ -243,7 +243,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 				return []string{root}
 			},
 			is:    skillpkg.ErrAdmission,
-			parts: []string{filepath.Join("bad"), "skill.yaml", "run.colour", "not a known runner field"},
+			parts: []string{"skill package {root}" + string(filepath.Separator) + "bad:", "skill.yaml", "run.colour", "not a known runner field"},
 		},
 		{
 			name: "folder without packages",
@@ -305,6 +305,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 				t.Fatalf("error %v does not match %v", err, tc.is)
 			}
 			for _, p := range tc.parts {
+				p = strings.ReplaceAll(p, "{root}", root)
 				if !strings.Contains(err.Error(), p) {
 					t.Fatalf("error %q does not mention %q", err, p)
 				}
