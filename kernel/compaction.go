@@ -194,7 +194,7 @@ func saveJob(tx *objects.Txn, r *procRecord, job *compactionJob) (objects.Meta, 
 func (k *Runtime) authorize(tx *objects.Txn, r *procRecord, right capabilities.Right, names ...string) error {
 	d := capabilities.Check(r.Grants, right, names...)
 	if !d.Allowed {
-		return fmt.Errorf("%w: %s", tools.ErrDenied, d.Reason)
+		return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, right, names[0], d.Reason)
 	}
 	if d.OneShot {
 		grants, _, err := capabilities.Reserve(r.Grants, d)

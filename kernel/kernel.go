@@ -29,6 +29,7 @@ import (
 	"github.com/libos/libos/tools/objmem"
 	"github.com/libos/libos/tools/proc"
 	"github.com/libos/libos/tools/session"
+	"github.com/libos/libos/tools/skilltools"
 )
 
 // Sentinel errors a Host must tell apart.
@@ -162,7 +163,7 @@ func Open(dir string, opts Options) (*Runtime, error) {
 // BuiltinTools returns every built-in tool of the runtime.
 func BuiltinTools(cfg tools.Config) []*tools.Tool {
 	var all []*tools.Tool
-	for _, family := range []tools.Family{session.Tools, proc.Tools, msg.Tools, objmem.Tools} {
+	for _, family := range []tools.Family{session.Tools, proc.Tools, msg.Tools, objmem.Tools, skilltools.MetaTools} {
 		all = append(all, family(cfg)...)
 	}
 	return all

@@ -147,7 +147,7 @@ func TestDemo(t *testing.T) {
 	if out["status"] != "exited" || result["summary"] != "demo finished" || result["compacted"] != true || result["compressor_pid"] != out["pid"].(float64)+2 {
 		t.Fatalf("demo outcome %v", out)
 	}
-	for _, want := range []string{"call get_current_time", "error invalid_arguments", "call create_object", "call spawn_child_process",
+	for _, want := range []string{"call get_current_time", "error invalid_arguments", "call activate_skill", "call create_object", "call spawn_child_process",
 		"spawned base:v0 (parent 1)", "call send_process_message", "(child)", "call wait_child_process", "call read_process_messages", "call sleep", "cancelled",
 		"(timer)", "call compact_process_context", "spawned context-compressor:v0", "call process_exit"} {
 		if !strings.Contains(stderr, want) {
@@ -282,5 +282,26 @@ func TestBenchCommand(t *testing.T) {
 	metrics := results[0]["metrics"].(map[string]any)
 	if metrics["quanta/s"].(float64) <= 0 || metrics["commits/quantum"].(float64) > 2 {
 		t.Fatalf("quanta figures %v", metrics)
+	}
+}
+
+func TestSkilledProcessCallsASkill(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := runBin(t, "run", "skilled:v0", "--goal", "count words", "--script", "../../testdata/replay/skills.yaml",
+		"--skills", "../../testdata/skills/agent", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	out := decodeOutcome(t, stdout)
+	if r := out["result"].(map[string]any); r["words"] != 5.0 || r["longest"] != "quick" {
+		t.Fatalf("outcome %v", out)
+	}
+	// The skill folders are recorded: a resume of the same directory reloads them.
+	if _, stderr, code := runBin(t, "resume", "--dir", dir); code != 0 {
+		t.Fatalf("resume exit %d:\n%s", code, stderr)
+	}
+	_, stderr, code = runBin(t, "run", "skilled:v0", "--goal", "g", "--script", "../../testdata/replay/skills.yaml", "--skills", t.TempDir(), "--dir", dir)
+	if code != 2 || !strings.Contains(stderr, "--skills") {
+		t.Fatalf("an empty skills folder: exit %d %s", code, stderr)
 	}
 }

@@ -25,13 +25,15 @@ const (
 	metaRoot     = "cli.root"
 )
 
-// providerSettings are what resume needs to rebuild the provider. The API
-// key is never stored: it comes from the environment again.
-type providerSettings struct {
-	Provider string `json:"provider"`
-	Script   string `json:"script,omitempty"` // absolute path, or "demo" for the embedded script
-	Model    string `json:"model,omitempty"`
-	BaseURL  string `json:"base_url,omitempty"`
+// runSettings are what resume needs to continue a run: the provider and
+// the skill folders. The API key is never stored: it comes from the
+// environment again.
+type runSettings struct {
+	Provider  string   `json:"provider"`
+	Script    string   `json:"script,omitempty"` // absolute path, or "demo" for the embedded script
+	Model     string   `json:"model,omitempty"`
+	BaseURL   string   `json:"base_url,omitempty"`
+	SkillDirs []string `json:"skill_dirs,omitempty"`
 }
 
 // requireDir refuses a missing runtime directory: ps, send and resume never create one.
@@ -200,7 +202,7 @@ func resumeCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 // providerFromSettings rebuilds the provider a run started with.
-func providerFromSettings(s providerSettings) (llm.Provider, error) {
+func providerFromSettings(s runSettings) (llm.Provider, error) {
 	switch s.Provider {
 	case "replay":
 		if s.Script == "demo" {
@@ -223,7 +225,7 @@ func providerFromSettings(s providerSettings) (llm.Provider, error) {
 	return nil, fmt.Errorf("recorded provider %q: must be replay or openai", s.Provider)
 }
 
-func (s providerSettings) String() string {
+func (s runSettings) String() string {
 	parts := []string{s.Provider}
 	if s.Script != "" {
 		parts = append(parts, "script "+s.Script)
@@ -232,4 +234,18 @@ func (s providerSettings) String() string {
 		parts = append(parts, "model "+s.Model)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// recordedSettings reads the settings a run recorded in dir.
+func recordedSettings(dir string) (runSettings, error) {
+	var s runSettings
+	rt, err := kernel.Open(dir, kernel.Options{})
+	if err != nil {
+		return s, err
+	}
+	defer rt.Close()
+	if err := rt.GetMeta(metaProvider, &s); err != nil {
+		return s, fmt.Errorf("this directory records no provider settings: %w", err)
+	}
+	return s, nil
 }

@@ -57,7 +57,7 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 
 // settings validates the flags (loading the script, checking the OpenAI
 // configuration) before anything touches the runtime directory.
-func (p *providerFlags) settings() (providerSettings, error) {
+func (p *providerFlags) settings() (runSettings, error) {
 	name := p.provider
 	if name == "" {
 		name = "openai"
@@ -65,7 +65,7 @@ func (p *providerFlags) settings() (providerSettings, error) {
 			name = "replay"
 		}
 	}
-	var s providerSettings
+	var s runSettings
 	switch name {
 	case "replay":
 		if p.script == "" {
@@ -75,10 +75,10 @@ func (p *providerFlags) settings() (providerSettings, error) {
 		if err != nil {
 			return s, fmt.Errorf("--script: %w", err)
 		}
-		s = providerSettings{Provider: "replay", Script: abs}
+		s = runSettings{Provider: "replay", Script: abs}
 	case "openai":
 		cfg := llm.OpenAIConfigFromEnv()
-		s = providerSettings{Provider: "openai", Model: cfg.Model, BaseURL: cfg.BaseURL}
+		s = runSettings{Provider: "openai", Model: cfg.Model, BaseURL: cfg.BaseURL}
 		if p.model != "" {
 			s.Model = p.model
 		}
@@ -108,8 +108,9 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	denies := &grantFlag{name: "deny", effect: capabilities.Deny}
 	fs.Var(grants, "grant", "grant RESOURCE=RIGHTS to the root (repeatable; RIGHTS is comma-separated)")
 	fs.Var(denies, "deny", "deny RESOURCE=RIGHTS to the root (repeatable)")
+	skillDirs := registerSkillsFlag(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: libos run <image> --goal TEXT [--dir DIR] [--provider replay|openai] [--script FILE] [--model M] [--base-url URL] [--grant RESOURCE=RIGHTS]... [--deny RESOURCE=RIGHTS]...")
+		fmt.Fprintln(stderr, "usage: libos run <image> --goal TEXT [--dir DIR] [--provider replay|openai] [--script FILE] [--model M] [--base-url URL] [--grant RESOURCE=RIGHTS]... [--deny RESOURCE=RIGHTS]... [--skills DIR]...")
 		fs.PrintDefaults()
 	}
 	pos, err := parseInterspersed(fs, args)
@@ -133,6 +134,14 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos run: %v\n", err)
 		return exitUsage
 	}
+	settings.SkillDirs = skillDirs.dirs
+	// Refuse a bad skill package before the directory is touched.
+	catalog, err := loadSkillCatalog(settings.SkillDirs)
+	if err != nil {
+		fmt.Fprintf(stderr, "libos run: %v\n", err)
+		return exitUsage
+	}
+	catalog.Close()
 	return session(*dir, stdout, stderr, spawnRoot(pos[0], *goal, rootGrants(grants.grants, denies.grants)), &settings)
 }
 
@@ -164,31 +173,42 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 		{ID: "demo-spawn", Resource: "process:spawn", Rights: []capabilities.Right{capabilities.Write}, Effect: capabilities.Allow},
 		{ID: "demo-compressor", Resource: "image:context-compressor:v0", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
 	}
-	return session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(grants, nil)), &providerSettings{Provider: "replay", Script: "demo"})
+	return session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(grants, nil)), &runSettings{Provider: "replay", Script: "demo"})
 }
 
 // session opens dir with the provider settings (a run's own, or, when nil,
 // those the directory recorded), serves the control socket, lets start pick
 // the root to report, and runs until that root ends or the runtime is idle,
 // printing progress to stderr and the outcome to stdout.
-func session(dir string, stdout, stderr io.Writer, start func(*kernel.Runtime) (int64, error), settings *providerSettings) int {
+func session(dir string, stdout, stderr io.Writer, start func(*kernel.Runtime) (int64, error), settings *runSettings) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rt, err := kernel.Open(dir, kernel.Options{OnEvent: progressPrinter(stderr)})
+	record := settings != nil
+	if !record {
+		recorded, err := recordedSettings(dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "libos: %v\n", err)
+			return exitFailed
+		}
+		settings = &recorded
+	}
+	catalog, err := loadSkillCatalog(settings.SkillDirs)
+	if err != nil {
+		fmt.Fprintf(stderr, "libos: %v\n", err)
+		return exitFailed
+	}
+	defer catalog.Close()
+	rt, err := kernel.Open(dir, kernel.Options{OnEvent: progressPrinter(stderr), Skills: catalog})
 	if err != nil {
 		fmt.Fprintf(stderr, "libos: %v\n", err)
 		return exitFailed
 	}
 	defer rt.Close()
-	if settings == nil {
-		settings = &providerSettings{}
-		if err := rt.GetMeta(metaProvider, settings); err != nil {
-			fmt.Fprintf(stderr, "libos: this directory records no provider settings: %v\n", err)
+	if record {
+		if err := rt.PutMeta(metaProvider, settings); err != nil {
+			fmt.Fprintf(stderr, "libos: %v\n", err)
 			return exitFailed
 		}
-	} else if err := rt.PutMeta(metaProvider, settings); err != nil {
-		fmt.Fprintf(stderr, "libos: %v\n", err)
-		return exitFailed
 	}
 	provider, err := providerFromSettings(*settings)
 	if err != nil {
