@@ -3,6 +3,7 @@ package capabilities
 import (
 	"errors"
 	"fmt"
+	"github.com/libos/libos/internal/datadriven"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ type scriptState struct {
 func TestScripts(t *testing.T) {
 	var st *scriptState
 	var script string
-	runDataDriven(t, "testdata/*.txt", func(t *testing.T, c *ddCase) string {
+	datadriven.Run(t, "testdata/*.txt", func(t *testing.T, c *datadriven.Case) string {
 		// Each script starts from nothing, as does a reset.
 		file, _, _ := strings.Cut(c.Pos, ":")
 		if file != script || c.Cmd == "reset" {
@@ -32,7 +33,7 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-func (st *scriptState) run(c *ddCase) (string, error) {
+func (st *scriptState) run(c *datadriven.Case) (string, error) {
 	switch c.Cmd {
 	case "reset":
 		return "ok", nil
@@ -149,20 +150,20 @@ func (st *scriptState) run(c *ddCase) (string, error) {
 }
 
 // parseArgs splits line n of input into key=value words.
-func parseArgs(input string, n int) []ddArg {
+func parseArgs(input string, n int) []datadriven.Word {
 	lines := strings.Split(input, "\n")
 	if n >= len(lines) {
 		return nil
 	}
-	var out []ddArg
+	var out []datadriven.Word
 	for _, f := range strings.Fields(lines[n]) {
 		k, v, _ := strings.Cut(f, "=")
-		out = append(out, ddArg{k, v})
+		out = append(out, datadriven.Word{Key: k, Val: v})
 	}
 	return out
 }
 
-func rightAndNames(c *ddCase) (Right, []string, error) {
+func rightAndNames(c *datadriven.Case) (Right, []string, error) {
 	w := c.Words()
 	if len(w) < 1 {
 		return "", nil, fmt.Errorf("%s: want a right and names", c.Cmd)
@@ -228,7 +229,7 @@ func formatDecision(d Decision) string {
 	return fmt.Sprintf("%s grant=%q one-shot=%v name=%q: %s", verdict, d.GrantID, d.OneShot, d.Name, d.Reason)
 }
 
-func parseBudget(args []ddArg) (Budget, error) {
+func parseBudget(args []datadriven.Word) (Budget, error) {
 	var b Budget
 	for _, a := range args {
 		n, err := strconv.ParseInt(a.Val, 10, 64)
@@ -264,10 +265,10 @@ func parseAccounts(input string) ([]Account, error) {
 				}
 				a.PID = n
 			case "limits", "used":
-				var args []ddArg
+				var args []datadriven.Word
 				for _, kv := range strings.Split(v, ",") {
 					bk, bv, _ := strings.Cut(kv, ":")
-					args = append(args, ddArg{bk, bv})
+					args = append(args, datadriven.Word{Key: bk, Val: bv})
 				}
 				b, err := parseBudget(args)
 				if err != nil {

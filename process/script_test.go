@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/libos/libos/internal/datadriven"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func newScriptState() *scriptState {
 func TestScripts(t *testing.T) {
 	var st *scriptState
 	var script string
-	runDataDriven(t, "testdata/*.txt", func(t *testing.T, c *ddCase) string {
+	datadriven.Run(t, "testdata/*.txt", func(t *testing.T, c *datadriven.Case) string {
 		file, _, _ := strings.Cut(c.Pos, ":")
 		if file != script {
 			st, script = newScriptState(), file
@@ -43,7 +44,7 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-func (st *scriptState) run(c *ddCase) (string, error) {
+func (st *scriptState) run(c *datadriven.Case) (string, error) {
 	switch c.Cmd {
 	// The state machine.
 	case "new":
@@ -225,7 +226,7 @@ func (st *scriptState) noteToken(tok string) string {
 	return fmt.Sprintf("token %s… %s", tok[:12], change)
 }
 
-func (st *scriptState) parseInput(c *ddCase) (Input, error) {
+func (st *scriptState) parseInput(c *datadriven.Case) (Input, error) {
 	w := c.Words()
 	if len(w) == 0 {
 		return Input{}, errors.New("step: want an input kind")

@@ -1,4 +1,6 @@
-package capabilities
+// Package datadriven runs the data-driven test scripts of the pure cores
+// (capabilities, process): files of commands with their expected output.
+package datadriven
 
 import (
 	"flag"
@@ -23,20 +25,20 @@ import (
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expectations in testdata/ with the actual output")
 
-// ddArg is one word of a command line: key=value, or a bare word with an empty value.
-type ddArg struct{ Key, Val string }
+// Word is one word of a command line: key=value, or a bare word with an empty value.
+type Word struct{ Key, Val string }
 
-// ddCase is one case of a script.
-type ddCase struct {
+// Case is one case of a script.
+type Case struct {
 	Pos      string // file:line of the command
 	Cmd      string
-	Args     []ddArg
+	Args     []Word
 	Input    string
 	Expected string
 }
 
 // Arg returns the value of key=value, and whether it was given.
-func (c *ddCase) Arg(key string) (string, bool) {
+func (c *Case) Arg(key string) (string, bool) {
 	for _, a := range c.Args {
 		if a.Key == key {
 			return a.Val, true
@@ -46,7 +48,7 @@ func (c *ddCase) Arg(key string) (string, bool) {
 }
 
 // Words returns the bare words of the command line, in order.
-func (c *ddCase) Words() []string {
+func (c *Case) Words() []string {
 	var out []string
 	for _, a := range c.Args {
 		if a.Val == "" && !strings.Contains(a.Key, "=") {
@@ -56,33 +58,33 @@ func (c *ddCase) Words() []string {
 	return out
 }
 
-// ddChunk is either verbatim text between cases or a case.
-type ddChunk struct {
+// chunk is either verbatim text between cases or a case.
+type chunk struct {
 	text string
-	c    *ddCase
+	c    *Case
 }
 
-func parseDataDriven(t *testing.T, path string) []ddChunk {
+func parse(t *testing.T, path string) []chunk {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read script: %v", err)
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	var chunks []ddChunk
+	var chunks []chunk
 	for i := 0; i < len(lines); {
 		line := strings.TrimRight(lines[i], " \t")
 		if line == "" || strings.HasPrefix(line, "#") {
-			chunks = append(chunks, ddChunk{text: line})
+			chunks = append(chunks, chunk{text: line})
 			i++
 			continue
 		}
-		c := &ddCase{Pos: fmt.Sprintf("%s:%d", path, i+1)}
+		c := &Case{Pos: fmt.Sprintf("%s:%d", path, i+1)}
 		fields := strings.Fields(line)
 		c.Cmd = fields[0]
 		for _, f := range fields[1:] {
 			k, v, _ := strings.Cut(f, "=")
-			c.Args = append(c.Args, ddArg{Key: k, Val: v})
+			c.Args = append(c.Args, Word{Key: k, Val: v})
 		}
 		i++
 		var input []string
@@ -110,15 +112,15 @@ func parseDataDriven(t *testing.T, path string) []ddChunk {
 			}
 		}
 		c.Expected = strings.Join(expected, "\n")
-		chunks = append(chunks, ddChunk{c: c})
+		chunks = append(chunks, chunk{c: c})
 	}
 	return chunks
 }
 
-// runDataDriven runs every script matching glob, calling run for each case in
+// Run runs every script matching glob, calling run for each case in
 // order. run returns the actual output; a mismatch fails the test, or with
 // -rewrite replaces the expectation.
-func runDataDriven(t *testing.T, glob string, run func(t *testing.T, c *ddCase) string) {
+func Run(t *testing.T, glob string, run func(t *testing.T, c *Case) string) {
 	t.Helper()
 	paths, err := filepath.Glob(glob)
 	if err != nil || len(paths) == 0 {
@@ -126,7 +128,7 @@ func runDataDriven(t *testing.T, glob string, run func(t *testing.T, c *ddCase) 
 	}
 	for _, path := range paths {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			chunks := parseDataDriven(t, path)
+			chunks := parse(t, path)
 			var out strings.Builder
 			for _, ch := range chunks {
 				if ch.c == nil {
@@ -150,7 +152,7 @@ func runDataDriven(t *testing.T, glob string, run func(t *testing.T, c *ddCase) 
 	}
 }
 
-func writeCase(out *strings.Builder, c *ddCase, actual string) {
+func writeCase(out *strings.Builder, c *Case, actual string) {
 	out.WriteString(c.Cmd)
 	for _, a := range c.Args {
 		out.WriteString(" " + a.Key)
@@ -169,48 +171,5 @@ func writeCase(out *strings.Builder, c *ddCase, actual string) {
 	}
 	if actual != "" {
 		out.WriteString(actual + "\n")
-	}
-}
-
-func TestDataDrivenParser(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "script.txt")
-	script := "# head\ncmd a b=c\nin1\nin2\n----\nout1\nout2\n\nother\n----\n----\nx\n\ny\n----\n----\n"
-	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	chunks := parseDataDriven(t, path)
-	var cases []*ddCase
-	for _, ch := range chunks {
-		if ch.c != nil {
-			cases = append(cases, ch.c)
-		}
-	}
-	if len(cases) != 2 {
-		t.Fatalf("parsed %d cases, want 2", len(cases))
-	}
-	first := cases[0]
-	if first.Cmd != "cmd" || first.Input != "in1\nin2" || first.Expected != "out1\nout2" {
-		t.Fatalf("first case parsed as %+v", first)
-	}
-	if v, ok := first.Arg("b"); !ok || v != "c" {
-		t.Fatalf("arg b = %q, %v", v, ok)
-	}
-	if w := first.Words(); len(w) != 1 || w[0] != "a" {
-		t.Fatalf("words = %q", w)
-	}
-	if cases[1].Expected != "x\n\ny" {
-		t.Fatalf("multi-line expectation parsed as %q", cases[1].Expected)
-	}
-	var out strings.Builder
-	for _, ch := range chunks {
-		if ch.c == nil {
-			out.WriteString(ch.text + "\n")
-			continue
-		}
-		writeCase(&out, ch.c, ch.c.Expected)
-	}
-	if got := strings.TrimRight(out.String(), "\n") + "\n"; got != script {
-		t.Fatalf("rewrite does not round-trip:\n%s", got)
 	}
 }
