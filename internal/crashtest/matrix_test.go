@@ -1,0 +1,186 @@
+package crashtest
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// rootResult is the root's result payload in every run of the tree
+// scenario, as the replay writes it (compact, keys sorted). The follow-up
+// is the root's second message: the worker's report is the first.
+const rootResult = `{"done":true,"reviewed":["msg_1_2"]}`
+
+// finished is a scenario driven to its end and checked.
+type finished struct {
+	r       *runner
+	out     outcome
+	summary summary
+	// err is errUnrecordedRoot when the scenario could not be driven to
+	// its end; the other fields are then unset.
+	err error
+}
+
+// play drives sc under arm, checks every invariant and returns the summary
+// to compare with an uninterrupted run.
+func play(t *testing.T, r *runner, arm func(step string) arming, maxInvocations int) finished {
+	t.Helper()
+	sc := r.sc
+	out, err := r.drive(arm, maxInvocations)
+	if err != nil {
+		return finished{r: r, err: err}
+	}
+	f, err := inspect(r.dir)
+	if err != nil {
+		t.Fatalf("inspect the finished directory: %v\n%s", err, r.transcript())
+	}
+	problems := checkFinal(f, sc, r.model.shown())
+	_, _, modelProblems := r.model.stats()
+	for _, p := range modelProblems {
+		problems = append(problems, "model: "+p)
+	}
+	if out.Status != "exited" {
+		problems = append(problems, fmt.Sprintf("the root ended %s: %s", out.Status, out.Reason))
+	}
+	// The result payload is runtime-local: a crash right after the root's
+	// exit loses it, and the last invocation prints null with its hash
+	// still durable. When printed, it is exactly the scripted one.
+	if string(out.Result) != "null" && string(out.Result) != rootResult {
+		problems = append(problems, fmt.Sprintf("the root's printed result is %s, want %s", out.Result, rootResult))
+	}
+	if got, want := f.results[1].PayloadSHA256, sha([]byte(rootResult)); got != want {
+		problems = append(problems, fmt.Sprintf("the root's result payload hash is %s, want %s (of %s)", got, want, rootResult))
+	}
+	if len(problems) > 0 {
+		t.Fatalf("invariants broken:\n  %s\ninvocations:\n%s", strings.Join(problems, "\n  "), r.transcript())
+	}
+	return finished{r: r, out: out, summary: summarize(f)}
+}
+
+func never(string) arming { return arming{} }
+
+var (
+	baselineOnce sync.Once
+	baseline     finished
+	baselineOK   bool
+)
+
+// uninterrupted is the tree scenario run once without any interruption;
+// the crash tests compare their final results with it.
+func uninterrupted(t *testing.T) summary {
+	t.Helper()
+	baselineOnce.Do(func() {
+		baseline = play(t, newRunner(t, tree), never, 4)
+		baselineOK = baseline.err == nil
+	})
+	if !baselineOK {
+		t.Fatal("the uninterrupted run of the scenario failed")
+	}
+	return baseline.summary
+}
+
+// TestUninterrupted pins what the scenario does when nothing crashes: the
+// invariants hold, and the final state is the scripted one.
+func TestUninterrupted(t *testing.T) {
+	s := uninterrupted(t)
+	inv := baseline.r.log
+	if len(inv) != 3 || !strings.HasPrefix(inv[0], "run (exit 3") || !strings.HasPrefix(inv[1], "send (exit 0") || !strings.HasPrefix(inv[2], "resume (exit 0") {
+		t.Fatalf("invocations %v, want run (idle for the Human), send, resume", inv)
+	}
+	if string(baseline.out.Result) != rootResult {
+		t.Fatalf("root result %s, want %s", baseline.out.Result, rootResult)
+	}
+	for pid, st := range s.Statuses {
+		if st != "exited" {
+			t.Errorf("pid %d %s: %s", pid, st, s.Reasons[pid])
+		}
+	}
+	wantMail := map[int64]int{1: 2, 2: 2, 3: 0}
+	for pid, n := range wantMail {
+		if len(s.Mail[pid]) != n {
+			t.Errorf("pid %d mailbox %v, want %d messages", pid, s.Mail[pid], n)
+		}
+	}
+	if got := s.Durable["proc-2/tally"]; got != `{"count":2}` {
+		t.Errorf("the worker's tally is %q", got)
+	}
+	if len(s.Objects) != 1 || !strings.HasPrefix(s.Objects[0], "proc-2/tally@2 ") {
+		t.Errorf("objects %v, want the worker's tally at version 2", s.Objects)
+	}
+	if requests, interrupted, _ := baseline.r.model.stats(); interrupted != 0 || requests != 8+10+2 {
+		t.Errorf("%d requests (%d interrupted), want 20 uninterrupted", requests, interrupted)
+	}
+}
+
+// commitKinds are the kinds of commit the kernel fires failpoints for and
+// that the scenario performs. compaction_writeback and checkpoint are not
+// committed by the kernel yet, so no failpoint of theirs can fire.
+var commitKinds = []string{"quantum_start", "tool_result", "spawn", "message_post", "message_ack", "exit"}
+
+// matrixPhase is the invocation a failpoint is armed in: the first
+// `libos run` (the tree up to the root's wait for the Human), the first
+// `libos resume` after the Human follow-up (the root's review and exit),
+// or the `libos send` that posts the follow-up.
+type matrixPhase struct {
+	step  string
+	kinds []string
+}
+
+var matrixPhases = []matrixPhase{
+	{step: "run", kinds: commitKinds},
+	{step: "resume", kinds: []string{"quantum_start", "tool_result", "message_ack", "exit"}},
+	{step: "send", kinds: []string{"message_post"}},
+}
+
+// TestCrashMatrix kills the binary with SIGKILL right before and right
+// after each kind of commit, at every hit of it in the phase (skips 0..N,
+// until a run passes the point without reaching it), resumes until the root
+// is terminal, and checks every invariant of checkFinal and checkSnapshot
+// plus final results equal to the uninterrupted run's.
+func TestCrashMatrix(t *testing.T) {
+	want := uninterrupted(t)
+	for _, phase := range matrixPhases {
+		for _, kind := range phase.kinds {
+			for _, when := range []string{"before-commit:", "after-commit:"} {
+				name := when + kind
+				t.Run(phase.step+"/"+name, func(t *testing.T) {
+					t.Parallel()
+					for skip := 0; ; skip++ {
+						if skip > 64 {
+							t.Fatalf("%s still fires after 64 skips", name)
+						}
+						fired := ""
+						armed := false
+						arm := func(step string) arming {
+							if step != phase.step || armed {
+								return arming{}
+							}
+							armed = true
+							return arming{failpoint: name, skip: skip}
+						}
+						got := play(t, newRunner(t, tree), arm, 12)
+						if got.err != nil {
+							t.Fatalf("%v\n%s", got.err, got.r.transcript())
+						}
+						for _, inv := range got.r.invs {
+							if inv.fired == name {
+								fired = inv.String()
+							}
+						}
+						if fired == "" {
+							if skip == 0 {
+								t.Fatalf("%s never fired in the %s phase:\n%s", name, phase.step, got.r.transcript())
+							}
+							t.Logf("%s: %d hits in the %s phase", name, skip, phase.step)
+							return
+						}
+						if diff := diffSummaries(want, got.summary); diff != nil {
+							t.Fatalf("skip %d: %s\n%s", skip, diff[0], got.r.transcript())
+						}
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,286 @@
+package crashtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/libos/libos/llm"
+)
+
+// model is an OpenAI-compatible chat-completions server that answers from a
+// replay script, for the binary under test (run with --provider openai).
+//
+// It differs from the built-in replay provider (--script) in one way: the
+// scripted turn it answers is the number of assistant messages in the
+// request, not the kernel's turn counter. After a crash that left a
+// provider call of unknown settlement, the kernel advances its turn counter
+// and tells the process that its previous turn was interrupted and none of
+// its tool calls ran; a real model reacts by doing that turn's work again,
+// and so does this one, because an interrupted turn left no assistant
+// message. With the built-in replay the process would skip the scripted
+// turn, so a crashed run could not end like an uninterrupted one.
+//
+// It also records every tool result each process was shown, so a test can
+// check that all of them are durable evidence.
+type model struct {
+	replay     *llm.Replay
+	spawnIndex map[int64]int
+	srv        *httptest.Server
+
+	mu sync.Mutex
+	// seen maps pid -> tool_call_id -> the tool result content a request showed.
+	seen map[int64]map[string]string
+	// problems are requests the model could not answer or that showed a
+	// call's result with two different contents.
+	problems []string
+	// gates hold the answer to a turn until another turn's request has
+	// arrived, to order two processes deterministically.
+	gates    map[turnKey]turnKey
+	arrivals map[turnKey]chan struct{}
+	requests int
+	// interrupted counts requests that retry a turn the kernel reported
+	// interrupted.
+	interrupted int
+}
+
+// interruptedPrefix starts the notice the kernel adds after a quantum of
+// unknown settlement; the model only counts such requests.
+const interruptedPrefix = "(runtime notice) Your previous turn was interrupted"
+
+var processLine = regexp.MustCompile(`Process: pid (\d+), image ([^,\s]+), namespace [^,\s]+, goal object ([0-9a-f-]+)\.`)
+
+// newModel serves script; spawnIndex maps each pid the scenario expects to
+// its index among the script entries of its image.
+func newModel(t *testing.T, script string, spawnIndex map[int64]int) *model {
+	t.Helper()
+	s, err := llm.LoadScript(script)
+	if err != nil {
+		t.Fatalf("load scenario script: %v", err)
+	}
+	rp, err := llm.NewReplay(s)
+	if err != nil {
+		t.Fatalf("compile scenario script: %v", err)
+	}
+	m := &model{replay: rp, spawnIndex: spawnIndex, seen: map[int64]map[string]string{},
+		gates: map[turnKey]turnKey{}, arrivals: map[turnKey]chan struct{}{}}
+	m.srv = httptest.NewServer(m)
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+// baseURL is what the binary is given as --base-url.
+func (m *model) baseURL() string { return m.srv.URL + "/v1" }
+
+func (m *model) problem(format string, args ...any) string {
+	msg := fmt.Sprintf(format, args...)
+	m.mu.Lock()
+	m.problems = append(m.problems, msg)
+	m.mu.Unlock()
+	return msg
+}
+
+// refuse answers with a client error: the adapter reports it as a permanent
+// rejection and the kernel fails the process with the message as reason.
+func refuse(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error"}})
+}
+
+func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		http.NotFound(w, r)
+		return
+	}
+	var creq openai.ChatCompletionRequest
+	if err := json.NewDecoder(r.Body).Decode(&creq); err != nil {
+		// A client killed while sending leaves a truncated body; nobody
+		// reads the answer.
+		refuse(w, fmt.Sprintf("decode request: %v", err))
+		return
+	}
+	req, err := m.request(&creq)
+	if err != nil {
+		refuse(w, m.problem("%v", err))
+		return
+	}
+	if err := m.hold(r, turnKey{req.Process.PID, req.Turn}); err != nil {
+		if r.Context().Err() == nil {
+			refuse(w, m.problem("%v", err))
+		}
+		return
+	}
+	resp, err := m.replay.Complete(r.Context(), req)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client is gone: killed mid-call
+		}
+		refuse(w, m.problem("pid %d turn %d: %v", req.Process.PID, req.Turn, err))
+		return
+	}
+	msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: resp.Text}
+	for _, tc := range resp.ToolCalls {
+		msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{
+			ID: tc.ID, Type: openai.ToolTypeFunction,
+			Function: openai.FunctionCall{Name: tc.Name, Arguments: string(tc.Arguments)},
+		})
+	}
+	out := openai.ChatCompletionResponse{
+		ID: fmt.Sprintf("crash-%d-%d", req.Process.PID, req.Turn), Object: "chat.completion", Model: resp.Model,
+		Choices: []openai.ChatCompletionChoice{{Index: 0, Message: msg, FinishReason: openai.FinishReason(resp.FinishReason)}},
+		Usage: openai.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens,
+			TotalTokens: resp.Usage.PromptTokens + resp.Usage.CompletionTokens},
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+// request turns a chat-completions request back into the llm.Request the
+// replay answers, and records the tool results it shows.
+func (m *model) request(creq *openai.ChatCompletionRequest) (llm.Request, error) {
+	var req llm.Request
+	if len(creq.Messages) == 0 || creq.Messages[0].Role != openai.ChatMessageRoleSystem {
+		return req, fmt.Errorf("request without a system message")
+	}
+	match := processLine.FindStringSubmatch(creq.Messages[0].Content)
+	if match == nil {
+		return req, fmt.Errorf("system message names no process: %q", creq.Messages[0].Content)
+	}
+	pid, _ := strconv.ParseInt(match[1], 10, 64)
+	index, ok := m.spawnIndex[pid]
+	if !ok {
+		return req, fmt.Errorf("pid %d (image %s) is not a process of the scenario", pid, match[2])
+	}
+	req.Process = llm.ProcessInfo{PID: pid, Image: match[2], GoalOID: match[3], ImageSpawnIndex: index}
+	interrupted := false
+	tools := map[string]string{}
+	for _, cm := range creq.Messages {
+		msg := llm.Message{Role: llm.Role(cm.Role), Content: cm.Content, ToolCallID: cm.ToolCallID, Name: cm.Name}
+		for _, tc := range cm.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)})
+		}
+		switch msg.Role {
+		case llm.RoleAssistant:
+			req.Turn++
+			interrupted = false
+		case llm.RoleTool:
+			tools[msg.ToolCallID] = msg.Content
+		case llm.RoleUser:
+			if strings.HasPrefix(msg.Content, interruptedPrefix) {
+				interrupted = true
+			}
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	for _, t := range creq.Tools {
+		if t.Function == nil {
+			continue
+		}
+		params, err := json.Marshal(t.Function.Parameters)
+		if err != nil {
+			return req, fmt.Errorf("tool %s parameters: %w", t.Function.Name, err)
+		}
+		req.Tools = append(req.Tools, llm.ToolSchema{Name: t.Function.Name, Description: t.Function.Description, Parameters: params})
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests++
+	if interrupted {
+		m.interrupted++
+	}
+	seen := m.seen[pid]
+	if seen == nil {
+		seen = map[string]string{}
+		m.seen[pid] = seen
+	}
+	for id, content := range tools {
+		if prev, ok := seen[id]; ok && prev != content {
+			m.problems = append(m.problems, fmt.Sprintf("pid %d was shown two results for call %s:\n%s\n%s", pid, id, prev, content))
+		}
+		seen[id] = content
+	}
+	return req, nil
+}
+
+// turnKey names one scripted turn of one process.
+type turnKey struct {
+	pid  int64
+	turn int
+}
+
+func (k turnKey) String() string { return fmt.Sprintf("pid %d turn %d", k.pid, k.turn) }
+
+// gate makes the answer to turn wait until a request for after arrives.
+// Gates are set before the scenario starts.
+func (m *model) gate(turn, after turnKey) { m.gates[turn] = after }
+
+func (m *model) arrival(k turnKey) chan struct{} {
+	ch, ok := m.arrivals[k]
+	if !ok {
+		ch = make(chan struct{})
+		m.arrivals[k] = ch
+	}
+	return ch
+}
+
+// hold records that the request for k arrived and waits for k's gate, if
+// it has one: another process's progress, bounded generously.
+func (m *model) hold(r *http.Request, k turnKey) error {
+	m.mu.Lock()
+	arrived := m.arrival(k)
+	select {
+	case <-arrived:
+	default:
+		close(arrived)
+	}
+	after, gated := m.gates[k]
+	var wait chan struct{}
+	if gated {
+		wait = m.arrival(after)
+	}
+	m.mu.Unlock()
+	if !gated {
+		return nil
+	}
+	bound := time.NewTimer(subprocessBound)
+	defer bound.Stop()
+	select {
+	case <-wait:
+		return nil
+	case <-r.Context().Done():
+		return r.Context().Err()
+	case <-bound.C:
+		return fmt.Errorf("the answer to %s waited %s for a request for %s", k, subprocessBound, after)
+	}
+}
+
+// shown returns a copy of the tool results each process was shown.
+func (m *model) shown() map[int64]map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[int64]map[string]string, len(m.seen))
+	for pid, calls := range m.seen {
+		c := make(map[string]string, len(calls))
+		for id, content := range calls {
+			c[id] = content
+		}
+		out[pid] = c
+	}
+	return out
+}
+
+func (m *model) stats() (requests, interrupted int, problems []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.requests, m.interrupted, append([]string(nil), m.problems...)
+}
