@@ -119,7 +119,9 @@ func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64) (Checkpoint, err
 			_, payload, err := tx.Read(m.OID)
 			switch {
 			case errors.Is(err, objects.ErrPayloadLost):
-				item.PayloadLost = true
+				// What the kernel can rebuild from evidence is captured as
+				// rebuilt: the context and the initial goal.
+				item.Payload, item.PayloadLost = k.rebuiltPayload(tx, r, m)
 			case err != nil:
 				return Checkpoint{}, err
 			default:
@@ -156,6 +158,24 @@ func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64) (Checkpoint, err
 	}
 	k.markCommit(tx, commitCheckpoint)
 	return cp, k.emit(tx, Event{Kind: EventCheckpoint, PID: root, Reason: "created " + cp.ID})
+}
+
+// rebuiltPayload returns what the kernel can rebuild of a lost payload of
+// one of r's Objects, and whether it stays lost.
+func (k *Runtime) rebuiltPayload(tx *objects.Txn, r *procRecord, m objects.Meta) ([]byte, bool) {
+	switch m.OID {
+	case r.ContextOID:
+		if c, err := k.loadContext(tx, r); err == nil {
+			if b, err := json.Marshal(contextDoc{Entries: c.entries}); err == nil {
+				return b, false
+			}
+		}
+	case r.GoalOID:
+		if goal, err := k.recoveredGoal(tx, r); err == nil && m.Version == 1 {
+			return []byte(goal), false
+		}
+	}
+	return nil, true
 }
 
 func loadCheckpoint(tx *objects.Txn, id string) (Checkpoint, error) {
@@ -576,7 +596,22 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string) (ForkReport, error)
 			r.State = process.Runnable
 		}
 		if r.ContextOID == "" {
-			return ForkReport{}, fmt.Errorf("fork %s: the context payload of pid %d was lost before the checkpoint", id, pid)
+			// The context was lost before the checkpoint: the fork starts
+			// with an empty one.
+			m, err := tx.Create(objects.CreateSpec{Namespace: r.Namespace, Name: contextNamePrefix + fmt.Sprint(r.PID), Kind: contextKind,
+				Owner: fmt.Sprint(r.PID), Labels: map[string]string{labelGeneration: "1"}, Payload: []byte(`{"entries":[]}`)})
+			if err != nil {
+				return ForkReport{}, err
+			}
+			r.ContextOID = m.OID
+		}
+		if r.GoalOID == "" {
+			m, err := tx.Create(objects.CreateSpec{Namespace: r.Namespace, Name: goalName, Kind: "goal", Owner: fmt.Sprint(r.PID),
+				Payload: []byte(fmt.Sprintf("(the goal of pid %d was lost before checkpoint %s; ask the Host to restate it)", pid, id))})
+			if err != nil {
+				return ForkReport{}, err
+			}
+			r.GoalOID = m.OID
 		}
 		if r.ParentPID != 0 {
 			if err := tx.Set(childKey(r.ParentPID, r.PID), nil); err != nil {

@@ -267,3 +267,46 @@ processes:
 		t.Fatalf("review after the goal was restated: %v", last)
 	}
 }
+
+func TestCheckpointToolsNeedTheirRights(t *testing.T) {
+	script := `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: child}}]
+      - tool_calls: [{name: checkpoint_create, arguments: {pid: "${last.pid}"}}]
+      - tool_calls: [{name: checkpoint_list, arguments: {pid: 2}}]
+      - tool_calls: [{name: checkpoint_restore, arguments: {checkpoint_id: "${last.result.0.id}"}}]
+      - tool_calls: [{name: checkpoint_fork, arguments: {checkpoint_id: "cp-1"}}]
+      - tool_calls: [{name: checkpoint_restore, arguments: {checkpoint_id: "cp-1"}}]
+      - tool_calls: [{name: process_exit, arguments: {payload: "${last}"}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: receive_process_messages, arguments: {}}]
+`
+	h := newHarness(t, script)
+	all := capabilities.Grant{Resource: "checkpoint:process:*", Rights: []capabilities.Right{capabilities.Read, capabilities.Write, capabilities.Admin, capabilities.Execute}}
+	pid := h.spawn([]capabilities.Grant{spawnGrant(), all})
+	h.run()
+	res := h.toolResults(pid)
+	for i, name := range []string{"spawn", "create", "list", "restore", "fork", "restore again"} {
+		if res[i]["ok"] != true {
+			t.Fatalf("%s: %v", name, res[i])
+		}
+	}
+	if h.info(pid).Status != process.Exited {
+		t.Fatal("the parent must exit")
+	}
+
+	// Without the checkpoint right nothing is created.
+	h2 := newHarness(t, script)
+	pid2 := h2.spawn([]capabilities.Grant{spawnGrant(), {Resource: "checkpoint:process:*", Rights: []capabilities.Right{capabilities.Read}}})
+	h2.run()
+	res2 := h2.toolResults(pid2)
+	if e, ok := res2[1]["error"].(map[string]any); !ok || e["code"] != "denied" || !strings.Contains(e["message"].(string), "checkpoint:process:2") {
+		t.Fatalf("create without write: %v", res2[1])
+	}
+	if cps, _ := h2.rt.Checkpoints(0); len(cps) != 0 {
+		t.Fatal("a denied create made a checkpoint")
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
+	"github.com/libos/libos/tools/ckpt"
 	"github.com/libos/libos/tools/msg"
 	"github.com/libos/libos/tools/objmem"
 	"github.com/libos/libos/tools/proc"
@@ -163,7 +164,7 @@ func Open(dir string, opts Options) (*Runtime, error) {
 // BuiltinTools returns every built-in tool of the runtime.
 func BuiltinTools(cfg tools.Config) []*tools.Tool {
 	var all []*tools.Tool
-	for _, family := range []tools.Family{session.Tools, proc.Tools, msg.Tools, objmem.Tools, skilltools.MetaTools} {
+	for _, family := range []tools.Family{session.Tools, proc.Tools, msg.Tools, objmem.Tools, ckpt.Tools, skilltools.MetaTools} {
 		all = append(all, family(cfg)...)
 	}
 	return all

@@ -164,3 +164,45 @@ func (s *syscalls) LookupObject(namespace, name string) (objects.Meta, error) {
 func (s *syscalls) ListObjects(namespace string) ([]objects.Meta, error) {
 	return s.tx.List(namespace)
 }
+
+func (s *syscalls) CheckpointRoot(id string) (int64, error) {
+	cp, err := loadCheckpoint(s.tx, id)
+	if err != nil {
+		return 0, tools.Errorf(tools.CodeNotFound, "checkpoint_id: %v", err)
+	}
+	return cp.RootPID, nil
+}
+
+func (s *syscalls) CreateCheckpoint(root int64) (any, error) {
+	if _, err := loadProc(s.tx, root); err != nil {
+		return nil, tools.Errorf(tools.CodeNotFound, "pid: %v", err)
+	}
+	return s.k.createCheckpoint(s.tx, root)
+}
+
+func (s *syscalls) ListCheckpoints(root int64) (any, error) {
+	out := []Checkpoint{}
+	err := s.tx.Scan([]byte(prefixCheckpoint), func(_, v []byte) error {
+		var cp Checkpoint
+		if err := json.Unmarshal(v, &cp); err != nil {
+			return err
+		}
+		if cp.RootPID == root {
+			out = append(out, cp)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *syscalls) RestoreCheckpoint(id string) (any, error) {
+	rep, err := s.k.restoreCheckpoint(s.tx, id, s.r.PID)
+	if err != nil {
+		return nil, tools.Errorf(tools.CodeFailed, "%w", err)
+	}
+	return rep, nil
+}
+
+func (s *syscalls) ForkCheckpoint(id string) (any, error) {
+	return s.k.forkCheckpoint(s.tx, id)
+}

@@ -155,6 +155,14 @@ type Syscalls interface {
 	// (a Result), or the job's failure (an error; the context is unchanged).
 	ResumeCompaction(p Pending) (Outcome, error)
 
+	// Checkpoints of a subtree; the tool checks the checkpoint:process:<root>
+	// right first. Results are JSON-ready values.
+	CheckpointRoot(id string) (int64, error)
+	CreateCheckpoint(root int64) (any, error)
+	ListCheckpoints(root int64) (any, error)
+	RestoreCheckpoint(id string) (any, error)
+	ForkCheckpoint(id string) (any, error)
+
 	// Objects: the tool checks authority first.
 	CreateObject(spec objects.CreateSpec) (objects.Meta, error)
 	WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error)

@@ -305,3 +305,42 @@ func TestSkilledProcessCallsASkill(t *testing.T) {
 		t.Fatalf("an empty skills folder: exit %d %s", code, stderr)
 	}
 }
+
+func TestCheckpointAndGoalCommands(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := runBin(t, "run", "coding:v0", "--goal", "fix the bug", "--script", "../../testdata/replay/gated.yaml", "--dir", dir); code != 3 {
+		t.Fatalf("run exit %d:\n%s", code, stderr)
+	}
+	id, stderr, code := runBin(t, "checkpoint", "create", "1", "--dir", dir)
+	if code != 0 || strings.TrimSpace(id) != "cp-1" {
+		t.Fatalf("create prints the id alone: exit %d %q %s", code, id, stderr)
+	}
+	list, _, code := runBin(t, "checkpoint", "list", "--json", "--dir", dir)
+	var cps []map[string]any
+	if code != 0 || json.Unmarshal([]byte(list), &cps) != nil || len(cps) != 1 || cps[0]["root_pid"] != 1.0 {
+		t.Fatalf("list: %d %q", code, list)
+	}
+	if out, _, code := runBin(t, "checkpoint", "inspect", "cp-1", "--dir", dir); code != 0 || !strings.Contains(out, `"objects"`) {
+		t.Fatalf("inspect: %d %q", code, out)
+	}
+	if out, stderr, code := runBin(t, "goal", "set", "1", "fix the bug and add a test", "--dir", dir); code != 0 || !strings.Contains(out, "version 2") {
+		t.Fatalf("goal set: %d %q %s", code, out, stderr)
+	}
+	out, stderr, code := runBin(t, "checkpoint", "restore", "cp-1", "--json", "--dir", dir)
+	if code != 0 || !strings.Contains(out, `"restored_pids":[1]`) {
+		t.Fatalf("restore: %d %q %s", code, out, stderr)
+	}
+	out, _, code = runBin(t, "checkpoint", "fork", "cp-1", "--json", "--dir", dir)
+	var fork map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &fork) != nil || fork["root_pid"] != 2.0 {
+		t.Fatalf("fork: %d %q", code, out)
+	}
+	for _, args := range [][]string{{"checkpoint", "restore", "cp-9", "--dir", dir}, {"goal", "set", "7", "x", "--dir", dir}} {
+		if _, stderr, code := runBin(t, args...); code != 1 || stderr == "" {
+			t.Errorf("%v: exit %d %q", args, code, stderr)
+		}
+	}
+	if _, _, code := runBin(t, "checkpoint", "frobnicate", "--dir", dir); code != 2 {
+		t.Errorf("unknown verb: exit %d", code)
+	}
+}
