@@ -480,3 +480,31 @@ processes:
 		t.Fatal("context-compressor:v0 must not have a context Object")
 	}
 }
+
+func TestCompactionRefusedWhenBudgetsCannotCarryIt(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+`+chattyTurns(4)+`
+      - tool_calls: [{name: compact_process_context, arguments: {target_tokens: 256, preserve_recent_entries: 2, max_chunks: 2}}]
+      - tool_calls: [{name: process_exit, arguments: {message: "${last.error.message}"}}]
+`)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: compactionGrants(), Budget: capabilities.Budget{LLMCalls: 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if msg := h.result(pid)["message"].(string); !strings.Contains(msg, "llm_calls") {
+		t.Fatalf("the refusal must name the budget: %q", msg)
+	}
+	if ps, _ := h.rt.Processes(); len(ps) != 1 {
+		t.Fatal("a compaction the budget cannot carry spawned a compressor")
+	}
+	h.rt.store.View(func(tx *objects.Txn) error {
+		if _, err := tx.Lookup(Namespace(pid), jobName(pid)); !errors.Is(err, objects.ErrNotFound) {
+			t.Fatal("a refused compaction created a job Object")
+		}
+		return nil
+	})
+}

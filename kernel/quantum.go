@@ -283,16 +283,17 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 	// results, so every call of the turn is answered first.
 	checkMessages := func(before bool) error {
 		msgs, err := newMessages(tx, r)
-		if err != nil || len(msgs) == 0 {
+		if err != nil {
 			return err
 		}
 		d.Notices = append(d.Notices, msgs...)
-		_, interrupt := messageNotice(msgs)
-		if d.EndedBy == "" && (interrupt || !before) {
+		if _, interrupt := messageNotice(msgs); interrupt && d.EndedBy == "" {
+			d.EndedBy = "an interrupt message"
+		}
+		// A normal message, seen before or after this call, ends the batch
+		// once the call is done.
+		if !before && len(d.Notices) > 0 && d.EndedBy == "" {
 			d.EndedBy = "a new message"
-			if interrupt {
-				d.EndedBy = "an interrupt message"
-			}
 		}
 		return nil
 	}

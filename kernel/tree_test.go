@@ -2,12 +2,14 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/llm"
 	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
@@ -456,5 +458,124 @@ processes:
 			return nil
 		})
 		h.rt.Close()
+	}
+}
+
+func TestPauseAndResumeChild(t *testing.T) {
+	// Whether the child blocks on its receive before or after the pause, it
+	// is paused when the parent waits, and the message sent meanwhile does
+	// not make it run.
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: child}}]
+      - tool_calls: [{name: signal_child_process, arguments: {child_pid: 2, signal: pause}}]
+      - tool_calls: [{name: send_process_message, arguments: {recipient_pid: 2, body: go}}]
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
+      - tool_calls: [{name: signal_child_process, arguments: {child_pid: 2, signal: resume}}]
+      - tool_calls: [{name: wait_child_process, arguments: {child_pid: 2}}]
+      - tool_calls: [{name: process_exit, arguments: {payload: "${last.status}"}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: receive_process_messages, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: "${last.messages.0.body}"}}]
+`)
+	pid := h.spawn(append(clockGrants(), spawnGrant()))
+	h.run()
+	child := h.info(2)
+	if child.Status != process.Paused || child.Turn > 1 {
+		t.Fatalf("a paused child runs no quantum: %+v", child)
+	}
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "h", Body: "resume it"}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if got := h.info(pid); got.Status != process.Exited {
+		t.Fatalf("parent %+v", got)
+	}
+	if child := h.info(2); child.Status != process.Exited {
+		t.Fatalf("resumed child %+v", child)
+	}
+}
+
+func TestInterruptStopsTheBatch(t *testing.T) {
+	var h *harness
+	var once sync.Once
+	hook := func(h *harness, req llm.Request) {
+		if req.Turn == 1 {
+			once.Do(func() {
+				if _, err := h.rt.PostHumanMessage(HumanMessage{To: req.Process.PID, From: "boss", Body: "stop everything", Interrupt: true}); err != nil {
+					panic(err)
+				}
+			})
+		}
+	}
+	h = newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: get_current_time, arguments: {}}]
+      - tool_calls:
+          - name: create_object
+            arguments: {name: a, payload: 1}
+          - name: create_object
+            arguments: {name: b, payload: 2}
+      - tool_calls: [{name: read_process_messages, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: "${last.messages.0.body}"}}]
+`, withHook(hook, &h))
+	pid := h.spawn(clockGrants())
+	h.run()
+	res := h.toolResults(pid)
+	if res[1]["cancelled"] != true || res[2]["cancelled"] != true {
+		t.Fatalf("an interrupt arriving during the model call stops the batch before its first call: %v / %v", res[1], res[2])
+	}
+	var delivered bool
+	for _, e := range contextOf(t, h, pid).entries {
+		delivered = delivered || (e.Kind == "notice" && strings.Contains(e.Content, "stop everything"))
+	}
+	if !delivered {
+		t.Fatal("the interrupt's content must be delivered in a notice")
+	}
+	h.rt.store.View(func(tx *objects.Txn) error {
+		if _, err := tx.Lookup(Namespace(pid), "a"); !errors.Is(err, objects.ErrNotFound) {
+			t.Fatal("a call after the interrupt ran")
+		}
+		return nil
+	})
+	if got := h.result(pid); got["message"] != "stop everything" {
+		t.Fatalf("result %v", got)
+	}
+}
+
+func TestNormalMessageEndsBatchAfterACall(t *testing.T) {
+	var h *harness
+	var once sync.Once
+	hook := func(h *harness, req llm.Request) {
+		if req.Turn == 1 {
+			once.Do(func() {
+				if _, err := h.rt.PostHumanMessage(HumanMessage{To: req.Process.PID, From: "ana", Body: "fyi"}); err != nil {
+					panic(err)
+				}
+			})
+		}
+	}
+	h = newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: get_current_time, arguments: {}}]
+      - tool_calls:
+          - name: create_object
+            arguments: {name: a, payload: 1}
+          - name: create_object
+            arguments: {name: b, payload: 2}
+      - tool_calls: [{name: process_exit, arguments: {}}]
+`, withHook(hook, &h))
+	pid := h.spawn(clockGrants())
+	h.run()
+	res := h.toolResults(pid)
+	if res[1]["ok"] != true || res[2]["cancelled"] != true {
+		t.Fatalf("a normal message lets the current call run and ends the batch after it: %v / %v", res[1], res[2])
 	}
 }
