@@ -34,6 +34,8 @@ type runSettings struct {
 	Model     string   `json:"model,omitempty"`
 	BaseURL   string   `json:"base_url,omitempty"`
 	SkillDirs []string `json:"skill_dirs,omitempty"`
+	// NoFullIO turns off retention of full provider I/O as evidence.
+	NoFullIO bool `json:"no_full_io,omitempty"`
 }
 
 // requireDir refuses a missing runtime directory: ps, send and resume never create one.

@@ -109,6 +109,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs.Var(grants, "grant", "grant RESOURCE=RIGHTS to the root (repeatable; RIGHTS is comma-separated)")
 	fs.Var(denies, "deny", "deny RESOURCE=RIGHTS to the root (repeatable)")
 	skillDirs := registerSkillsFlag(fs)
+	retainIO := fs.Bool("retain-io", true, "retain full provider I/O and tool results as durable evidence (context and goal recovery after a reopen need it)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: libos run <image> --goal TEXT [--dir DIR] [--provider replay|openai] [--script FILE] [--model M] [--base-url URL] [--grant RESOURCE=RIGHTS]... [--deny RESOURCE=RIGHTS]... [--skills DIR]...")
 		fs.PrintDefaults()
@@ -134,7 +135,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos run: %v\n", err)
 		return exitUsage
 	}
-	settings.SkillDirs = skillDirs.dirs
+	settings.SkillDirs, settings.NoFullIO = skillDirs.dirs, !*retainIO
 	// Refuse a bad skill package before the directory is touched.
 	catalog, err := loadSkillCatalog(settings.SkillDirs)
 	if err != nil {
@@ -198,7 +199,7 @@ func session(dir string, stdout, stderr io.Writer, start func(*kernel.Runtime) (
 		return exitFailed
 	}
 	defer catalog.Close()
-	rt, err := kernel.Open(dir, kernel.Options{OnEvent: progressPrinter(stderr), Skills: catalog})
+	rt, err := kernel.Open(dir, kernel.Options{OnEvent: progressPrinter(stderr), Skills: catalog, DisableFullIO: settings.NoFullIO})
 	if err != nil {
 		fmt.Fprintf(stderr, "libos: %v\n", err)
 		return exitFailed
