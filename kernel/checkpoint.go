@@ -171,7 +171,7 @@ func (k *Runtime) rebuiltPayload(tx *objects.Txn, r *procRecord, m objects.Meta)
 			}
 		}
 	case r.GoalOID:
-		if goal, err := k.recoveredGoal(tx, r); err == nil && m.Version == 1 {
+		if goal, err := k.recoveredGoal(tx, r); err == nil {
 			return []byte(goal), false
 		}
 	}

@@ -53,7 +53,9 @@ const (
 	evidenceKindEntry    = "entry"
 	// evidenceKindReset marks a compaction or restore: the entries retained
 	// after it replace everything before it.
-	evidenceKindReset  = "reset"
+	evidenceKindReset = "reset"
+	// evidenceKindGoal holds a restated goal's text and version.
+	evidenceKindGoal   = "goal"
 	evidenceKindHeader = "header"
 )
 
@@ -214,9 +216,11 @@ func (k *Runtime) writeContext(tx *objects.Txn, r *procRecord, c *llmContext) er
 type retained struct {
 	Kind  string `json:"kind"`
 	Entry *Entry `json:"entry,omitempty"`
-	// Header items hold the system prompt and goal text of the first request.
-	System string `json:"system,omitempty"`
-	Goal   string `json:"goal,omitempty"`
+	// Header and goal items hold a goal text and the goal Object version it
+	// is (the header: the initial goal, version 1).
+	System      string `json:"system,omitempty"`
+	Goal        string `json:"goal,omitempty"`
+	GoalVersion uint64 `json:"goal_version,omitempty"`
 }
 
 // materialize builds the provider request messages of a process.

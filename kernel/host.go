@@ -113,6 +113,15 @@ func (k *Runtime) SetGoal(pid int64, goal string) (objects.Meta, error) {
 		if err != nil {
 			return err
 		}
+		if k.retain {
+			r.RetainSeq++
+			if err := putJSON(tx, retainKey(pid, r.RetainSeq), retained{Kind: evidenceKindGoal, Goal: goal, GoalVersion: meta.Version}); err != nil {
+				return err
+			}
+			if err := saveProc(tx, r); err != nil {
+				return err
+			}
+		}
 		return k.emit(tx, Event{Kind: EventGoalSet, PID: pid, Reason: fmt.Sprintf("goal version %d", meta.Version)})
 	})
 	return meta, err

@@ -490,3 +490,42 @@ processes:
 		t.Fatal("the process must be told its previous turn was interrupted")
 	}
 }
+
+func TestWallBudget(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: sleep, arguments: {seconds: 30}}]
+      - tool_calls: [{name: process_exit, arguments: {}}]
+`)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: clockGrants(), Budget: capabilities.Budget{WallSeconds: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	info := h.info(pid)
+	if info.Status != process.Failed || !strings.Contains(info.Reason, "wall_seconds") {
+		t.Fatalf("a process past its wall budget makes no more calls: %+v", info)
+	}
+}
+
+func TestRestatedGoalIsRecoveredAfterReopen(t *testing.T) {
+	h := newHarness(t, "")
+	pid := h.spawn(nil)
+	if _, err := h.rt.SetGoal(pid, "the restated goal"); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Close()
+	h.open("")
+	var text string
+	h.rt.store.View(func(tx *objects.Txn) error {
+		r, _ := loadProc(tx, pid)
+		var err error
+		text, err = h.rt.goalText(tx, r)
+		return err
+	})
+	if text != "Goal:\nthe restated goal" {
+		t.Fatalf("recovered goal %q", text)
+	}
+}

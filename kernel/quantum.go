@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/images"
@@ -100,7 +101,14 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 		// before the call starts: a crash after this point leaves the
 		// reservation charged, never an uncharged call.
 		reserved = int64(c.tokens + k.tokens.Estimate(system) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens)
-		if err := charge(tx, r, capabilities.Budget{LLMCalls: 1, LLMTokens: reserved}); err != nil {
+		// Wall time is charged in whole seconds since the last charge, at
+		// each provider call: a process past its wall budget makes no more calls.
+		if r.WallMark.IsZero() {
+			r.WallMark = r.CreatedAt
+		}
+		wall := int64(k.now().Sub(r.WallMark) / time.Second)
+		r.WallMark = r.WallMark.Add(time.Duration(wall) * time.Second)
+		if err := charge(tx, r, capabilities.Budget{LLMCalls: 1, LLMTokens: reserved, WallSeconds: wall}); err != nil {
 			if errors.Is(err, capabilities.ErrBudgetExhausted) {
 				return k.failProcess(tx, r, err.Error())
 			}

@@ -78,6 +78,8 @@ type procRecord struct {
 	// PressureEpisode is set while the context is past the pressure
 	// threshold and maintenance or a notice already happened.
 	PressureEpisode bool `json:"pressure_episode,omitempty"`
+	// WallMark is how far wall time has been charged to the budgets.
+	WallMark time.Time `json:"wall_mark,omitzero"`
 	// PauseRequested pauses the process when its running quantum ends.
 	PauseRequested bool `json:"pause_requested,omitempty"`
 	// NotifiedSeq is the highest mailbox sequence the process was told of.

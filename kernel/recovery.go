@@ -113,21 +113,29 @@ func (k *Runtime) rebuildContext(tx *objects.Txn, r *procRecord) ([]Entry, error
 	return entries, err
 }
 
-// recoveredGoal returns the initial goal from retained evidence, or why it
+// recoveredGoal returns the text of the goal Object's current version
+// from retained evidence (the initial goal, or a restated one), or why it
 // cannot.
 func (k *Runtime) recoveredGoal(tx *objects.Txn, r *procRecord) (string, error) {
 	if !k.retain {
 		return "", errors.New("full-I/O retention is off")
 	}
+	meta, err := tx.Stat(r.GoalOID)
+	if err != nil {
+		return "", err
+	}
 	goal, found := "", false
-	err := tx.Scan(retainPrefix(r.PID), func(_, v []byte) error {
+	err = tx.Scan(retainPrefix(r.PID), func(_, v []byte) error {
 		var item retained
 		if err := json.Unmarshal(v, &item); err != nil {
 			return err
 		}
+		version := item.GoalVersion
 		if item.Kind == evidenceKindHeader {
+			version = 1
+		}
+		if (item.Kind == evidenceKindHeader || item.Kind == evidenceKindGoal) && version == meta.Version {
 			goal, found = item.Goal, true
-			return objects.ErrStopScan
 		}
 		return nil
 	})
@@ -135,7 +143,7 @@ func (k *Runtime) recoveredGoal(tx *objects.Txn, r *procRecord) (string, error) 
 		return "", err
 	}
 	if !found {
-		return "", errors.New("no retained evidence holds the goal")
+		return "", fmt.Errorf("no retained evidence holds goal version %d", meta.Version)
 	}
 	if n := len([]rune(goal)); n > maxRecoveredGoalChars {
 		return "", fmt.Errorf("the retained goal has %d characters, more than the %d that may be recovered", n, maxRecoveredGoalChars)
