@@ -499,13 +499,18 @@ processes:
 	}
 }
 
-func TestInterruptStopsTheBatch(t *testing.T) {
+// runWithMessageDuringTurn1 runs a process whose second response holds two
+// create_object calls, posting m while the model produces that response;
+// rest is the rest of its turns.
+func runWithMessageDuringTurn1(t *testing.T, m HumanMessage, rest string) (*harness, int64) {
+	t.Helper()
 	var h *harness
 	var once sync.Once
 	hook := func(h *harness, req llm.Request) {
 		if req.Turn == 1 {
 			once.Do(func() {
-				if _, err := h.rt.PostHumanMessage(HumanMessage{To: req.Process.PID, From: "boss", Body: "stop everything", Interrupt: true}); err != nil {
+				m.To = req.Process.PID
+				if _, err := h.rt.PostHumanMessage(m); err != nil {
 					panic(err)
 				}
 			})
@@ -521,11 +526,17 @@ processes:
             arguments: {name: a, payload: 1}
           - name: create_object
             arguments: {name: b, payload: 2}
-      - tool_calls: [{name: read_process_messages, arguments: {}}]
-      - tool_calls: [{name: process_exit, arguments: {message: "${last.messages.0.body}"}}]
-`, withHook(hook, &h))
+`+rest, withHook(hook, &h))
 	pid := h.spawn(clockGrants())
 	h.run()
+	return h, pid
+}
+
+func TestInterruptStopsTheBatch(t *testing.T) {
+	h, pid := runWithMessageDuringTurn1(t, HumanMessage{From: "boss", Body: "stop everything", Interrupt: true}, `
+      - tool_calls: [{name: read_process_messages, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: "${last.messages.0.body}"}}]
+`)
 	res := h.toolResults(pid)
 	if res[1]["cancelled"] != true || res[2]["cancelled"] != true {
 		t.Fatalf("an interrupt arriving during the model call stops the batch before its first call: %v / %v", res[1], res[2])
@@ -549,31 +560,9 @@ processes:
 }
 
 func TestNormalMessageEndsBatchAfterACall(t *testing.T) {
-	var h *harness
-	var once sync.Once
-	hook := func(h *harness, req llm.Request) {
-		if req.Turn == 1 {
-			once.Do(func() {
-				if _, err := h.rt.PostHumanMessage(HumanMessage{To: req.Process.PID, From: "ana", Body: "fyi"}); err != nil {
-					panic(err)
-				}
-			})
-		}
-	}
-	h = newHarness(t, `
-processes:
-  - image: base:v0
-    turns:
-      - tool_calls: [{name: get_current_time, arguments: {}}]
-      - tool_calls:
-          - name: create_object
-            arguments: {name: a, payload: 1}
-          - name: create_object
-            arguments: {name: b, payload: 2}
+	h, pid := runWithMessageDuringTurn1(t, HumanMessage{From: "ana", Body: "fyi"}, `
       - tool_calls: [{name: process_exit, arguments: {}}]
-`, withHook(hook, &h))
-	pid := h.spawn(clockGrants())
-	h.run()
+`)
 	res := h.toolResults(pid)
 	if res[1]["ok"] != true || res[2]["cancelled"] != true {
 		t.Fatalf("a normal message lets the current call run and ends the batch after it: %v / %v", res[1], res[2])
