@@ -44,9 +44,12 @@ type scenario struct {
 	image  string
 	goal   string
 	grants []string
-	// spawnIndex maps every pid the scenario creates to its index among
-	// the script entries of its image; another pid is a duplicated effect.
-	spawnIndex map[int64]int
+	// entry maps every process the scenario creates to its script entry;
+	// another process is a duplicated effect.
+	entry entryFunc
+	// checkpoint, when set, is the pid whose subtree `libos checkpoint
+	// create` snapshots once the runtime is idle waiting for the Human.
+	checkpoint int64
 	// human is the message a process waits for idle, posted with libos send.
 	humanTo   int64
 	humanFrom string
@@ -55,11 +58,24 @@ type scenario struct {
 
 // tree is the scenario of testdata/crash/tree.yaml.
 var tree = scenario{
-	script:     filepath.Join("..", "..", "testdata", "crash", "tree.yaml"),
-	image:      "coding:v0",
-	goal:       "crash scenario root: delegate a count to a worker, then read the follow-up",
-	grants:     []string{"process:spawn=write", "image:base:v0=read"},
-	spawnIndex: map[int64]int{1: 0, 2: 0, 3: 1},
+	script: filepath.Join("..", "..", "testdata", "crash", "tree.yaml"),
+	image:  "coding:v0",
+	goal:   "crash scenario root: delegate a count to a worker, then read the follow-up",
+	grants: []string{"process:spawn=write", "image:base:v0=read", "image:context-compressor:v0=read"},
+	entry: func(pid int64, image string) (int, bool) {
+		switch {
+		case pid == 1 && image == "coding:v0":
+			return 0, true
+		case (pid == 2 || pid == 3) && image == "base:v0":
+			return int(pid - 2), true
+		case pid >= 4 && image == "context-compressor:v0":
+			// Every compressor, a stage run again after a crash included,
+			// answers from the one compressor entry.
+			return 0, true
+		}
+		return 0, false
+	},
+	checkpoint: 1,
 	humanTo:    1,
 	humanFrom:  "alice",
 	humanBody:  "please also confirm the greeter said hello",
@@ -67,7 +83,7 @@ var tree = scenario{
 
 // invocation is one run of the binary.
 type invocation struct {
-	step   string // run, resume or send
+	step   string // run, resume, checkpoint or send
 	code   int    // exit code; -1 when killed
 	killed bool
 	fired  string // the failpoint that killed it, if one did
@@ -140,7 +156,7 @@ type runner struct {
 }
 
 func newRunner(t *testing.T, sc scenario) *runner {
-	return &runner{t: t, sc: sc, dir: filepath.Join(t.TempDir(), "rt"), model: newModel(t, sc.script, sc.spawnIndex)}
+	return &runner{t: t, sc: sc, dir: filepath.Join(t.TempDir(), "rt"), model: newModel(t, sc.script, sc.entry)}
 }
 
 // transcript is the history of the invocations, for failure messages.
@@ -190,8 +206,11 @@ func (r *runner) exec(step string, arm arming, args ...string) invocation {
 		r.t.Fatalf("libos %v did not finish within %s\nstderr:\n%s\n%s", args, subprocessBound, inv.stderr, r.transcript())
 	}
 	if logFile != "" {
+		// Goroutines that reach the point together may each log it
+		// before the kill lands.
 		if b, err := os.ReadFile(logFile); err == nil {
-			inv.fired = strings.TrimSpace(string(b))
+			first, _, _ := strings.Cut(string(b), "\n")
+			inv.fired = strings.TrimSpace(first)
 		}
 	}
 	if inv.fired != "" && !inv.killed {
@@ -212,15 +231,17 @@ func (r *runner) runArgs() []string {
 }
 
 // drive runs the scenario to its end: `libos run`, then `libos resume` until
-// the root is terminal, posting the Human follow-up with `libos send` when an
-// invocation ends with the root idle and waiting for it. armFor decides how
+// the root is terminal; when an invocation ends with the runtime idle and
+// the Human's recipient waiting for it, it creates the scenario's
+// checkpoint with `libos checkpoint create` and posts the Human message
+// with `libos send`. armFor decides how
 // each invocation may be cut short. After every invocation the directory is
 // snapshotted and compared with the previous snapshots. It returns the
 // outcome printed by the last invocation, or errUnrecordedRoot.
 func (r *runner) drive(armFor func(step string) arming, maxInvocations int) (outcome, error) {
 	r.t.Helper()
 	step := "run"
-	humanSent := false
+	humanSent, checkpointed := false, false
 	for n := 0; ; n++ {
 		if n >= maxInvocations {
 			r.t.Fatalf("the root is not terminal after %d invocations:\n%s", n, r.transcript())
@@ -232,6 +253,8 @@ func (r *runner) drive(armFor func(step string) arming, maxInvocations int) (out
 			inv = r.exec(step, arm, r.runArgs()...)
 		case "resume":
 			inv = r.exec(step, arm, "resume", "--dir", r.dir)
+		case "checkpoint":
+			inv = r.exec(step, arm, "checkpoint", "create", fmt.Sprint(r.sc.checkpoint), "--dir", r.dir)
 		case "send":
 			inv = r.exec(step, arm, "send", fmt.Sprint(r.sc.humanTo), r.sc.humanBody, "--from", r.sc.humanFrom, "--dir", r.dir)
 		}
@@ -253,6 +276,12 @@ func (r *runner) drive(armFor func(step string) arming, maxInvocations int) (out
 				if humanSent {
 					step = "resume"
 				}
+			case step == "checkpoint":
+				// Likewise for the checkpoint.
+				checkpointed = snap.checkpoints > 0
+				if checkpointed {
+					step = "send"
+				}
 			case step == "run" && !snap.rootRecorded:
 				// Killed before the run recorded its root. With no process
 				// yet, the run starts again; with one, `libos resume`
@@ -267,6 +296,13 @@ func (r *runner) drive(armFor func(step string) arming, maxInvocations int) (out
 			continue
 		}
 		switch step {
+		case "checkpoint":
+			if inv.code != 0 || snap.checkpoints != 1 {
+				r.t.Fatalf("libos checkpoint create: exit %d, %d checkpoints\n%s\n%s", inv.code, snap.checkpoints, inv.stderr, r.transcript())
+			}
+			checkpointed = true
+			step = "send"
+			continue
 		case "send":
 			if inv.code != 0 {
 				r.t.Fatalf("libos send: exit %d\n%s\n%s", inv.code, inv.stderr, r.transcript())
@@ -289,6 +325,9 @@ func (r *runner) drive(armFor func(step string) arming, maxInvocations int) (out
 					r.sc.humanTo, to.State, describeWait(to.Wait), humanSent, inv.stderr, r.transcript())
 			}
 			step = "send"
+			if r.sc.checkpoint != 0 && !checkpointed {
+				step = "checkpoint"
+			}
 		default:
 			r.t.Fatalf("%s: unexpected exit code\nstdout: %s\nstderr:\n%s\n%s", inv, inv.stdout, inv.stderr, r.transcript())
 		}

@@ -70,7 +70,10 @@ type final struct {
 	evidence map[int64]map[string]toolResult
 	records2 map[int64][]toolRecord // tool call records in order
 	spawns   map[int64]int          // process.spawned events per pid
-	problems []string
+	// resets counts each process's evidence resets (compactions).
+	resets      map[int64]int
+	checkpoints []kernel.Checkpoint
+	problems    []string
 }
 
 func sha(b []byte) string {
@@ -92,7 +95,7 @@ func inspect(dir string) (*final, error) {
 		procs: map[int64]kernel.ProcessInfo{}, records: map[int64]process.Record{}, extra: map[int64]procExtra{},
 		results: map[int64]objects.Meta{}, objects: map[string]objects.Meta{}, payloads: map[string][]byte{},
 		mail: map[int64][]mailbox.Message{}, evidence: map[int64]map[string]toolResult{},
-		records2: map[int64][]toolRecord{}, spawns: map[int64]int{},
+		records2: map[int64][]toolRecord{}, spawns: map[int64]int{}, resets: map[int64]int{},
 	}
 	bad := func(format string, args ...any) { f.problems = append(f.problems, fmt.Sprintf(format, args...)) }
 	infos, err := rt.Processes()
@@ -146,20 +149,33 @@ func inspect(dir string) (*final, error) {
 				return err
 			}
 
+			// A compaction retains a reset marker and then the whole new
+			// context again, so a preserved result appears once per epoch.
 			ev := map[string]toolResult{}
 			f.evidence[pid] = ev
+			epoch := map[string]bool{}
 			if err := tx.Scan(fmt.Appendf(nil, "%s%020d/", keyEvidence, pid), func(_, v []byte) error {
 				var item evidenceItem
 				if err := json.Unmarshal(v, &item); err != nil {
 					return fmt.Errorf("decode evidence of pid %d: %w", pid, err)
 				}
+				if item.Kind == "reset" {
+					f.resets[pid]++
+					epoch = map[string]bool{}
+					return nil
+				}
 				if item.Kind != "entry" || item.Entry == nil || item.Entry.Role != "tool" {
 					return nil
 				}
-				if prev, dup := ev[item.Entry.ToolCallID]; dup {
-					bad("pid %d: call %s has two retained results:\n    %s\n    %s", pid, item.Entry.ToolCallID, prev.content, item.Entry.Content)
+				id := item.Entry.ToolCallID
+				if epoch[id] {
+					bad("pid %d: call %s has two retained results in one context", pid, id)
 				}
-				ev[item.Entry.ToolCallID] = toolResult{tool: item.Entry.Name, content: item.Entry.Content}
+				epoch[id] = true
+				if prev, ok := ev[id]; ok && prev.content != item.Entry.Content {
+					bad("pid %d: call %s has two different retained results:\n    %s\n    %s", pid, id, prev.content, item.Entry.Content)
+				}
+				ev[id] = toolResult{tool: item.Entry.Name, content: item.Entry.Content}
 				return nil
 			}); err != nil {
 				return err
@@ -201,6 +217,9 @@ func inspect(dir string) (*final, error) {
 			bad("pid %d: %d tool call records but %d retained tool results", pid, n, m)
 		}
 	}
+	if f.checkpoints, err = rt.Checkpoints(0); err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
 	events, err := rt.Store().Events(0, 0)
 	if err != nil {
 		return nil, err
@@ -226,22 +245,24 @@ func inspect(dir string) (*final, error) {
 	return f, nil
 }
 
-// checkFinal checks the invariants of a finished scenario against the
-// tool results its processes were shown. Every scenario run, interrupted
-// or not, must pass:
+// checkFinal checks the invariants of a finished tree scenario against the
+// tool results its processes were shown. Every run, interrupted or not,
+// must pass:
 //   - every tool result a process was shown is durable evidence: a
 //     retained result with the same content, paired with a tool call
 //     record carrying its hash; no call is recorded twice;
-//   - no effect performed twice: exactly the scenario's pids, each spawned
-//     once; no message posted twice; the worker's Object written once per
-//     scripted write;
-//   - no message lost or acked twice: every message is acked, and acked by
-//     exactly one durable read;
+//   - no effect performed twice: exactly the scenario's processes, each
+//     spawned once (a compaction stage whose runtime-local summary a crash
+//     lost runs again with a new compressor, which the compaction job must
+//     list); no message posted twice; the worker's Object written once per
+//     scripted write; one compaction; one checkpoint;
+//   - no message lost or acked twice: every message is acked, by exactly
+//     one durable read;
 //   - Object versions a process was shown are never ahead of the durable
 //     version;
 //   - the one-shot spawn grant is used up and its second use was refused;
-//   - no process left a terminal state (event log), and the root passed
-//     its completion review.
+//   - no process left a terminal state (event log), and the gated root
+//     recorded its completion evidence.
 func checkFinal(f *final, sc scenario, shown map[int64]map[string]string) []string {
 	problems := slices.Clone(f.problems)
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -259,30 +280,62 @@ func checkFinal(f *final, sc scenario, shown map[int64]map[string]string) []stri
 		}
 	}
 
-	// Exactly the expected processes, each spawned once, all ended.
-	var pids []int64
+	// Exactly the expected processes, each spawned once, all ended: the
+	// root, the worker, the greeter, and the root's compressors (pids 4
+	// and up; a stage whose runtime-local summary a crash lost runs again
+	// with a new compressor, so there may be more than the two stages).
+	var pids, compressors []int64
 	for pid := range f.procs {
 		pids = append(pids, pid)
+		if pid >= 4 {
+			compressors = append(compressors, pid)
+		}
 	}
 	slices.Sort(pids)
-	if want := []int64{1, 2, 3}; !slices.Equal(pids, want) {
-		bad("pids %v, want %v", pids, want)
+	slices.Sort(compressors)
+	if len(pids) < 5 || !slices.Equal(pids[:3], []int64{1, 2, 3}) {
+		bad("pids %v, want 1, 2, 3 and the compressors", pids)
 	}
-	for pid := range sc.spawnIndex {
+	for _, pid := range pids {
+		p := f.procs[pid]
+		if _, ok := sc.entry(pid, p.Image); !ok {
+			bad("pid %d (image %s) is not a process of the scenario", pid, p.Image)
+		}
 		if f.spawns[pid] != 1 {
 			bad("pid %d has %d spawn events, want 1", pid, f.spawns[pid])
 		}
-	}
-	for pid, p := range f.procs {
 		if !p.Status.Terminal() {
 			bad("pid %d is %s, want terminal", pid, p.Status)
 		}
 	}
-	if p := f.procs[2]; p.ParentPID != 1 {
-		bad("pid 2 has parent %d, want 1", p.ParentPID)
+	for pid, parent := range map[int64]int64{2: 1, 3: 2} {
+		if p := f.procs[pid]; p.ParentPID != parent {
+			bad("pid %d has parent %d, want %d", pid, p.ParentPID, parent)
+		}
 	}
-	if p := f.procs[3]; p.ParentPID != 2 {
-		bad("pid 3 has parent %d, want 2", p.ParentPID)
+	for _, pid := range compressors {
+		if p := f.procs[pid]; p.ParentPID != 1 || p.Image != "context-compressor:v0" {
+			bad("compressor pid %d: parent %d image %s, want a context-compressor:v0 child of the root", pid, p.ParentPID, p.Image)
+		}
+	}
+
+	// The compaction completed once and names every compressor it ran.
+	job, err := compactionJob(f)
+	switch {
+	case err != nil:
+		bad("%v", err)
+	case job.State != "completed" || len(job.Plan) != 2:
+		bad("the root's compaction job is %s with %d stages, want completed with 2", job.State, len(job.Plan))
+	case !slices.Equal(job.CompressorPIDs, compressors):
+		bad("the compaction job ran compressors %v, but the compressor processes are %v", job.CompressorPIDs, compressors)
+	}
+	if f.resets[1] != 1 {
+		bad("the root's evidence has %d resets, want 1 (one compaction)", f.resets[1])
+	}
+
+	// One checkpoint of the root's subtree, created once.
+	if len(f.checkpoints) != 1 || f.checkpoints[0].RootPID != 1 {
+		bad("checkpoints %+v, want exactly one of pid 1", f.checkpoints)
 	}
 
 	// Messages: none lost, none duplicated, each acked by exactly one read.
@@ -371,6 +424,8 @@ func checkFinal(f *final, sc scenario, shown map[int64]map[string]string) []stri
 // summary is the part of a finished scenario an interrupted run must end
 // with exactly as an uninterrupted one does.
 type summary struct {
+	// Statuses, Reasons and ResultSHA256 cover the root, the worker and
+	// the greeter; the compressors are checked by checkFinal.
 	Statuses map[int64]string
 	Reasons  map[int64]string
 	// ResultSHA256 are the result payload hashes (durable metadata, so
@@ -378,16 +433,25 @@ type summary struct {
 	ResultSHA256 map[int64]string
 	// Mail is, per pid, each message's id, sender, body and status.
 	Mail map[int64][]string
-	// Objects are the process Objects other than goals, results and
-	// contexts: namespace/name@version with the payload hash.
+	// Objects are the Objects of the root, worker and greeter other than
+	// goals, results, contexts and compaction jobs: namespace/name@version
+	// with the payload hash.
 	Objects []string
 	// Durable are the durable payloads by namespace/name.
 	Durable map[string]string
+	// Compaction is the root's compaction job state and stage count, and
+	// its context generation.
+	Compaction string
+	// Checkpoints counts the checkpoints.
+	Checkpoints int
 }
 
 func summarize(f *final) summary {
 	s := summary{Statuses: map[int64]string{}, Reasons: map[int64]string{}, ResultSHA256: map[int64]string{}, Mail: map[int64][]string{}, Durable: map[string]string{}}
 	for pid, p := range f.procs {
+		if pid > 3 {
+			continue
+		}
 		s.Statuses[pid] = string(p.Status)
 		if p.Reason != "" {
 			s.Reasons[pid] = p.Reason
@@ -401,9 +465,17 @@ func summarize(f *final) summary {
 			s.Mail[pid] = append(s.Mail[pid], fmt.Sprintf("%s from %s: %q (%s)", m.ID, m.Sender, m.Body, m.Status))
 		}
 	}
+	compressorNS := map[string]bool{}
+	for pid := range f.procs {
+		if pid > 3 {
+			compressorNS[kernel.Namespace(pid)] = true
+		}
+	}
 	for _, m := range f.objects {
-		switch m.Kind {
-		case "goal", "result", "llm_context":
+		switch {
+		case compressorNS[m.Namespace]:
+			continue
+		case m.Kind == "goal", m.Kind == "result", m.Kind == "llm_context", m.Kind == "context_compaction_job":
 			continue
 		}
 		s.Objects = append(s.Objects, fmt.Sprintf("%s/%s@%d %s", m.Namespace, m.Name, m.Version, m.PayloadSHA256))
@@ -412,7 +484,35 @@ func summarize(f *final) summary {
 		}
 	}
 	slices.Sort(s.Objects)
+	if job, err := compactionJob(f); err == nil {
+		s.Compaction = fmt.Sprintf("%s in %d stages", job.State, len(job.Plan))
+	}
+	for _, m := range f.objects {
+		if m.Kind == "llm_context" && m.Namespace == kernel.Namespace(1) {
+			s.Compaction += fmt.Sprintf(", root context generation %s", m.Labels["generation"])
+		}
+	}
+	s.Checkpoints = len(f.checkpoints)
 	return s
+}
+
+// compactionRecord is the part of the root's durable compaction job Object
+// the checks read.
+type compactionRecord struct {
+	State          string   `json:"state"`
+	Plan           [][2]int `json:"plan"`
+	CompressorPIDs []int64  `json:"compressor_pids"`
+}
+
+func compactionJob(f *final) (compactionRecord, error) {
+	var job compactionRecord
+	for oid, m := range f.objects {
+		if m.Kind == "context_compaction_job" && m.Namespace == kernel.Namespace(1) {
+			err := json.Unmarshal(f.payloads[oid], &job)
+			return job, err
+		}
+	}
+	return job, errors.New("the root has no compaction job Object")
 }
 
 // diffSummaries lists how got differs from want.

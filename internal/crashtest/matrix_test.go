@@ -85,8 +85,9 @@ func uninterrupted(t *testing.T) summary {
 func TestUninterrupted(t *testing.T) {
 	s := uninterrupted(t)
 	inv := baseline.r.log
-	if len(inv) != 3 || !strings.HasPrefix(inv[0], "run (exit 3") || !strings.HasPrefix(inv[1], "send (exit 0") || !strings.HasPrefix(inv[2], "resume (exit 0") {
-		t.Fatalf("invocations %v, want run (idle for the Human), send, resume", inv)
+	if len(inv) != 4 || !strings.HasPrefix(inv[0], "run (exit 3") || !strings.HasPrefix(inv[1], "checkpoint (exit 0") ||
+		!strings.HasPrefix(inv[2], "send (exit 0") || !strings.HasPrefix(inv[3], "resume (exit 0") {
+		t.Fatalf("invocations %v, want run (idle for the Human), checkpoint, send, resume", inv)
 	}
 	if string(baseline.out.Result) != rootResult {
 		t.Fatalf("root result %s, want %s", baseline.out.Result, rootResult)
@@ -108,29 +109,29 @@ func TestUninterrupted(t *testing.T) {
 	if len(s.Objects) != 1 || !strings.HasPrefix(s.Objects[0], "proc-2/tally@2 ") {
 		t.Errorf("objects %v, want the worker's tally at version 2", s.Objects)
 	}
-	if requests, interrupted, _ := baseline.r.model.stats(); interrupted != 0 || requests != 8+10+2 {
-		t.Errorf("%d requests (%d interrupted), want 20 uninterrupted", requests, interrupted)
+	if s.Compaction != "completed in 2 stages, root context generation 1" || s.Checkpoints != 1 {
+		t.Errorf("compaction %q, %d checkpoints; want one two-stage compaction and one checkpoint", s.Compaction, s.Checkpoints)
+	}
+	if requests, interrupted, _ := baseline.r.model.stats(); interrupted != 0 || requests != 9+10+2+2 {
+		t.Errorf("%d requests (%d interrupted), want 23 uninterrupted", requests, interrupted)
 	}
 }
 
-// commitKinds are the kinds of commit the kernel fires failpoints for and
-// that the scenario performs. compaction_writeback and checkpoint are not
-// committed by the kernel yet, so no failpoint of theirs can fire.
-var commitKinds = []string{"quantum_start", "tool_result", "spawn", "message_post", "message_ack", "exit"}
-
-// matrixPhase is the invocation a failpoint is armed in: the first
-// `libos run` (the tree up to the root's wait for the Human), the first
-// `libos resume` after the Human follow-up (the root's review and exit),
-// or the `libos send` that posts the follow-up.
+// matrixPhase is the invocation a failpoint is armed in, and the kinds of
+// commit the scenario makes in it: the first `libos run` (the tree up to
+// the root's wait for the Human, the compaction included), the `libos
+// checkpoint create` and `libos send` made while the runtime is idle, and
+// the first `libos resume` after them (the root's review and exit).
 type matrixPhase struct {
 	step  string
 	kinds []string
 }
 
 var matrixPhases = []matrixPhase{
-	{step: "run", kinds: commitKinds},
-	{step: "resume", kinds: []string{"quantum_start", "tool_result", "message_ack", "exit"}},
+	{step: "run", kinds: []string{"quantum_start", "tool_result", "spawn", "message_post", "message_ack", "exit", "compaction_writeback"}},
+	{step: "checkpoint", kinds: []string{"checkpoint"}},
 	{step: "send", kinds: []string{"message_post"}},
+	{step: "resume", kinds: []string{"quantum_start", "tool_result", "message_ack", "exit"}},
 }
 
 // TestCrashMatrix kills the binary with SIGKILL right before and right

@@ -20,22 +20,24 @@ import (
 // model is an OpenAI-compatible chat-completions server that answers from a
 // replay script, for the binary under test (run with --provider openai).
 //
-// It differs from the built-in replay provider (--script) in one way: the
-// scripted turn it answers is the number of assistant messages in the
-// request, not the kernel's turn counter. After a crash that left a
-// provider call of unknown settlement, the kernel advances its turn counter
-// and tells the process that its previous turn was interrupted and none of
-// its tool calls ran; a real model reacts by doing that turn's work again,
-// and so does this one, because an interrupted turn left no assistant
-// message. With the built-in replay the process would skip the scripted
-// turn, so a crashed run could not end like an uninterrupted one.
+// It differs from the built-in replay provider (--script) in how it picks
+// the scripted turn: one past the latest turn named by a call id in the
+// request (the replay names calls call_<pid>_<turn>_<index>), not the
+// kernel's turn counter. After a crash that left a provider call of unknown
+// settlement, the kernel advances its turn counter and tells the process
+// that its previous turn was interrupted and none of its tool calls ran; a
+// real model reacts by doing that turn's work again, and so does this one,
+// because an interrupted turn left no call in the context. With the
+// built-in replay the process would skip the scripted turn, so a crashed
+// run could not end like an uninterrupted one. Call ids survive a
+// compaction: the compacting call and its result stay after the summary.
 //
 // It also records every tool result each process was shown, so a test can
 // check that all of them are durable evidence.
 type model struct {
-	replay     *llm.Replay
-	spawnIndex map[int64]int
-	srv        *httptest.Server
+	replay *llm.Replay
+	entry  entryFunc
+	srv    *httptest.Server
 
 	mu sync.Mutex
 	// seen maps pid -> tool_call_id -> the tool result content a request showed.
@@ -59,9 +61,12 @@ const interruptedPrefix = "(runtime notice) Your previous turn was interrupted"
 
 var processLine = regexp.MustCompile(`Process: pid (\d+), image ([^,\s]+), namespace [^,\s]+, goal object ([0-9a-f-]+)\.`)
 
-// newModel serves script; spawnIndex maps each pid the scenario expects to
-// its index among the script entries of its image.
-func newModel(t *testing.T, script string, spawnIndex map[int64]int) *model {
+// entryFunc maps a process to its index among the script entries of its
+// image; false for a process the scenario does not expect.
+type entryFunc func(pid int64, image string) (int, bool)
+
+// newModel serves script to the processes entry knows.
+func newModel(t *testing.T, script string, entry entryFunc) *model {
 	t.Helper()
 	s, err := llm.LoadScript(script)
 	if err != nil {
@@ -71,7 +76,7 @@ func newModel(t *testing.T, script string, spawnIndex map[int64]int) *model {
 	if err != nil {
 		t.Fatalf("compile scenario script: %v", err)
 	}
-	m := &model{replay: rp, spawnIndex: spawnIndex, seen: map[int64]map[string]string{},
+	m := &model{replay: rp, entry: entry, seen: map[int64]map[string]string{},
 		gates: map[turnKey]turnKey{}, arrivals: map[turnKey]chan struct{}{}}
 	m.srv = httptest.NewServer(m)
 	t.Cleanup(m.srv.Close)
@@ -157,21 +162,24 @@ func (m *model) request(creq *openai.ChatCompletionRequest) (llm.Request, error)
 		return req, fmt.Errorf("system message names no process: %q", creq.Messages[0].Content)
 	}
 	pid, _ := strconv.ParseInt(match[1], 10, 64)
-	index, ok := m.spawnIndex[pid]
+	index, ok := m.entry(pid, match[2])
 	if !ok {
 		return req, fmt.Errorf("pid %d (image %s) is not a process of the scenario", pid, match[2])
 	}
 	req.Process = llm.ProcessInfo{PID: pid, Image: match[2], GoalOID: match[3], ImageSpawnIndex: index}
 	interrupted := false
 	tools := map[string]string{}
+	callPrefix := fmt.Sprintf("call_%d_", pid)
 	for _, cm := range creq.Messages {
 		msg := llm.Message{Role: llm.Role(cm.Role), Content: cm.Content, ToolCallID: cm.ToolCallID, Name: cm.Name}
 		for _, tc := range cm.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)})
+			if turn, ok := scriptedTurn(callPrefix, tc.ID); ok && turn >= req.Turn {
+				req.Turn = turn + 1
+			}
 		}
 		switch msg.Role {
 		case llm.RoleAssistant:
-			req.Turn++
 			interrupted = false
 		case llm.RoleTool:
 			tools[msg.ToolCallID] = msg.Content
@@ -212,6 +220,21 @@ func (m *model) request(creq *openai.ChatCompletionRequest) (llm.Request, error)
 	return req, nil
 }
 
+// scriptedTurn reads the turn out of a replay call id of one process
+// (prefix is "call_<pid>_").
+func scriptedTurn(prefix, id string) (int, bool) {
+	rest, ok := strings.CutPrefix(id, prefix)
+	if !ok {
+		return 0, false
+	}
+	turn, _, ok := strings.Cut(rest, "_")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(turn)
+	return n, err == nil
+}
+
 // turnKey names one scripted turn of one process.
 type turnKey struct {
 	pid  int64
@@ -221,8 +244,11 @@ type turnKey struct {
 func (k turnKey) String() string { return fmt.Sprintf("pid %d turn %d", k.pid, k.turn) }
 
 // gate makes the answer to turn wait until a request for after arrives.
-// Gates are set before the scenario starts.
-func (m *model) gate(turn, after turnKey) { m.gates[turn] = after }
+func (m *model) gate(turn, after turnKey) {
+	m.mu.Lock()
+	m.gates[turn] = after
+	m.mu.Unlock()
+}
 
 func (m *model) arrival(k turnKey) chan struct{} {
 	ch, ok := m.arrivals[k]

@@ -11,6 +11,14 @@ import (
 	"testing"
 )
 
+// fixedEntries maps known pids to script entries.
+func fixedEntries(byPID map[int64]int) entryFunc {
+	return func(pid int64, _ string) (int, bool) {
+		i, ok := byPID[pid]
+		return i, ok
+	}
+}
+
 // TestNoticeDoesNotSplitABlockedCall: a message that arrives while a turn
 // ending in a blocking call (here wait_child_process) is being answered
 // must not be announced between that call and its result. The model server
@@ -23,14 +31,14 @@ import (
 // result, as chat-completions servers require.
 func TestNoticeDoesNotSplitABlockedCall(t *testing.T) {
 	sc := scenario{
-		script:     filepath.Join("..", "..", "testdata", "crash", "notice.yaml"),
-		image:      "base:v0",
-		goal:       "crash notice parent",
-		grants:     []string{"process:spawn=write"},
-		spawnIndex: map[int64]int{1: 0, 2: 1},
-		humanTo:    2,
-		humanFrom:  "bob",
-		humanBody:  "bye",
+		script:    filepath.Join("..", "..", "testdata", "crash", "notice.yaml"),
+		image:     "base:v0",
+		goal:      "crash notice parent",
+		grants:    []string{"process:spawn=write"},
+		entry:     fixedEntries(map[int64]int{1: 0, 2: 1}),
+		humanTo:   2,
+		humanFrom: "bob",
+		humanBody: "bye",
 	}
 	r := newRunner(t, sc)
 	r.model.gate(turnKey{2, 0}, turnKey{1, 1})
@@ -56,10 +64,10 @@ func TestNoticeDoesNotSplitABlockedCall(t *testing.T) {
 // kill that lands later, mid-quantum, is recovered like any other.)
 func TestResumeAfterRunKilledBeforeRootRecorded(t *testing.T) {
 	sc := scenario{
-		script:     filepath.Join("..", "..", "testdata", "replay", "clock.yaml"),
-		image:      "base:v0",
-		goal:       "read the clock",
-		spawnIndex: map[int64]int{1: 0},
+		script: filepath.Join("..", "..", "testdata", "replay", "clock.yaml"),
+		image:  "base:v0",
+		goal:   "read the clock",
+		entry:  fixedEntries(map[int64]int{1: 0}),
 	}
 	const attempts = 20
 	unrecorded := 0

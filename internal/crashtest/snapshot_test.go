@@ -22,8 +22,9 @@ import (
 // kernel.Open would run recovery, and recovery after a crash is what the
 // next `libos resume` must do itself.
 const (
-	keyProcs    = "k/p/"
-	keyRootMeta = "k/host/cli.root"
+	keyProcs       = "k/p/"
+	keyRootMeta    = "k/host/cli.root"
+	keyCheckpoints = "k/cp/"
 )
 
 // snapshot is what a runtime directory durably holds between invocations.
@@ -32,6 +33,7 @@ type snapshot struct {
 	rootRecorded bool
 	objects      map[string]objects.Meta // by OID, every process namespace
 	mailboxes    map[int64][]mailbox.Message
+	checkpoints  int
 	lastEvent    uint64
 }
 
@@ -76,6 +78,12 @@ func readSnapshot(dir string) (*snapshot, error) {
 				return fmt.Errorf("decode process record: %w", err)
 			}
 			s.procs[rec.PID] = rec
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.Scan([]byte(keyCheckpoints), func(_, _ []byte) error {
+			s.checkpoints++
 			return nil
 		}); err != nil {
 			return err
@@ -129,7 +137,7 @@ func (r *runner) snapshot() *snapshot {
 //     generation never goes back;
 //   - a one-shot grant's remaining uses never go up;
 //   - no message disappears or changes, and an acked message stays acked;
-//   - the event log never shrinks.
+//   - no checkpoint disappears, and the event log never shrinks.
 func (r *runner) checkSnapshot(s *snapshot) {
 	r.t.Helper()
 	for _, old := range r.snaps {
@@ -148,6 +156,9 @@ func compareSnapshots(old, cur *snapshot) []string {
 	}
 	if old.rootRecorded && !cur.rootRecorded {
 		bad("the recorded root disappeared")
+	}
+	if cur.checkpoints < old.checkpoints {
+		bad("checkpoints went from %d to %d", old.checkpoints, cur.checkpoints)
 	}
 	for pid, was := range old.procs {
 		now, ok := cur.procs[pid]
