@@ -44,6 +44,8 @@ type scenario struct {
 	image  string
 	goal   string
 	grants []string
+	// skills is a --skills folder for the run, if any.
+	skills string
 	// entry maps every process the scenario creates to its script entry;
 	// another process is a duplicated effect.
 	entry entryFunc
@@ -62,6 +64,7 @@ var tree = scenario{
 	image:  "coding:v0",
 	goal:   "crash scenario root: delegate a count to a worker, then read the follow-up",
 	grants: []string{"process:spawn=write", "image:base:v0=read", "image:context-compressor:v0=read"},
+	skills: filepath.Join("..", "..", "testdata", "crash", "skills"),
 	entry: func(pid int64, image string) (int, bool) {
 		switch {
 		case pid == 1 && image == "coding:v0":
@@ -128,6 +131,9 @@ var errUnrecordedRoot = errors.New("libos run was killed after spawning the root
 // killed and reported instead of hanging the test.
 const subprocessBound = 60 * time.Second
 
+// effectLogVar names the file the crash-effect skill appends to.
+const effectLogVar = "CRASH_EFFECT_LOG"
+
 // cleanEnv is the environment of every invocation: the test's own, without
 // settings that would change what the binary does.
 func cleanEnv() []string {
@@ -135,7 +141,7 @@ func cleanEnv() []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(name, "LIBOS_"), strings.HasPrefix(name, "OPENAI_"):
+		case strings.HasPrefix(name, "LIBOS_"), strings.HasPrefix(name, "OPENAI_"), name == effectLogVar:
 			continue
 		}
 		env = append(env, kv)
@@ -149,14 +155,18 @@ type runner struct {
 	sc    scenario
 	dir   string
 	model *model
-	log   []string
-	invs  []invocation
+	// effectLog is the file the crash-effect skill appends to.
+	effectLog string
+	log       []string
+	invs      []invocation
 	// snaps are the directory's states after each invocation, oldest first.
 	snaps []*snapshot
 }
 
 func newRunner(t *testing.T, sc scenario) *runner {
-	return &runner{t: t, sc: sc, dir: filepath.Join(t.TempDir(), "rt"), model: newModel(t, sc.script, sc.entry)}
+	tmp := t.TempDir()
+	return &runner{t: t, sc: sc, dir: filepath.Join(tmp, "rt"), model: newModel(t, sc.script, sc.entry),
+		effectLog: filepath.Join(tmp, "effects.log")}
 }
 
 // transcript is the history of the invocations, for failure messages.
@@ -165,7 +175,7 @@ func (r *runner) transcript() string { return strings.Join(r.log, "\n") }
 // exec runs the binary with args under arm.
 func (r *runner) exec(step string, arm arming, args ...string) invocation {
 	r.t.Helper()
-	env := cleanEnv()
+	env := append(cleanEnv(), effectLogVar+"="+r.effectLog)
 	logFile := ""
 	if arm.failpoint != "" {
 		logFile = filepath.Join(r.t.TempDir(), "failpoint.log")
@@ -226,6 +236,9 @@ func (r *runner) runArgs() []string {
 		"--provider", "openai", "--model", "crash-replay", "--base-url", r.model.baseURL()}
 	for _, g := range r.sc.grants {
 		args = append(args, "--grant", g)
+	}
+	if r.sc.skills != "" {
+		args = append(args, "--skills", r.sc.skills)
 	}
 	return args
 }

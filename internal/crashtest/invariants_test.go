@@ -254,8 +254,10 @@ func inspect(dir string) (*final, error) {
 //   - no effect performed twice: exactly the scenario's processes, each
 //     spawned once (a compaction stage whose runtime-local summary a crash
 //     lost runs again with a new compressor, which the compaction job must
-//     list); no message posted twice; the worker's Object written once per
-//     scripted write; one compaction; one checkpoint;
+//     list); the skill's outside effect run at most once, and exactly once
+//     when its result is known; no message posted twice; the worker's
+//     Object written once per scripted write; one compaction; one
+//     checkpoint;
 //   - no message lost or acked twice: every message is acked, by exactly
 //     one durable read;
 //   - Object versions a process was shown are never ahead of the durable
@@ -263,7 +265,7 @@ func inspect(dir string) (*final, error) {
 //   - the one-shot spawn grant is used up and its second use was refused;
 //   - no process left a terminal state (event log), and the gated root
 //     recorded its completion evidence.
-func checkFinal(f *final, sc scenario, shown map[int64]map[string]string) []string {
+func checkFinal(f *final, sc scenario, shown map[int64]map[string]string, effects []byte) []string {
 	problems := slices.Clone(f.problems)
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
@@ -331,6 +333,36 @@ func checkFinal(f *final, sc scenario, shown map[int64]map[string]string) []stri
 	}
 	if f.resets[1] != 1 {
 		bad("the root's evidence has %d resets, want 1 (one compaction)", f.resets[1])
+	}
+
+	// The skill's outside effect ran at most once: exactly once when its
+	// result is known, at most once when the runtime died while it ran
+	// (then the call is answered with an unknown settlement, never re-run).
+	lines := strings.Count(string(effects), "\n")
+	var effect []toolResult
+	for _, res := range f.evidence[2] {
+		if res.tool == "crash-effect" {
+			effect = append(effect, res)
+		}
+	}
+	if len(effect) != 1 {
+		bad("the worker has %d retained crash-effect results, want 1", len(effect))
+	} else {
+		var res struct {
+			OK    bool `json:"ok"`
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(effect[0].content), &res)
+		switch {
+		case res.OK && lines != 1:
+			bad("the crash-effect call succeeded but its effect ran %d times", lines)
+		case !res.OK && res.Error.Code != "settlement_unknown":
+			bad("the crash-effect call failed: %s", effect[0].content)
+		case lines > 1:
+			bad("the crash-effect effect ran %d times", lines)
+		}
 	}
 
 	// One checkpoint of the root's subtree, created once.

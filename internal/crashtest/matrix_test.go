@@ -2,6 +2,8 @@ package crashtest
 
 import (
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +37,11 @@ func play(t *testing.T, r *runner, arm func(step string) arming, maxInvocations 
 	if err != nil {
 		t.Fatalf("inspect the finished directory: %v\n%s", err, r.transcript())
 	}
-	problems := checkFinal(f, sc, r.model.shown())
+	effects, err := os.ReadFile(r.effectLog)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	problems := checkFinal(f, sc, r.model.shown(), effects)
 	_, _, modelProblems := r.model.stats()
 	for _, p := range modelProblems {
 		problems = append(problems, "model: "+p)
@@ -109,11 +115,14 @@ func TestUninterrupted(t *testing.T) {
 	if len(s.Objects) != 1 || !strings.HasPrefix(s.Objects[0], "proc-2/tally@2 ") {
 		t.Errorf("objects %v, want the worker's tally at version 2", s.Objects)
 	}
+	if got, _ := os.ReadFile(baseline.r.effectLog); string(got) != "counted to two\n" {
+		t.Errorf("the skill's effect log holds %q, want the one line", got)
+	}
 	if s.Compaction != "completed in 2 stages, root context generation 1" || s.Checkpoints != 1 {
 		t.Errorf("compaction %q, %d checkpoints; want one two-stage compaction and one checkpoint", s.Compaction, s.Checkpoints)
 	}
-	if requests, interrupted, _ := baseline.r.model.stats(); interrupted != 0 || requests != 9+10+2+2 {
-		t.Errorf("%d requests (%d interrupted), want 23 uninterrupted", requests, interrupted)
+	if requests, interrupted, _ := baseline.r.model.stats(); interrupted != 0 || requests != 9+12+2+2 {
+		t.Errorf("%d requests (%d interrupted), want 25 uninterrupted", requests, interrupted)
 	}
 }
 
@@ -125,63 +134,70 @@ func TestUninterrupted(t *testing.T) {
 type matrixPhase struct {
 	step  string
 	kinds []string
+	// points are other failpoints of the phase: effect:started fires once
+	// an outside effect's start is durable, before the effect runs.
+	points []string
+}
+
+// failpoints lists the failpoints of a phase: before and after each kind
+// of commit, then its other points.
+func (p matrixPhase) failpoints() []string {
+	var out []string
+	for _, kind := range p.kinds {
+		out = append(out, "before-commit:"+kind, "after-commit:"+kind)
+	}
+	return append(out, p.points...)
 }
 
 var matrixPhases = []matrixPhase{
-	{step: "run", kinds: []string{"quantum_start", "tool_result", "spawn", "message_post", "message_ack", "exit", "compaction_writeback"}},
+	{step: "run", kinds: []string{"quantum_start", "tool_result", "spawn", "message_post", "message_ack", "exit", "compaction_writeback"},
+		points: []string{"effect:started"}},
 	{step: "checkpoint", kinds: []string{"checkpoint"}},
 	{step: "send", kinds: []string{"message_post"}},
 	{step: "resume", kinds: []string{"quantum_start", "tool_result", "message_ack", "exit"}},
 }
 
-// TestCrashMatrix kills the binary with SIGKILL right before and right
-// after each kind of commit, at every hit of it in the phase (skips 0..N,
-// until a run passes the point without reaching it), resumes until the root
-// is terminal, and checks every invariant of checkFinal and checkSnapshot
-// plus final results equal to the uninterrupted run's.
+// TestCrashMatrix kills the binary with SIGKILL (by failpoint) right before
+// and right after each kind of commit, and as an outside effect starts, at
+// every hit of the point in the phase (skips 0..N, until a run passes the
+// point without reaching it), resumes until the root is terminal, and
+// checks every invariant of checkFinal and checkSnapshot plus final results
+// equal to the uninterrupted run's.
 func TestCrashMatrix(t *testing.T) {
 	want := uninterrupted(t)
 	for _, phase := range matrixPhases {
-		for _, kind := range phase.kinds {
-			for _, when := range []string{"before-commit:", "after-commit:"} {
-				name := when + kind
-				t.Run(phase.step+"/"+name, func(t *testing.T) {
-					t.Parallel()
-					for skip := 0; ; skip++ {
-						if skip > 64 {
-							t.Fatalf("%s still fires after 64 skips", name)
-						}
-						fired := ""
-						armed := false
-						arm := func(step string) arming {
-							if step != phase.step || armed {
-								return arming{}
-							}
-							armed = true
-							return arming{failpoint: name, skip: skip}
-						}
-						got := play(t, newRunner(t, tree), arm, 12)
-						if got.err != nil {
-							t.Fatalf("%v\n%s", got.err, got.r.transcript())
-						}
-						for _, inv := range got.r.invs {
-							if inv.fired == name {
-								fired = inv.String()
-							}
-						}
-						if fired == "" {
-							if skip == 0 {
-								t.Fatalf("%s never fired in the %s phase:\n%s", name, phase.step, got.r.transcript())
-							}
-							t.Logf("%s: %d hits in the %s phase", name, skip, phase.step)
-							return
-						}
-						if diff := diffSummaries(want, got.summary); diff != nil {
-							t.Fatalf("skip %d: %s\n%s", skip, diff[0], got.r.transcript())
-						}
+		for _, name := range phase.failpoints() {
+			t.Run(phase.step+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				for skip := 0; ; skip++ {
+					if skip > 64 {
+						t.Fatalf("%s still fires after 64 skips", name)
 					}
-				})
-			}
+					armed := false
+					arm := func(step string) arming {
+						if step != phase.step || armed {
+							return arming{}
+						}
+						armed = true
+						return arming{failpoint: name, skip: skip}
+					}
+					got := play(t, newRunner(t, tree), arm, 12)
+					if got.err != nil {
+						t.Fatalf("%v\n%s", got.err, got.r.transcript())
+					}
+					fired := slices.ContainsFunc(got.r.invs, func(inv invocation) bool { return inv.fired == name })
+					if !fired {
+						if skip == 0 {
+							t.Fatalf("%s never fired in the %s phase:\n%s", name, phase.step, got.r.transcript())
+						}
+						t.Logf("%s: %d hits in the %s phase", name, skip, phase.step)
+						return
+					}
+					if diff := diffSummaries(want, got.summary); diff != nil {
+						t.Fatalf("skip %d: %s\n%s", skip, diff[0], got.r.transcript())
+					}
+				}
+			})
 		}
 	}
 }
