@@ -247,10 +247,10 @@ func (r *runner) runArgs() []string {
 // the root is terminal; when an invocation ends with the runtime idle and
 // the Human's recipient waiting for it, it creates the scenario's
 // checkpoint with `libos checkpoint create` and posts the Human message
-// with `libos send`. armFor decides how
-// each invocation may be cut short. After every invocation the directory is
-// snapshotted and compared with the previous snapshots. It returns the
-// outcome printed by the last invocation, or errUnrecordedRoot.
+// with `libos send`. armFor decides how each invocation may be cut short.
+// After every invocation the directory is snapshotted and compared with the
+// previous snapshots. It returns the outcome printed by the last
+// invocation, or errUnrecordedRoot.
 func (r *runner) drive(armFor func(step string) arming, maxInvocations int) (outcome, error) {
 	r.t.Helper()
 	step := "run"

@@ -13,14 +13,16 @@ const randomKills = 50
 const maxKillDelay = 30 * time.Millisecond
 
 // TestRandomCrashLoop runs the tree scenario and kills every invocation of
-// the binary (run, resume and send alike) with SIGKILL after a random delay
-// of 0-30 ms, without failpoints, resuming each time, until it has killed
-// randomKills invocations; a scenario that ends meanwhile starts again in a
-// new directory. Invocations after the last kill run to the end. Every
-// scenario must pass the invariants of checkFinal and checkSnapshot and end
-// with the same final results as the uninterrupted run: the root's result
-// payload (hash), every status and reason, every mailbox (ids, senders,
-// bodies, statuses) and the worker's Object and its durable payload.
+// the binary (run, resume, checkpoint create and send alike) with SIGKILL
+// after a random delay of 0-30 ms, without failpoints, resuming each time,
+// until it has killed randomKills invocations; a scenario that ends
+// meanwhile starts again in a new directory. Invocations after the last
+// kill run to the end. Every scenario must pass the invariants of
+// checkFinal and checkSnapshot and end with the same final results as the
+// uninterrupted run (summary): the result payload hashes and statuses of
+// the root, worker and greeter, every mailbox (ids, senders, bodies,
+// statuses), the worker's Object and its durable payload, the completed
+// two-stage compaction and the root's context generation, one checkpoint.
 func TestRandomCrashLoop(t *testing.T) {
 	want := uninterrupted(t)
 	seed := uint64(time.Now().UnixNano())
