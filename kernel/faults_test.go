@@ -257,14 +257,14 @@ func checkAcknowledged(t *testing.T, rt *Runtime, acked []Event, seen map[int64]
 			t.Errorf("pid %d ended %s before the fault and is %s after it (%v)", pid, state, info.Status, err)
 		}
 	}
-	checkEvidence(t, rt, seen)
+	checkRetainedResults(t, rt, seen)
 }
 
-// checkEvidence checks that every tool result a process was shown is
+// checkRetainedResults checks that every tool result a process was shown is
 // retained evidence with the same content, that tool records and retained
 // results pair up with the recorded hash, that no call is recorded twice,
 // and that the Object versions processes were shown are durable.
-func checkEvidence(t *testing.T, rt *Runtime, seen map[int64]map[string]string) {
+func checkRetainedResults(t *testing.T, rt *Runtime, seen map[int64]map[string]string) {
 	t.Helper()
 	procs, err := rt.Processes()
 	if err != nil {
@@ -336,7 +336,7 @@ func checkEvidence(t *testing.T, rt *Runtime, seen map[int64]map[string]string) 
 // durable read; the worker's tally durable at version 2; its one-shot used.
 func checkFaultRunEnd(t *testing.T, rt *Runtime, root int64, seen map[int64]map[string]string) {
 	t.Helper()
-	checkEvidence(t, rt, seen)
+	checkRetainedResults(t, rt, seen)
 	procs, err := rt.Processes()
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +374,7 @@ func checkFaultRunEnd(t *testing.T, rt *Runtime, root int64, seen map[int64]map[
 			spawns[ev.PID]++
 		}
 	}
-	if !maps3(spawns) {
+	if len(spawns) != 3 || spawns[1] != 1 || spawns[2] != 1 || spawns[3] != 1 {
 		t.Errorf("spawn events %v, want one each for pids 1, 2 and 3", spawns)
 	}
 	err = rt.Store().View(func(tx *objects.Txn) error {
@@ -437,10 +437,6 @@ func checkFaultRunEnd(t *testing.T, rt *Runtime, root int64, seen map[int64]map[
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func maps3(spawns map[int64]int) bool {
-	return len(spawns) == 3 && spawns[1] == 1 && spawns[2] == 1 && spawns[3] == 1
 }
 
 func usesLeft(n *int) string {
