@@ -268,9 +268,15 @@ func (k *Runtime) InspectCheckpoint(id string) (Checkpoint, error) {
 // RestoreReport says what a restore did and which external effects it did
 // not undo.
 type RestoreReport struct {
-	Checkpoint         string           `json:"checkpoint"`
-	Restored           []int64          `json:"restored_pids"`
-	Killed             []int64          `json:"killed_pids"`
+	Checkpoint string  `json:"checkpoint"`
+	Restored   []int64 `json:"restored_pids"`
+	Killed     []int64 `json:"killed_pids"`
+	// KeptTerminal are processes that ended since the checkpoint: an exit is
+	// irreversible, so they stay ended.
+	KeptTerminal []int64 `json:"kept_terminal_pids"`
+	// NotRestored are Objects removed since the checkpoint: re-creating one
+	// would restart its version, so they stay removed.
+	NotRestored        []string         `json:"not_restored_oids"`
 	SupersededMessages int              `json:"superseded_messages"`
 	EffectsSince       []EffectSinceRef `json:"external_effects_since_checkpoint"`
 }
@@ -323,7 +329,7 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		}
 		recs[pid] = r
 	}
-	rep := RestoreReport{Checkpoint: id, Restored: []int64{}, Killed: []int64{}, EffectsSince: []EffectSinceRef{}}
+	rep := RestoreReport{Checkpoint: id, Restored: []int64{}, Killed: []int64{}, KeptTerminal: []int64{}, NotRestored: []string{}, EffectsSince: []EffectSinceRef{}}
 	// External effects since the checkpoint are reported, not undone.
 	for _, pid := range current {
 		from := cp.Marks[pid].ToolCalls
@@ -344,6 +350,15 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		}
 		rep.Killed = append(rep.Killed, pid)
 	}
+	// Processes that ended since the checkpoint stay ended, with their
+	// Objects and results: an exit is irreversible.
+	kept := map[string]bool{}
+	for _, pid := range cp.PIDs {
+		if recs[pid].State.Terminal() && !data.procs[pid].State.Terminal() {
+			kept[Namespace(pid)] = true
+			rep.KeptTerminal = append(rep.KeptTerminal, pid)
+		}
+	}
 	// Objects: captured ones get their captured payload as a new version;
 	// ones created since are removed. Versions never go backwards.
 	captured := map[string]bool{}
@@ -351,6 +366,9 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		captured[o.Meta.OID] = true
 	}
 	for _, pid := range cp.PIDs {
+		if kept[Namespace(pid)] {
+			continue
+		}
 		metas, err := tx.List(Namespace(pid))
 		if err != nil {
 			return RestoreReport{}, err
@@ -364,6 +382,9 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		}
 	}
 	for _, o := range data.objects {
+		if kept[o.Meta.Namespace] {
+			continue
+		}
 		labels := o.Meta.Labels
 		if o.Meta.Kind == contextKind {
 			labels = advanceGeneration(tx, o.Meta)
@@ -371,11 +392,8 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		cur, err := tx.Stat(o.Meta.OID)
 		switch {
 		case errors.Is(err, objects.ErrNotFound):
-			if o.PayloadLost {
-				continue
-			}
-			_, err = tx.Create(objects.CreateSpec{OID: o.Meta.OID, Namespace: o.Meta.Namespace, Name: o.Meta.Name, Kind: o.Meta.Kind,
-				Owner: o.Meta.Owner, Labels: labels, Tier: o.Meta.Tier, Payload: o.Payload})
+			rep.NotRestored = append(rep.NotRestored, o.Meta.OID)
+			continue
 		case err != nil:
 		default:
 			_, err = tx.Write(o.Meta.OID, cur.Version, objects.WriteSpec{Payload: o.Payload, Labels: labels, KeepPayload: o.PayloadLost})
@@ -388,16 +406,24 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 	// regain uses, counters and budget usage keep moving forward.
 	for _, pid := range cp.PIDs {
 		old, now := data.procs[pid], recs[pid]
+		if kept[Namespace(pid)] {
+			continue
+		}
 		r := *old
 		r.Gen = max(old.Gen, now.Gen) + 1
 		r.Grants = neverRegain(old.Grants, now.Grants)
 		r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
 		r.NotifiedSeq = max(old.NotifiedSeq, now.NotifiedSeq)
+		r.WallMark = now.WallMark // wall time already charged stays charged once
 		r.Dispatch = nil
 		if r.State == process.Running {
 			// Captured mid-quantum: like a crash, the call's settlement is
-			// unknown to the restored process.
+			// unknown to the restored process, and calls it made then are
+			// answered as such.
 			r.State, r.InterruptedTurn = process.Runnable, true
+			if err := k.answerUnanswered(tx, &r, "the process was restored from a checkpoint taken while this call ran; its effect may or may not have happened"); err != nil {
+				return RestoreReport{}, err
+			}
 		}
 		r.UpdatedAt = k.now()
 		if p, ok := data.pending[pid]; ok {
@@ -573,7 +599,7 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string) (ForkReport, error)
 		r.GoalOID, r.ContextOID, r.ResultOID = oids[old.GoalOID], oids[old.ContextOID], oids[old.ResultOID]
 		r.Gen, r.Used, r.ToolCalls, r.RetainSeq, r.RetainedEntries = 0, capabilities.Budget{}, 0, 0, 0
 		r.ResumePending, r.Dispatch, r.Wait, r.PausedFrom = "", nil, nil, ""
-		r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested = 0, false, false
+		r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested, r.WallMark = 0, false, false, time.Time{}
 		r.CreatedAt, r.UpdatedAt = k.now(), k.now()
 		var grants []capabilities.Grant
 		for _, g := range old.Grants {
@@ -618,8 +644,8 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string) (ForkReport, error)
 				return ForkReport{}, err
 			}
 		}
-		if waited {
-			if err := k.answerDroppedWait(tx, &r); err != nil {
+		if waited || old.State == process.Running {
+			if err := k.answerUnanswered(tx, &r, "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
 				return ForkReport{}, err
 			}
 		}
@@ -651,9 +677,9 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string) (ForkReport, error)
 	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: rep.RootPID, Reason: "forked " + id})
 }
 
-// answerDroppedWait answers the call a forked process was waiting in, so
-// its context stays a valid conversation.
-func (k *Runtime) answerDroppedWait(tx *objects.Txn, r *procRecord) error {
+// answerUnanswered answers every call of r's latest response that has no
+// result yet, so its context stays a valid conversation.
+func (k *Runtime) answerUnanswered(tx *objects.Txn, r *procRecord, reason string) error {
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return err
@@ -669,7 +695,7 @@ func (k *Runtime) answerDroppedWait(tx *objects.Txn, r *procRecord) error {
 		}
 		for _, call := range e.ToolCalls {
 			if !answered[call.ID] {
-				res, _ := json.Marshal(tools.NotStarted("this process was forked from a checkpoint while waiting; the wait did not carry over"))
+				res, _ := json.Marshal(tools.NotStarted(reason))
 				if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: string(res)}); err != nil {
 					return err
 				}

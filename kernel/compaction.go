@@ -246,11 +246,15 @@ func (k *Runtime) startCompaction(tx *objects.Txn, r *procRecord, c *llmContext,
 	if err := k.authorize(tx, r, capabilities.Write, "object_namespace:"+r.Namespace); err != nil {
 		return tools.Outcome{}, err
 	}
-	if err := k.authorize(tx, r, capabilities.Write, "process:spawn"); err != nil {
-		return tools.Outcome{}, err
-	}
-	if err := k.authorize(tx, r, capabilities.Read, "image:"+compressorImage); err != nil {
-		return tools.Outcome{}, err
+	// Spawn and image rights are checked before anything exists, and again
+	// (reserving one-shots) as each stage's compressor starts.
+	for _, need := range []struct {
+		right capabilities.Right
+		name  string
+	}{{capabilities.Write, "process:spawn"}, {capabilities.Read, "image:" + compressorImage}} {
+		if d := capabilities.Check(r.Grants, need.right, need.name); !d.Allowed {
+			return tools.Outcome{}, fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, need.right, need.name, d.Reason)
+		}
 	}
 	if cut == 0 {
 		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments,
@@ -298,6 +302,13 @@ func (k *Runtime) startCompaction(tx *objects.Txn, r *procRecord, c *llmContext,
 // spawnCompressor starts the compressor of the job's current stage. It holds
 // nothing beyond its own namespace.
 func (k *Runtime) spawnCompressor(tx *objects.Txn, r *procRecord, job *compactionJob) (int64, error) {
+	// Every stage needs the authority, as the first did.
+	if err := k.authorize(tx, r, capabilities.Write, "process:spawn"); err != nil {
+		return 0, err
+	}
+	if err := k.authorize(tx, r, capabilities.Read, "image:"+compressorImage); err != nil {
+		return 0, err
+	}
 	im, err := k.image(compressorImage)
 	if err != nil {
 		return 0, err
@@ -389,6 +400,12 @@ func (k *Runtime) resumeCompaction(tx *objects.Txn, r *procRecord, c *llmContext
 	if c.meta.Version != job.SourceVersion {
 		return fail("the context changed since source version %d (now %d)", job.SourceVersion, c.meta.Version)
 	}
+	// The version alone does not show a payload lost and rebuilt differently
+	// (a reopen with retention off): the compacted prefix must be the one
+	// the job copied.
+	if job.Cut > len(c.entries) || !samePrefix(c.entries[:job.Cut], job.Entries) {
+		return fail("the context entries the job summarized are no longer the context's (its payload was lost or rebuilt since)")
+	}
 	oldVersion := c.meta.Version
 	summaryEntry := Entry{Role: llm.RoleUser, Kind: "summary",
 		Content: fmt.Sprintf("(context summary of %d earlier entries)\n%s", job.Cut, summary)}
@@ -405,6 +422,13 @@ func (k *Runtime) resumeCompaction(tx *objects.Txn, r *procRecord, c *llmContext
 		"old_version": oldVersion, "new_version": oldVersion + 1, "compressor_pids": job.CompressorPIDs,
 		"source_tokens": job.SourceTokens, "compacted_tokens": c.tokens, "preserved_recent_entries": job.Preserved,
 	}}, nil
+}
+
+// samePrefix reports whether two entry lists are equal.
+func samePrefix(a, b []Entry) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
 // compressorGoalFor rebuilds a compressor's lost goal from its parent's job.
@@ -439,6 +463,10 @@ func (k *Runtime) maintain(tx *objects.Txn, r *procRecord, c *llmContext, projec
 	reason := "it lacks execute on context:maintenance"
 	if capabilities.Check(r.Grants, capabilities.Execute, "context:maintenance").Allowed {
 		sp := tx.Savepoint()
+		saved := r.snapshot()
+		if err := k.authorize(tx, r, capabilities.Execute, "context:maintenance"); err != nil {
+			return false, err
+		}
 		// Pressure is established, so the run is forced; the summary aims at
 		// well under the threshold.
 		// As few stages as the compressor's window allows: each costs a child
@@ -464,6 +492,7 @@ func (k *Runtime) maintain(tx *objects.Txn, r *procRecord, c *llmContext, projec
 			return true, k.step(tx, r, process.Input{Kind: process.Block, Wait: &w})
 		}
 		tx.RollbackTo(sp)
+		r.restore(saved)
 		if err != nil {
 			reason = "automatic compaction could not start: " + err.Error()
 		} else {

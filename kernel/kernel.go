@@ -230,6 +230,9 @@ func (k *Runtime) Spawn(spec SpawnSpec) (int64, error) {
 	if spec.Goal == "" {
 		return 0, fmt.Errorf("%w: goal: required", ErrInvalidSpawn)
 	}
+	if err := spec.Budget.Validate(); err != nil {
+		return 0, fmt.Errorf("%w: budget: %w", ErrInvalidSpawn, err)
+	}
 	grants := make([]capabilities.Grant, len(spec.Grants))
 	for i, g := range spec.Grants {
 		if g.ID == "" {
@@ -317,6 +320,10 @@ func (k *Runtime) createProcess(tx *objects.Txn, im *images.Image, parent int64,
 			g.Effect = capabilities.Allow
 		}
 		all = append(all, g)
+	}
+	// Grant ids must be unique: a one-shot is reserved by id.
+	if err := capabilities.ValidateGrants(all); err != nil {
+		return nil, fmt.Errorf("%w: grants: %w", ErrInvalidSpawn, err)
 	}
 	now := k.clock.Now()
 	r := &procRecord{

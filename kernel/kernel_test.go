@@ -427,6 +427,17 @@ func TestSpawnValidation(t *testing.T) {
 	if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0"}); !errors.Is(err, ErrInvalidSpawn) {
 		t.Fatalf("empty goal: %v", err)
 	}
+	if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Budget: capabilities.Budget{LLMCalls: -1}}); !errors.Is(err, ErrInvalidSpawn) {
+		t.Fatalf("negative budget: %v", err)
+	}
+	one := 1
+	dup := []capabilities.Grant{
+		{ID: "g", Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}, UsesRemaining: &one},
+		{ID: "g", Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}, UsesRemaining: &one},
+	}
+	if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: dup}); !errors.Is(err, ErrInvalidSpawn) {
+		t.Fatalf("duplicate grant ids: %v", err)
+	}
 	bad := []capabilities.Grant{{Resource: "clock:*:x", Rights: []capabilities.Right{capabilities.Read}}}
 	if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: bad}); !errors.Is(err, ErrInvalidSpawn) {
 		t.Fatalf("bad grant: %v", err)

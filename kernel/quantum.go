@@ -37,6 +37,24 @@ func sha(b []byte) string {
 // call and its tool calls. It returns only infrastructure errors; a process's
 // own failures are recorded on the process.
 func (k *Runtime) quantum(ctx context.Context, pid int64) error {
+	err := k.runQuantum(ctx, pid)
+	if err == nil || errors.Is(err, objects.ErrFailed) || errors.Is(err, objects.ErrClosed) {
+		return err
+	}
+	// Anything else is this process's own failure (a defect or an invalid
+	// state it reached): it must not stop the scheduler for every other
+	// process, nor stay running with no worker.
+	return k.update(func(tx *objects.Txn) error {
+		r, lerr := loadProc(tx, pid)
+		if lerr != nil || r.State.Terminal() {
+			return lerr
+		}
+		return k.failProcess(tx, r, fmt.Sprintf("internal error in a quantum: %v", err))
+	})
+}
+
+// runQuantum is one quantum of pid; see quantum.
+func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 	var (
 		req      llm.Request
 		im       *images.Image
@@ -285,30 +303,10 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 		blockCall llm.ToolCall
 		exit      *tools.Exit
 	)
-	// checkMessages collects messages that arrived since the process was last
-	// told: an interrupt stops the batch before the next call, a normal
-	// message after the current one. The notice follows the turn's tool
-	// results, so every call of the turn is answered first.
-	checkMessages := func(before bool) error {
-		msgs, err := newMessages(tx, r)
-		if err != nil {
-			return err
-		}
-		d.Notices = append(d.Notices, msgs...)
-		if _, interrupt := messageNotice(msgs); interrupt && d.EndedBy == "" {
-			d.EndedBy = "an interrupt message"
-		}
-		// A normal message, seen before or after this call, ends the batch
-		// once the call is done.
-		if !before && len(d.Notices) > 0 && d.EndedBy == "" {
-			d.EndedBy = "a new message"
-		}
-		return nil
-	}
 	for ; d.Next < len(d.Calls); d.Next++ {
 		call := d.Calls[d.Next]
 		if d.EndedBy == "" {
-			if err := checkMessages(true); err != nil {
+			if err := checkMessages(tx, r, d, true); err != nil {
 				return nil, err
 			}
 		}
@@ -323,9 +321,13 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			return nil, err
 		}
 		sp := tx.Savepoint()
+		saved := r.snapshot()
 		out, terr := k.invoke(ctx, tx, r, c, table, call)
 		if terr != nil {
+			// Nothing of a failed call stays: staged writes, reserved
+			// one-shot uses and budget charges all go back.
 			tx.RollbackTo(sp)
+			r.restore(saved)
 			te := tools.AsError(terr)
 			if err := k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code); err != nil {
 				return nil, err
@@ -361,7 +363,7 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			}
 		}
 		if d.EndedBy == "" {
-			if err := checkMessages(false); err != nil {
+			if err := checkMessages(tx, r, d, false); err != nil {
 				return nil, err
 			}
 		}
@@ -384,6 +386,25 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 		return nil, err
 	}
 	return nil, k.pauseIfRequested(tx, r)
+}
+
+// checkMessages collects messages that arrived since the process was last
+// told: an interrupt stops the batch before the next call, a normal message
+// after the current one (before is true when checking ahead of a call). The
+// notice follows the turn's tool results, so every call is answered first.
+func checkMessages(tx *objects.Txn, r *procRecord, d *dispatchState, before bool) error {
+	msgs, err := newMessages(tx, r)
+	if err != nil {
+		return err
+	}
+	d.Notices = append(d.Notices, msgs...)
+	if _, interrupt := messageNotice(msgs); interrupt && d.EndedBy == "" {
+		d.EndedBy = "an interrupt message"
+	}
+	if !before && len(d.Notices) > 0 && d.EndedBy == "" {
+		d.EndedBy = "a new message"
+	}
+	return nil
 }
 
 // finishEffect records the result of the outside effect of r's current
@@ -413,6 +434,11 @@ func (k *Runtime) finishEffect(ctx context.Context, tx *objects.Txn, r *procReco
 	if r.State != process.Running {
 		r.Dispatch = nil
 		return nil, saveProc(tx, r)
+	}
+	if d.EndedBy == "" {
+		if err := checkMessages(tx, r, d, false); err != nil {
+			return nil, err
+		}
 	}
 	im, err := k.image(r.Image)
 	if err != nil {

@@ -89,6 +89,24 @@ type procRecord struct {
 	InterruptedTurn bool `json:"interrupted_turn,omitempty"`
 }
 
+// snapshot returns a deep copy of r, so that a call rolled back to its
+// savepoint also gives back what it changed in memory (a reserved one-shot,
+// a budget charge).
+func (r *procRecord) snapshot() *procRecord {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(fmt.Sprintf("kernel: snapshot pid %d: %v", r.PID, err))
+	}
+	var c procRecord
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic(fmt.Sprintf("kernel: snapshot pid %d: %v", r.PID, err))
+	}
+	return &c
+}
+
+// restore makes r the snapshot s again.
+func (r *procRecord) restore(s *procRecord) { *r = *s.snapshot() }
+
 func loadProc(tx *objects.Txn, pid int64) (*procRecord, error) {
 	b, err := tx.Get(procKey(pid))
 	if err != nil {

@@ -30,7 +30,8 @@ func (k *Runtime) recover() error {
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("decode process record: %w", err)
 			}
-			if r.State == process.Running || (r.State == process.Waiting && r.Wait != nil && r.Wait.Kind == process.WaitTimer) {
+			sleeping := r.Wait != nil && r.Wait.Kind == process.WaitTimer && (r.State == process.Waiting || r.State == process.Paused)
+			if r.State == process.Running || sleeping {
 				pids = append(pids, r.PID)
 			}
 			return nil
@@ -67,7 +68,7 @@ func (k *Runtime) recover() error {
 					return err
 				}
 				return k.step(tx, r, process.Input{Kind: process.Recover})
-			case process.Waiting:
+			case process.Waiting, process.Paused:
 				p, err := loadPending(tx, pid, r.Wait.PendingID)
 				if err != nil {
 					return err

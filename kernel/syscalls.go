@@ -149,11 +149,26 @@ func (s *syscalls) HasMessage(f mailbox.Filter) (bool, error) {
 	return m != nil, err
 }
 
+// kernelKinds are the Object kinds the kernel owns: a process reads them
+// but changes them only through the kernel (its context through
+// compaction, its goal through the Host), never by a plain write.
+var kernelKinds = map[string]bool{contextKind: true, transcriptKind: true, "goal": true, jobKind: true, "result": true}
+
 func (s *syscalls) CreateObject(spec objects.CreateSpec) (objects.Meta, error) {
+	if kernelKinds[spec.Kind] {
+		return objects.Meta{}, tools.Errorf(tools.CodeDenied, "kind: %q is owned by the runtime; choose another kind", spec.Kind)
+	}
 	return s.tx.Create(spec)
 }
 
 func (s *syscalls) WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error) {
+	meta, err := s.tx.Stat(oid)
+	if err != nil {
+		return objects.Meta{}, err
+	}
+	if kernelKinds[meta.Kind] {
+		return objects.Meta{}, tools.Errorf(tools.CodeDenied, "oid: object %s (kind %s) is owned by the runtime and changes only through it", oid, meta.Kind)
+	}
 	return s.tx.Write(oid, expectedVersion, spec)
 }
 
