@@ -537,13 +537,16 @@ func (k *Runtime) ForkCheckpoint(id string) (ForkReport, error) {
 	var rep ForkReport
 	err := k.update(func(tx *objects.Txn) error {
 		var err error
-		rep, err = k.forkCheckpoint(tx, id)
+		rep, err = k.forkCheckpoint(tx, id, nil)
 		return err
 	})
 	return rep, err
 }
 
-func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string) (ForkReport, error) {
+// forkCheckpoint forks checkpoint id. A process asking (caller non-nil)
+// gets the fork as its own child: the forked grants narrowed to what the
+// caller holds, the new processes charged to its children budget.
+func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord) (ForkReport, error) {
 	cp, err := loadCheckpoint(tx, id)
 	if err != nil {
 		return ForkReport{}, err
@@ -561,6 +564,14 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string) (ForkReport, error)
 		rep.PIDs[pid] = int64(seq)
 	}
 	rep.RootPID = rep.PIDs[cp.RootPID]
+	if caller != nil {
+		if err := charge(tx, caller, capabilities.Budget{Children: int64(len(cp.PIDs))}); err != nil {
+			return ForkReport{}, err
+		}
+		if err := saveProc(tx, caller); err != nil {
+			return ForkReport{}, err
+		}
+	}
 	oids := map[string]string{}
 	sort.Slice(data.objects, func(i, j int) bool { return data.objects[i].Meta.OID < data.objects[j].Meta.OID })
 	for _, o := range data.objects {
@@ -595,6 +606,9 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string) (ForkReport, error)
 		old := data.procs[pid]
 		r := *old
 		r.PID, r.ParentPID, r.RootPID = rep.PIDs[pid], rep.PIDs[old.ParentPID], rep.RootPID
+		if pid == cp.RootPID && caller != nil {
+			r.ParentPID, r.RootPID = caller.PID, caller.RootPID
+		}
 		r.Namespace = Namespace(r.PID)
 		r.GoalOID, r.ContextOID, r.ResultOID = oids[old.GoalOID], oids[old.ContextOID], oids[old.ResultOID]
 		r.Gen, r.Used, r.ToolCalls, r.RetainSeq, r.RetainedEntries = 0, capabilities.Budget{}, 0, 0, 0
@@ -609,7 +623,15 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string) (ForkReport, error)
 			if g.Resource == "object_namespace:"+old.Namespace {
 				g.Resource = "object_namespace:" + r.Namespace
 			}
+			if caller != nil && g.Resource != "object_namespace:"+r.Namespace {
+				if capabilities.Attenuate(caller.Grants, []capabilities.Grant{g}) != nil {
+					continue // more than the caller holds: not handed to its fork
+				}
+			}
 			grants = append(grants, g)
+		}
+		if caller != nil {
+			grants = append(grants, capabilities.InheritedDenies(caller.Grants)...)
 		}
 		r.Grants = grants
 		waited := false

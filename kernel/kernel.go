@@ -219,6 +219,10 @@ type SpawnSpec struct {
 	Grants []capabilities.Grant
 	// Budget lowers the image's default limits (0 fields keep the default).
 	Budget capabilities.Budget
+	// RecordPIDAs, when set, stores the new pid as Host metadata under this
+	// key (see GetMeta) in the spawn's own commit, so a crash cannot leave
+	// a process the Host has no record of.
+	RecordPIDAs string
 }
 
 // Spawn creates a root process and makes it runnable.
@@ -253,6 +257,9 @@ func (k *Runtime) Spawn(spec SpawnSpec) (int64, error) {
 			return err
 		}
 		pid = r.PID
+		if spec.RecordPIDAs != "" {
+			return putJSON(tx, []byte(prefixHostMeta+spec.RecordPIDAs), pid)
+		}
 		return nil
 	})
 	if err != nil {

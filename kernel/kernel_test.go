@@ -474,12 +474,12 @@ func TestInterruptedQuantumResumesWithNotice(t *testing.T) {
 		t.Fatalf("after an interrupted call: %+v", info)
 	}
 	h.rt.Close()
-	// Turn 0 was consumed by the interrupted call: the script continues at turn 1.
+	// The interrupted call was counted (and charged) but its response never
+	// recorded: the replay asks turn 0 again, as an uninterrupted run would.
 	h.open(`
 processes:
   - image: base:v0
     turns:
-      - tool_calls: [{name: process_exit, arguments: {message: never}}]
       - tool_calls: [{name: process_exit, arguments: {message: resumed}}]
 `)
 	h.run()

@@ -59,6 +59,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		req      llm.Request
 		im       *images.Image
 		reserved int64
+		turn     int  // the call's number among the process's provider calls
 		called   bool // phase A dispatched the process: the provider call goes ahead
 	)
 	err := k.update(func(tx *objects.Txn) error {
@@ -110,7 +111,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		system := k.systemPrompt(r, c, im.SystemPrompt, im.Context.Object)
 		req = llm.Request{
 			Process:   llm.ProcessInfo{PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
-			Turn:      r.Turn,
+			Turn:      r.Replies,
 			Messages:  k.materialize(r, c, system, goal),
 			Tools:     k.toolSchemas(im, r),
 			MaxTokens: im.Context.MaxOutputTokens,
@@ -142,7 +143,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		if err := k.emit(tx, Event{Kind: EventQuantum, PID: r.PID, Turn: r.Turn}); err != nil {
 			return err
 		}
-		called = true
+		called, turn = true, r.Turn
 		k.markCommit(tx, commitQuantum)
 		return k.step(tx, r, process.Input{Kind: process.Dispatch})
 	})
@@ -161,8 +162,8 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		if err != nil {
 			return err
 		}
-		cr := callRecord{Turn: req.Turn, RequestSHA256: "", ReservedTokens: reserved, FinishedAt: k.now()}
-		if old, gerr := tx.Get(callKey(pid, req.Turn)); gerr == nil {
+		cr := callRecord{Turn: turn, RequestSHA256: "", ReservedTokens: reserved, FinishedAt: k.now()}
+		if old, gerr := tx.Get(callKey(pid, turn)); gerr == nil {
 			_ = json.Unmarshal(old, &cr)
 		}
 		cr.FinishedAt = k.now()
@@ -177,15 +178,15 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 				// is unknown and the process resumes later with a notice.
 				cr.Status, cr.Settlement = "unknown", string(llm.SettlementUnknown)
 				r.InterruptedTurn = true
-				if err := putJSON(tx, callKey(pid, req.Turn), cr); err != nil {
+				if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
 					return err
 				}
 				return k.step(tx, r, process.Input{Kind: process.Recover})
 			}
-			if err := putJSON(tx, callKey(pid, req.Turn), cr); err != nil {
+			if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
 				return err
 			}
-			if err := k.emit(tx, Event{Kind: EventProvider, PID: pid, Turn: req.Turn, Reason: perr.Error()}); err != nil {
+			if err := k.emit(tx, Event{Kind: EventProvider, PID: pid, Turn: turn, Reason: perr.Error()}); err != nil {
 				return err
 			}
 			if r.State != process.Running {
@@ -195,7 +196,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		}
 		used := int64(resp.Usage.PromptTokens + resp.Usage.CompletionTokens)
 		cr.Status, cr.Usage, cr.ToolCalls = "completed", &usage{resp.Usage.PromptTokens, resp.Usage.CompletionTokens}, len(resp.ToolCalls)
-		if err := putJSON(tx, callKey(pid, req.Turn), cr); err != nil {
+		if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
 			return err
 		}
 		// Settle the reservation to the reported usage. Going over the token
@@ -220,7 +221,8 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		if err := k.appendEntries(tx, r, c, assistant); err != nil {
 			return err
 		}
-		r.Dispatch = &dispatchState{Turn: req.Turn, Calls: resp.ToolCalls, EffectCall: -1}
+		r.Replies++
+		r.Dispatch = &dispatchState{Turn: turn, Calls: resp.ToolCalls, EffectCall: -1}
 		effect, err = k.dispatch(ctx, tx, r, c, im)
 		return err
 	})
@@ -372,7 +374,13 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 	if exit != nil {
 		return nil, k.exitProcess(tx, r, exit)
 	}
-	if len(d.Notices) > 0 {
+	switch {
+	case len(d.Notices) > 0 && block != nil:
+		// The blocked call's result comes when its wait ends; a notice now
+		// would split the call from its result. The messages are announced
+		// by the quantum after the resume.
+		r.NotifiedSeq = d.Notices[0].Seq - 1
+	case len(d.Notices) > 0:
 		notice, _ := messageNotice(d.Notices)
 		if err := k.appendEntries(tx, r, c, notice); err != nil {
 			return nil, err

@@ -80,6 +80,10 @@ type procRecord struct {
 	PressureEpisode bool `json:"pressure_episode,omitempty"`
 	// WallMark is how far wall time has been charged to the budgets.
 	WallMark time.Time `json:"wall_mark,omitzero"`
+	// Replies counts provider responses recorded in the context. Requests
+	// carry it as their turn: a call interrupted by a crash is counted in
+	// Turn (it was charged) but not here, so it is asked again.
+	Replies int `json:"replies"`
 	// PauseRequested pauses the process when its running quantum ends.
 	PauseRequested bool `json:"pause_requested,omitempty"`
 	// NotifiedSeq is the highest mailbox sequence the process was told of.

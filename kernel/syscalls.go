@@ -219,5 +219,5 @@ func (s *syscalls) RestoreCheckpoint(id string) (any, error) {
 }
 
 func (s *syscalls) ForkCheckpoint(id string) (any, error) {
-	return s.k.forkCheckpoint(s.tx, id)
+	return s.k.forkCheckpoint(s.tx, id, s.r)
 }

@@ -241,11 +241,7 @@ func session(dir string, stdout, stderr io.Writer, start func(*kernel.Runtime) (
 // spawnRoot starts the root of a run and records it for resume.
 func spawnRoot(image, goal string, grants []capabilities.Grant) func(*kernel.Runtime) (int64, error) {
 	return func(rt *kernel.Runtime) (int64, error) {
-		pid, err := rt.Spawn(kernel.SpawnSpec{Image: image, Goal: goal, Grants: grants})
-		if err != nil {
-			return 0, err
-		}
-		return pid, rt.PutMeta(metaRoot, pid)
+		return rt.Spawn(kernel.SpawnSpec{Image: image, Goal: goal, Grants: grants, RecordPIDAs: metaRoot})
 	}
 }
 
