@@ -111,3 +111,31 @@ processes:
 		t.Fatalf("report %+v", rep)
 	}
 }
+
+// One-shot uses handed to a child move from the parent: they are not copied.
+func TestHandedDownOneShotsMove(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: a, capabilities: [{resource: "clock:sleep", rights: [read], uses_remaining: 1}]}}]
+      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: b, capabilities: [{resource: "clock:sleep", rights: [read], uses_remaining: 1}]}}]
+      - tool_calls: [{name: sleep, arguments: {seconds: 1}}]
+      - tool_calls: [{name: process_exit, arguments: {}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {}}]
+`)
+	one := 1
+	pid := h.spawn([]capabilities.Grant{spawnGrant(), {Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}, UsesRemaining: &one}})
+	h.run()
+	res := h.toolResults(pid)
+	if res[0]["ok"] != true {
+		t.Fatalf("first hand-down: %v", res[0])
+	}
+	for i := 1; i <= 2; i++ {
+		if e, ok := res[i]["error"].(map[string]any); !ok || e["code"] != "denied" {
+			t.Fatalf("call %d: the one use went to the first child: %v", i, res[i])
+		}
+	}
+}

@@ -60,6 +60,9 @@ func (k *Runtime) spawnChild(tx *objects.Txn, parent *procRecord, spec tools.Chi
 	if err := capabilities.Attenuate(parent.Grants, spec.Grants); err != nil {
 		return nil, err
 	}
+	if err := transferOneShots(parent, spec.Grants); err != nil {
+		return nil, err
+	}
 	if spec.ToolTable != nil {
 		if err := k.checkToolTable(spec.ToolTable); err != nil {
 			return nil, err
@@ -93,6 +96,29 @@ func (k *Runtime) spawnChild(tx *objects.Txn, parent *procRecord, spec tools.Chi
 	}
 	k.markCommit(tx, commitSpawn)
 	return child, nil
+}
+
+// transferOneShots takes from the parent's one-shot grants the uses it
+// hands down: uses move to the child, they are not copied, so a parent with
+// one use cannot give each of many children one.
+func transferOneShots(parent *procRecord, handed []capabilities.Grant) error {
+	for _, g := range handed {
+		if g.UsesRemaining == nil || g.Effect == capabilities.Deny || len(g.Rights) == 0 {
+			continue
+		}
+		for n := 0; n < *g.UsesRemaining; n++ {
+			d := capabilities.Check(parent.Grants, g.Rights[0], g.Resource)
+			if !d.OneShot {
+				break // an unlimited grant covers it: nothing to move
+			}
+			grants, _, err := capabilities.Reserve(parent.Grants, d)
+			if err != nil {
+				return fmt.Errorf("%w: handing down %d uses of %s: %v", capabilities.ErrWidening, *g.UsesRemaining, g.Resource, err)
+			}
+			parent.Grants = grants
+		}
+	}
+	return nil
 }
 
 // terminate moves r to a terminal state through in, then kills its live
