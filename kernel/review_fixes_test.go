@@ -139,3 +139,31 @@ processes:
 		}
 	}
 }
+
+// Probing OIDs without authority cannot tell which exist.
+func TestMissingObjectsLookDeniedWithoutAuthority(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: read_object, arguments: {oid: "8a1f6c1e-0000-4000-8000-000000000000"}}]
+      - tool_calls: [{name: process_exit, arguments: {message: "${last.error.code}"}}]
+`)
+	pid := h.spawn(nil)
+	h.run()
+	if got := h.result(pid)["message"]; got != "denied" {
+		t.Fatalf("a missing Object without authority: %v", got)
+	}
+	h2 := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: read_object, arguments: {oid: "8a1f6c1e-0000-4000-8000-000000000000"}}]
+      - tool_calls: [{name: process_exit, arguments: {message: "${last.error.code}"}}]
+`)
+	pid2 := h2.spawn([]capabilities.Grant{{Resource: "object:*", Rights: []capabilities.Right{capabilities.Read}}})
+	h2.run()
+	if got := h2.result(pid2)["message"]; got != "not_found" {
+		t.Fatalf("a missing Object with authority: %v", got)
+	}
+}

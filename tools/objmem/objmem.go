@@ -27,6 +27,19 @@ func names(m objects.Meta) []string {
 	return []string{"object:" + m.OID, "object_namespace:" + m.Namespace}
 }
 
+// statAuthorized stats oid, answering "not found" only to a caller that
+// holds right on that oid: to anyone else a missing Object is a denial, so
+// probing cannot tell which OIDs exist.
+func statAuthorized(sys tools.Syscalls, right capabilities.Right, oid string) (objects.Meta, error) {
+	meta, err := sys.StatObject(oid)
+	if errors.Is(err, objects.ErrNotFound) {
+		if aerr := sys.Authorize(right, "object:"+oid); aerr != nil {
+			return meta, aerr
+		}
+	}
+	return meta, err
+}
+
 func metaResult(m objects.Meta) map[string]any {
 	labels := m.Labels
 	if labels == nil {
@@ -140,8 +153,13 @@ func readObject() *tools.Tool {
 			case args.OID != "" && (args.Namespace != "" || args.Name != ""):
 				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: give either oid, or namespace and name, not both")
 			case args.OID != "":
-				meta, err = sys.StatObject(args.OID)
+				meta, err = statAuthorized(sys, capabilities.Read, args.OID)
 			case args.Namespace != "" && args.Name != "":
+				if err := sys.Authorize(capabilities.Read, "object_namespace:"+args.Namespace); err != nil {
+					if _, lerr := sys.LookupObject(args.Namespace, args.Name); lerr != nil {
+						return tools.Outcome{}, err // no right on the namespace: existence stays hidden
+					}
+				}
 				meta, err = sys.LookupObject(args.Namespace, args.Name)
 			default:
 				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: required unless namespace and name are both given")
@@ -196,7 +214,7 @@ func writeObject() *tools.Tool {
 			if err := checkPayload(args.Payload); err != nil {
 				return tools.Outcome{}, err
 			}
-			meta, err := sys.StatObject(args.OID)
+			meta, err := statAuthorized(sys, capabilities.Write, args.OID)
 			if err != nil {
 				return tools.Outcome{}, err
 			}
