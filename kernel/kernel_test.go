@@ -540,3 +540,24 @@ func TestRestatedGoalIsRecoveredAfterReopen(t *testing.T) {
 		t.Fatalf("recovered goal %q", text)
 	}
 }
+
+// notStartedProvider never reaches its model.
+type notStartedProvider struct{}
+
+func (notStartedProvider) Name() string { return "down" }
+func (notStartedProvider) Complete(context.Context, llm.Request) (llm.Response, error) {
+	return llm.Response{}, &llm.CallError{Settlement: llm.SettlementNotStarted, Err: errors.New("connection refused")}
+}
+
+func TestNotStartedCallIsNotCharged(t *testing.T) {
+	h := newHarness(t, "", func(o *Options) { o.Provider = notStartedProvider{} })
+	pid := h.spawn(nil)
+	h.run()
+	info := h.info(pid)
+	if info.Status != process.Failed || !strings.Contains(info.Reason, "connection refused") {
+		t.Fatalf("status %+v", info)
+	}
+	if info.Used.LLMCalls != 0 || info.Used.LLMTokens != 0 {
+		t.Fatalf("a call that never started is not charged: %+v", info.Used)
+	}
+}

@@ -183,6 +183,13 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 				}
 				return k.step(tx, r, process.Input{Kind: process.Recover})
 			}
+			if cr.Settlement == string(llm.SettlementNotStarted) {
+				// The call certainly never reached the provider: its
+				// reservation is given back.
+				if err := adjustUsage(tx, r, capabilities.Budget{LLMCalls: -1, LLMTokens: -reserved}); err != nil {
+					return err
+				}
+			}
 			if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
 				return err
 			}
@@ -202,7 +209,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		// Settle the reservation to the reported usage. Going over the token
 		// budget is discovered here; the call already happened, so it is
 		// charged in full and the next call is refused.
-		if err := settleTokens(tx, r, used-reserved); err != nil {
+		if err := adjustUsage(tx, r, capabilities.Budget{LLMTokens: used - reserved}); err != nil {
 			return err
 		}
 		if r.State != process.Running {
@@ -243,18 +250,18 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 	return err
 }
 
-// settleTokens adjusts the token charge of r's chain by delta without a
-// limit check (the effect already happened).
-func settleTokens(tx *objects.Txn, r *procRecord, delta int64) error {
+// adjustUsage adds delta (which may be negative) to the usage of r's chain
+// without a limit check: it settles what already happened (a reservation
+// against actual tokens, a call that certainly never started).
+func adjustUsage(tx *objects.Txn, r *procRecord, delta capabilities.Budget) error {
 	recs, err := chain(tx, r)
 	if err != nil {
 		return err
 	}
 	for i, rec := range recs {
-		rec.Used.LLMTokens += delta
-		if rec.Used.LLMTokens < 0 {
-			rec.Used.LLMTokens = 0
-		}
+		u := &rec.Used
+		u.LLMCalls = max(0, u.LLMCalls+delta.LLMCalls)
+		u.LLMTokens = max(0, u.LLMTokens+delta.LLMTokens)
 		if i > 0 {
 			if err := saveProc(tx, rec); err != nil {
 				return err
