@@ -104,7 +104,13 @@ func TestParseGrantSpec(t *testing.T) {
 	if !reflect.DeepEqual(g, want) {
 		t.Fatalf("got %+v, want %+v", g, want)
 	}
+	one, err := ParseGrantSpec("cli-2", "clock:sleep=read@3", Allow)
+	if err != nil || one.UsesRemaining == nil || *one.UsesRemaining != 3 || one.Resource != "clock:sleep" {
+		t.Fatalf("one-shot spec: %+v %v", one, err)
+	}
 	for _, bad := range []struct{ spec, want string }{
+		{"clock:sleep=read@0", "@USES"},
+		{"clock:sleep=read@x", "@USES"},
 		{"clock:now", "RESOURCE=RIGHTS"},
 		{"clock:now=", "empty"},
 		{"clock:now=fly", `"fly"`},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -160,19 +161,28 @@ func ParseRights(s string) ([]Right, error) {
 	return rights, nil
 }
 
-// ParseGrantSpec parses "RESOURCE=RIGHTS" (as given to --grant and --deny)
+// ParseGrantSpec parses "RESOURCE=RIGHTS[@USES]" (as given to --grant and --deny;
+// @USES makes a one-shot grant with that many uses)
 // into a grant with the given id and effect. The resource is everything before
 // the last '=' and is validated.
 func ParseGrantSpec(id, spec string, effect Effect) (Grant, error) {
 	i := strings.LastIndexByte(spec, '=')
 	if i < 0 {
-		return Grant{}, fmt.Errorf("%w %q: want RESOURCE=RIGHTS, e.g. clock:now=read", ErrInvalidGrant, spec)
+		return Grant{}, fmt.Errorf("%w %q: want RESOURCE=RIGHTS[@USES], e.g. clock:now=read or clock:sleep=read@1", ErrInvalidGrant, spec)
 	}
-	rights, err := ParseRights(spec[i+1:])
+	rightsPart, usesPart, oneShot := strings.Cut(spec[i+1:], "@")
+	rights, err := ParseRights(rightsPart)
 	if err != nil {
 		return Grant{}, fmt.Errorf("grant %q: %w", spec, err)
 	}
 	g := Grant{ID: id, Resource: spec[:i], Rights: rights, Effect: effect}
+	if oneShot {
+		n, err := strconv.Atoi(usesPart)
+		if err != nil || n < 1 {
+			return Grant{}, fmt.Errorf("%w %q: @USES must be a positive whole number of uses", ErrInvalidGrant, spec)
+		}
+		g.UsesRemaining = Uses(n)
+	}
 	if err := ValidateGrant(g); err != nil {
 		return Grant{}, err
 	}

@@ -106,7 +106,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	pf.register(fs)
 	grants := &grantFlag{name: "grant", effect: capabilities.Allow}
 	denies := &grantFlag{name: "deny", effect: capabilities.Deny}
-	fs.Var(grants, "grant", "grant RESOURCE=RIGHTS to the root (repeatable; RIGHTS is comma-separated)")
+	fs.Var(grants, "grant", "grant RESOURCE=RIGHTS[@USES] to the root (repeatable; RIGHTS is comma-separated; @N: a one-shot of N uses)")
 	fs.Var(denies, "deny", "deny RESOURCE=RIGHTS to the root (repeatable)")
 	skillDirs := registerSkillsFlag(fs)
 	retainIO := fs.Bool("retain-io", true, "retain full provider I/O and tool results as durable evidence (context and goal recovery after a reopen need it)")
