@@ -216,6 +216,10 @@ func invokeExit(ctx context.Context, sys tools.Syscalls, raw json.RawMessage) (t
 	case args.ResultOID != nil:
 		meta, err := sys.StatObject(*args.ResultOID)
 		if err != nil {
+			// Only a caller with authority on the OID learns that it is missing.
+			if aerr := sys.Authorize(capabilities.Read, "object:"+*args.ResultOID); aerr != nil {
+				return tools.Outcome{}, aerr
+			}
 			return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "result_oid: %s: %v", *args.ResultOID, err)
 		}
 		if err := sys.Authorize(capabilities.Read, "object:"+meta.OID, "object_namespace:"+meta.Namespace); err != nil {
