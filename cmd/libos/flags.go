@@ -1,6 +1,10 @@
 package main
 
-import "flag"
+import (
+	"flag"
+	"fmt"
+	"io"
+)
 
 // parseInterspersed parses fs's flags wherever they appear among args and
 // returns the positional arguments in order. The standard flag package stops
@@ -24,4 +28,18 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseNoPositional parses the flags of a subcommand that takes no
+// positional argument, reporting a stray one on stderr.
+func parseNoPositional(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return false
+	}
+	if len(pos) != 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), pos[0])
+		return false
+	}
+	return true
 }

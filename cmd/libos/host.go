@@ -68,12 +68,7 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "./.libos", "runtime directory")
 	asJSON := fs.Bool("json", false, "print a JSON array")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitUsage
-	}
-	if len(pos) != 0 {
-		fmt.Fprintf(stderr, "libos ps: unexpected argument %q\n", pos[0])
+	if !parseNoPositional(fs, args, stderr) {
 		return exitUsage
 	}
 	resp, err := withRuntime(*dir, kernel.ControlRequest{Op: "ps"})
@@ -182,12 +177,7 @@ func resumeCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos resume", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "./.libos", "runtime directory")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitUsage
-	}
-	if len(pos) != 0 {
-		fmt.Fprintf(stderr, "libos resume: unexpected argument %q\n", pos[0])
+	if !parseNoPositional(fs, args, stderr) {
 		return exitUsage
 	}
 	if err := requireDir(*dir); err != nil {

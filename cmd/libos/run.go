@@ -161,12 +161,7 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "./.libos", "runtime directory")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return exitUsage
-	}
-	if len(pos) != 0 {
-		fmt.Fprintf(stderr, "libos demo: unexpected argument %q\n", pos[0])
+	if !parseNoPositional(fs, args, stderr) {
 		return exitUsage
 	}
 	goal := "Show the runtime: read the clock, have a bad argument refused, keep an Object, delegate to a child that reports by message, sleep once, compact the context, and exit with a structured result."
