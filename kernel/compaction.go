@@ -190,23 +190,6 @@ func saveJob(tx *objects.Txn, r *procRecord, job *compactionJob) (objects.Meta, 
 	return tx.Write(meta.OID, meta.Version, objects.WriteSpec{Payload: payload})
 }
 
-// authorize checks (and for a one-shot, reserves) a right of r in tx.
-func (k *Runtime) authorize(tx *objects.Txn, r *procRecord, right capabilities.Right, names ...string) error {
-	d := capabilities.Check(r.Grants, right, names...)
-	if !d.Allowed {
-		return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, right, names[0], d.Reason)
-	}
-	if d.OneShot {
-		grants, _, err := capabilities.Reserve(r.Grants, d)
-		if err != nil {
-			return fmt.Errorf("%w: %v", tools.ErrDenied, err)
-		}
-		r.Grants = grants
-		return saveProc(tx, r)
-	}
-	return nil
-}
-
 // startCompaction is the whole decision of a compaction request: the
 // no-op, the authority and budget checks, the plan, the job and the first
 // compressor. callID is the calling tool call ("" for automatic maintenance).

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -435,11 +434,3 @@ func (k *Runtime) RunUntilIdle(ctx context.Context) error {
 }
 
 func (k *Runtime) now() time.Time { return k.clock.Now() }
-
-// workers returns the worker count.
-func (k *Runtime) workers() int {
-	if k.opts.Workers > 0 {
-		return k.opts.Workers
-	}
-	return runtime.GOMAXPROCS(0) * 8
-}

@@ -142,7 +142,7 @@ func (s *scheduler) run(ctx context.Context) error {
 		return err
 	}
 
-	workers := s.k.workers()
+	workers := s.k.opts.Workers
 	work := make(chan int64, workers)
 	results := make(chan workResult, workers)
 	var wg sync.WaitGroup

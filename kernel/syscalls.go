@@ -48,6 +48,23 @@ func (s *syscalls) Authorize(right capabilities.Right, names ...string) error {
 	return s.k.authorize(s.tx, s.r, right, names...)
 }
 
+// authorize checks (and for a one-shot, reserves) a right of r in tx.
+func (k *Runtime) authorize(tx *objects.Txn, r *procRecord, right capabilities.Right, names ...string) error {
+	d := capabilities.Check(r.Grants, right, names...)
+	if !d.Allowed {
+		return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, right, names[0], d.Reason)
+	}
+	if d.OneShot {
+		grants, _, err := capabilities.Reserve(r.Grants, d)
+		if err != nil {
+			return fmt.Errorf("%w: %v", tools.ErrDenied, err)
+		}
+		r.Grants = grants
+		return saveProc(tx, r)
+	}
+	return nil
+}
+
 func (s *syscalls) StartCompaction(req tools.CompactionRequest) (tools.Outcome, error) {
 	return s.k.startCompaction(s.tx, s.r, s.c, req, s.callID)
 }
