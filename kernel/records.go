@@ -108,8 +108,14 @@ func (r *procRecord) snapshot() *procRecord {
 	return &c
 }
 
-// restore makes r the snapshot s again.
-func (r *procRecord) restore(s *procRecord) { *r = *s.snapshot() }
+// restore makes r the snapshot s again, except for the dispatch state: a
+// tool call never changes it, and the dispatcher holds a pointer to it that
+// must stay the record's own (a stale copy would lose the effect in flight).
+func (r *procRecord) restore(s *procRecord) {
+	d := r.Dispatch
+	*r = *s.snapshot()
+	r.Dispatch = d
+}
 
 func loadProc(tx *objects.Txn, pid int64) (*procRecord, error) {
 	b, err := tx.Get(procKey(pid))

@@ -1,0 +1,150 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/libos/libos/clock"
+	"github.com/libos/libos/images"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+	"github.com/libos/libos/tools/schema"
+)
+
+// effectTool is a skill tool whose outside effect counts its runs and calls
+// during, when set, while it runs.
+func effectTool(runs *atomic.Int32, during func()) *tools.Tool {
+	return &tools.Tool{
+		Name:   "slow_echo",
+		Schema: schema.Object(map[string]*schema.Schema{"text": {Type: "string"}}, "text"),
+		Scopes: []string{"echo"},
+		Invoke: func(_ context.Context, _ tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+			var args struct{ Text string }
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return tools.Outcome{}, err
+			}
+			return tools.Outcome{Effect: func(context.Context) (map[string]any, error) {
+				runs.Add(1)
+				if during != nil {
+					during()
+				}
+				return map[string]any{"echo": args.Text}, nil
+			}}, nil
+		},
+	}
+}
+
+func echoImage() *images.Image {
+	return &images.Image{Name: "echo", Version: "v0", SystemPrompt: "test", Tools: []string{images.BuiltinTools, "slow_echo"},
+		CompletionGate: images.GateOnePhase, ToolProjection: images.ProjectionAll}
+}
+
+// A call refused before it starts, then a call with an outside effect in the
+// same batch: the effect's result is recorded and the process goes on.
+const refusedThenEffectScript = `
+processes:
+  - image: echo:v0
+    turns:
+      - tool_calls:
+          - name: get_current_time
+            arguments: {timezone: Not/AZone}
+          - name: slow_echo
+            arguments: {text: hello}
+      - tool_calls:
+          - name: process_exit
+            arguments: {payload: "${last}"}
+`
+
+func TestRefusedCallThenEffectInOneBatch(t *testing.T) {
+	var runs atomic.Int32
+	h := newHarness(t, refusedThenEffectScript, func(o *Options) {
+		o.Skills = testCatalog{tools: []*tools.Tool{effectTool(&runs, nil)}}
+		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+	})
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if got := h.result(pid); got["echo"] != "hello" {
+		t.Fatalf("result %v, want the effect's result", got)
+	}
+	res := h.toolResults(pid)
+	if len(res) != 3 || res[0]["ok"] != false || res[1]["echo"] != "hello" {
+		t.Fatalf("tool results %v", res)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("effect ran %d times", runs.Load())
+	}
+}
+
+// The crash variant: the runtime dies while the effect runs. The reopened
+// runtime answers the call as settlement_unknown, never re-runs it, and the
+// refused call keeps its single answer.
+func TestRefusedCallThenEffectCrash(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var crashed *vfs.MemFS
+	var runs atomic.Int32
+	mutate := func(fs vfs.FS, during func()) func(*Options) {
+		return func(o *Options) {
+			o.FS = fs
+			o.Skills = testCatalog{tools: []*tools.Tool{effectTool(&runs, during)}}
+			o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+		}
+	}
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
+	durableDir(t, mem, h.dir)
+	h.open(refusedThenEffectScript, mutate(mem, func() {
+		crashed = mem.CrashClone(vfs.CrashCloneCfg{})
+	}))
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	h.rt.Close()
+	if crashed == nil {
+		t.Fatal("the effect never ran")
+	}
+	h.open(refusedThenEffectScript, mutate(crashed, nil))
+	h.run()
+	if info := h.info(pid); info.Status != process.Exited {
+		t.Fatalf("after reopen: %s (%s)", info.Status, info.Reason)
+	}
+	res := h.toolResults(pid)
+	if len(res) != 3 || res[0]["ok"] != false {
+		t.Fatalf("tool results %v", res)
+	}
+	if e, _ := res[1]["error"].(map[string]any); e["code"] != tools.CodeSettlementUnknown || res[1]["effect_started"] != true {
+		t.Fatalf("effect call after the crash: %v", res[1])
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("effect ran %d times", runs.Load())
+	}
+}
+
+// durableDir creates dir on a crashable MemFS and syncs every level, so a
+// crash clone keeps it as a real disk keeps a directory created long ago.
+func durableDir(t *testing.T, fs *vfs.MemFS, dir string) {
+	t.Helper()
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; ; d = fs.PathDir(d) {
+		f, err := fs.OpenDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if fs.PathDir(d) == d {
+			return
+		}
+	}
+}
