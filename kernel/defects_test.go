@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/clock"
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/process"
@@ -146,5 +147,73 @@ func durableDir(t *testing.T, fs *vfs.MemFS, dir string) {
 		if fs.PathDir(d) == d {
 			return
 		}
+	}
+}
+
+// A refused wait started nothing, so it does not end the batch: the calls
+// after it run.
+func TestRefusedWaitDoesNotEndBatch(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: sleep
+            arguments: {seconds: 5}
+          - name: wait_child_process
+            arguments: {child_pid: 99}
+          - name: sleep
+            arguments: {seconds: -1}
+          - name: get_current_time
+            arguments: {}
+      - tool_calls:
+          - name: process_exit
+            arguments: {payload: "${last}"}
+`)
+	// clock:now only: the first sleep has no authority.
+	pid := h.spawn(clockGrants()[:1])
+	h.run()
+	res := h.toolResults(pid)
+	if len(res) != 5 {
+		t.Fatalf("tool results %v", res)
+	}
+	for i, code := range []string{"denied", "", "invalid_arguments"} {
+		if res[i]["ok"] != false || res[i]["effect_started"] != false || (code != "" && errorCode(res[i]) != code) {
+			t.Fatalf("call %d: %v", i, res[i])
+		}
+	}
+	if got := h.result(pid); got["timezone"] != "UTC" {
+		t.Fatalf("the call after refused waits did not run: %v", got)
+	}
+	if !h.clock.Now().Equal(epoch) {
+		t.Fatalf("a refused sleep waited: clock at %v", h.clock.Now())
+	}
+}
+
+// process_exit is never refused for the tool-call budget: a process that
+// spent its last tool call can still report its result.
+func TestExitAtToolCallBudget(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: get_current_time
+            arguments: {}
+      - tool_calls:
+          - name: process_exit
+            arguments: {payload: "${last.timezone}"}
+`)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: clockGrants(), Budget: capabilities.Budget{ToolCalls: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	info := h.info(pid)
+	if info.Status != process.Exited {
+		t.Fatalf("status %s (%s), want exited", info.Status, info.Reason)
+	}
+	if info.Used.ToolCalls != 1 {
+		t.Fatalf("tool calls used %d, want 1 (process_exit is not counted)", info.Used.ToolCalls)
 	}
 }

@@ -319,12 +319,12 @@ processes:
 	pid := h.spawn(clockGrants())
 	h.run()
 	res := h.toolResults(pid)
-	// A batch-ending tool ends the batch even when it is refused: the call
-	// after the rejected sleep is not started.
-	if res[2]["cancelled"] != true || res[2]["effect_started"] != false {
+	// A refused sleep started no wait, so the call after it runs (and is
+	// refused on its own arguments).
+	if res[2]["cancelled"] == true || res[2]["effect_started"] != false {
 		t.Errorf("call after a refused sleep: %v", res[2])
 	}
-	wantMsgs := map[int]string{0: `unknown tool "format_disk"`, 1: "seconds: must be <= 60", 3: "review_token/completion_evidence: only for images"}
+	wantMsgs := map[int]string{0: `unknown tool "format_disk"`, 1: "seconds: must be <= 60", 2: "seconds: required", 3: "review_token/completion_evidence: only for images"}
 	for i, w := range wantMsgs {
 		msg := res[i]["error"].(map[string]any)["message"].(string)
 		if !strings.Contains(msg, w) {

@@ -338,11 +338,10 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			tx.RollbackTo(sp)
 			r.restore(saved)
 			te := tools.AsError(terr)
+			// A refused call started nothing, so even a wait or an exit
+			// refused here leaves the rest of the batch to run.
 			if err := k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code); err != nil {
 				return nil, err
-			}
-			if t, ok := table[call.Name]; ok && t.EndsBatch {
-				d.EndedBy = call.Name
 			}
 			continue
 		}
@@ -483,8 +482,10 @@ func (k *Runtime) invoke(ctx context.Context, tx *objects.Txn, r *procRecord, c 
 	if err := scopeRefusal(t, r); err != nil {
 		return tools.Outcome{}, err
 	}
-	if err := charge(tx, r, capabilities.Budget{ToolCalls: 1}); err != nil {
-		return tools.Outcome{}, err
+	if !t.Uncharged {
+		if err := charge(tx, r, capabilities.Budget{ToolCalls: 1}); err != nil {
+			return tools.Outcome{}, err
+		}
 	}
 	sys := &syscalls{k: k, tx: tx, r: r, c: c, callID: call.ID}
 	return t.Invoke(ctx, sys, args)

@@ -284,6 +284,9 @@ type Tool struct {
 	// EndsBatch marks wait, compaction and exit tools: calls after one in the
 	// same response are answered as not started.
 	EndsBatch bool
+	// Uncharged tools are not counted against the tool-call budget: a
+	// process at its limit must still be able to end with process_exit.
+	Uncharged bool
 	// Invoke runs the call with validated arguments (defaults applied).
 	Invoke func(ctx context.Context, sys Syscalls, args json.RawMessage) (Outcome, error)
 	// Resume completes a pending action this tool created with Block: with a

@@ -177,6 +177,7 @@ func processExit() *tools.Tool {
 			"completion_evidence": {Type: "object", Description: "Evidence for the completion review (gated images only)."},
 		}),
 		EndsBatch: true,
+		Uncharged: true,
 		Invoke:    invokeExit,
 	}
 }
