@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -199,8 +200,11 @@ func (s *syscalls) ListObjects(namespace string) ([]objects.Meta, error) {
 
 func (s *syscalls) CheckpointRoot(id string) (int64, error) {
 	cp, err := loadCheckpoint(s.tx, id)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoCheckpoint):
 		return 0, tools.Errorf(tools.CodeNotFound, "checkpoint_id: %v", err)
+	case err != nil:
+		return 0, fmt.Errorf("checkpoint %q: %w", id, err)
 	}
 	return cp.RootPID, nil
 }

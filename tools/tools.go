@@ -82,6 +82,13 @@ func AsError(err error) *Error {
 // ErrDenied is wrapped by every authority refusal.
 var ErrDenied = errors.New("capability denied")
 
+// HiddenDenial is the one answer to a caller without authority on target,
+// whether or not target exists: a missing thing and a forbidden one must
+// read alike, or probing would reveal what exists and who owns it.
+func HiddenDenial(right capabilities.Right, target string) error {
+	return fmt.Errorf("%w: %s on %s: it does not exist or no grant of yours allows it", ErrDenied, right, target)
+}
+
 // Self describes the calling process.
 type Self struct {
 	PID       int64

@@ -54,12 +54,14 @@ func Tools(tools.Config) []*tools.Tool {
 				if err := json.Unmarshal(raw, &args); err != nil {
 					return tools.Outcome{}, fmt.Errorf("%s: decode arguments: %w", name, err)
 				}
+				// A missing checkpoint and one the caller may not touch
+				// answer alike: neither existence nor owner leaks.
 				root, err := sys.CheckpointRoot(args.ID)
-				if err != nil {
-					return tools.Outcome{}, err
-				}
-				if err := sys.Authorize(right, fmt.Sprintf("checkpoint:process:%d", root)); err != nil {
-					return tools.Outcome{}, err
+				if err != nil || sys.Authorize(right, fmt.Sprintf("checkpoint:process:%d", root)) != nil {
+					if err != nil && tools.AsError(err).Code != tools.CodeNotFound {
+						return tools.Outcome{}, err
+					}
+					return tools.Outcome{}, tools.HiddenDenial(right, fmt.Sprintf("checkpoint %q", args.ID))
 				}
 				v, err := run(sys, args.ID)
 				if err != nil {

@@ -27,17 +27,44 @@ func names(m objects.Meta) []string {
 	return []string{"object:" + m.OID, "object_namespace:" + m.Namespace}
 }
 
-// statAuthorized stats oid, answering "not found" only to a caller that
-// holds right on that oid: to anyone else a missing Object is a denial, so
-// probing cannot tell which OIDs exist.
+// statAuthorized stats oid and checks right on it: a caller without that
+// right gets the same denial whether or not the Object exists, so probing
+// cannot tell which OIDs exist or which namespace holds them.
 func statAuthorized(sys tools.Syscalls, right capabilities.Right, oid string) (objects.Meta, error) {
 	meta, err := sys.StatObject(oid)
-	if errors.Is(err, objects.ErrNotFound) {
-		if aerr := sys.Authorize(right, "object:"+oid); aerr != nil {
-			return meta, aerr
+	switch {
+	case errors.Is(err, objects.ErrNotFound):
+		if sys.Authorize(right, "object:"+oid) != nil {
+			return objects.Meta{}, tools.HiddenDenial(right, "object:"+oid)
 		}
+		return objects.Meta{}, err
+	case err != nil:
+		return objects.Meta{}, err
 	}
-	return meta, err
+	if sys.Authorize(right, names(meta)...) != nil {
+		return objects.Meta{}, tools.HiddenDenial(right, "object:"+oid)
+	}
+	return meta, nil
+}
+
+// lookupAuthorized finds namespace/name and checks right on it, with the
+// same answer for a missing Object and a forbidden one.
+func lookupAuthorized(sys tools.Syscalls, right capabilities.Right, namespace, name string) (objects.Meta, error) {
+	target := fmt.Sprintf("object_namespace:%s (name %q)", namespace, name)
+	meta, err := sys.LookupObject(namespace, name)
+	switch {
+	case errors.Is(err, objects.ErrNotFound):
+		if sys.Authorize(right, "object_namespace:"+namespace) != nil {
+			return objects.Meta{}, tools.HiddenDenial(right, target)
+		}
+		return objects.Meta{}, err
+	case err != nil:
+		return objects.Meta{}, err
+	}
+	if sys.Authorize(right, names(meta)...) != nil {
+		return objects.Meta{}, tools.HiddenDenial(right, target)
+	}
+	return meta, nil
 }
 
 func metaResult(m objects.Meta) map[string]any {
@@ -155,19 +182,11 @@ func readObject() *tools.Tool {
 			case args.OID != "":
 				meta, err = statAuthorized(sys, capabilities.Read, args.OID)
 			case args.Namespace != "" && args.Name != "":
-				if err := sys.Authorize(capabilities.Read, "object_namespace:"+args.Namespace); err != nil {
-					if _, lerr := sys.LookupObject(args.Namespace, args.Name); lerr != nil {
-						return tools.Outcome{}, err // no right on the namespace: existence stays hidden
-					}
-				}
-				meta, err = sys.LookupObject(args.Namespace, args.Name)
+				meta, err = lookupAuthorized(sys, capabilities.Read, args.Namespace, args.Name)
 			default:
 				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: required unless namespace and name are both given")
 			}
 			if err != nil {
-				return tools.Outcome{}, err
-			}
-			if err := sys.Authorize(capabilities.Read, names(meta)...); err != nil {
 				return tools.Outcome{}, err
 			}
 			_, payload, err := sys.ReadObject(meta.OID)
@@ -214,11 +233,7 @@ func writeObject() *tools.Tool {
 			if err := checkPayload(args.Payload); err != nil {
 				return tools.Outcome{}, err
 			}
-			meta, err := statAuthorized(sys, capabilities.Write, args.OID)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			if err := sys.Authorize(capabilities.Write, names(meta)...); err != nil {
+			if _, err := statAuthorized(sys, capabilities.Write, args.OID); err != nil {
 				return tools.Outcome{}, err
 			}
 			m, err := sys.WriteObject(args.OID, args.ExpectedVersion, objects.WriteSpec{Payload: args.Payload, Labels: labels})
