@@ -217,3 +217,41 @@ processes:
 		t.Fatalf("tool calls used %d, want 1 (process_exit is not counted)", info.Used.ToolCalls)
 	}
 }
+
+// With retention off, a reopen loses the history; a result produced after
+// the reopen (a blocking receive answered by a new message) still reaches
+// the model as a tool result of its call.
+func TestResultAfterReopenWithoutRetentionReachesModel(t *testing.T) {
+	const script = `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: receive_process_messages
+            arguments: {block: true}
+      - tool_calls:
+          - name: process_exit
+            arguments: {payload: "${last.messages.0.body}"}
+`
+	noRetention := func(o *Options) { o.DisableFullIO = true }
+	h := newHarness(t, script, noRetention)
+	pid := h.spawn(nil)
+	h.run()
+	if st := h.info(pid).Status; st != process.Waiting {
+		t.Fatalf("status %s, want waiting on the receive", st)
+	}
+	h.rt.Close()
+	h.open(script, noRetention)
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "ana", Body: "after the reopen"}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	info := h.info(pid)
+	if info.Status != process.Exited {
+		t.Fatalf("status %s (%s), want exited", info.Status, info.Reason)
+	}
+	var got string
+	if _, payload, err := h.rt.ReadObject(info.ResultOID); err != nil || json.Unmarshal(payload, &got) != nil || got != "after the reopen" {
+		t.Fatalf("result %q (%v)", payload, err)
+	}
+}

@@ -516,13 +516,19 @@ func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn
 	if err := k.emit(tx, ev); err != nil {
 		return err
 	}
+	answer := Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: string(body)}
 	if !callInContext(c, call.ID) {
 		// The call itself was lost with the history (a reopen with retention
-		// off): a tool message without its call is not a valid conversation.
-		return k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice",
-			Content: fmt.Sprintf("(runtime notice) Result of your earlier %s call %s, whose request was lost with the history: %s", call.Name, call.ID, body)})
+		// off). A tool message needs its call before it, so the runtime
+		// restates the call, and the model still gets its result as a result.
+		if len(call.Arguments) == 0 {
+			call.Arguments = json.RawMessage("{}")
+		}
+		restated := Entry{Role: llm.RoleAssistant, Kind: "notice", ToolCalls: []llm.ToolCall{call},
+			Content: fmt.Sprintf("(runtime notice) Restating my earlier %s call %s, whose request was lost with the history; its result follows.", call.Name, call.ID)}
+		return k.appendEntries(tx, r, c, restated, answer)
 	}
-	return k.appendEntries(tx, r, c, Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: string(body)})
+	return k.appendEntries(tx, r, c, answer)
 }
 
 // callInContext reports whether the latest assistant message holds call id.
@@ -544,7 +550,7 @@ func callInContext(c *llmContext, id string) bool {
 // process wait. The pending action is durable before timing starts.
 func (k *Runtime) blockProcess(tx *objects.Txn, r *procRecord, turn int, call llm.ToolCall, b *tools.Block) error {
 	id := fmt.Sprintf("t%d-%s", turn, call.ID)
-	p := &pendingAction{ID: id, PID: r.PID, Tool: call.Name, CallID: call.ID, State: pendingStatePending, Data: b.Data, StartedAt: k.now()}
+	p := &pendingAction{ID: id, PID: r.PID, Tool: call.Name, CallID: call.ID, Args: call.Arguments, State: pendingStatePending, Data: b.Data, StartedAt: k.now()}
 	if err := savePending(tx, p); err != nil {
 		return err
 	}
@@ -611,7 +617,7 @@ func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRec
 		body, _ := json.Marshal(result)
 		return k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: "(runtime notice) " + p.Tool + " ran automatically: " + string(body)})
 	}
-	if err := k.recordCall(tx, r, c, r.Turn-1, llm.ToolCall{ID: p.CallID, Name: p.Tool}, result, ok, code); err != nil {
+	if err := k.recordCall(tx, r, c, r.Turn-1, llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}, result, ok, code); err != nil {
 		return err
 	}
 	return saveProc(tx, r)

@@ -218,6 +218,9 @@ type pendingAction struct {
 	PID       int64           `json:"pid"`
 	Tool      string          `json:"tool"`
 	CallID    string          `json:"call_id"`
+	// Args are the call's arguments, so its result can be paired with a
+	// restated call when the history that held it was lost.
+	Args      json.RawMessage `json:"args,omitempty"`
 	State     string          `json:"state"` // pending | resuming | completed | failed
 	Data      json.RawMessage `json:"data,omitempty"`
 	StartedAt time.Time       `json:"started_at"`
