@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/objects"
@@ -145,6 +147,52 @@ func (k *Runtime) appendEntries(tx *objects.Txn, r *procRecord, c *llmContext, a
 	c.entries = append(c.entries, add...)
 	k.stageContext(tx, r, c)
 	return nil
+}
+
+// maxRefusedArgsBytes bounds the arguments of a refused call that the
+// context keeps: anything larger is replaced by a short description, so an
+// oversized argument the runtime refused cannot fill the next request.
+const maxRefusedArgsBytes = 4 << 10
+
+// truncatedArgs describes arguments too large to keep: their size, hash and
+// a prefix, as a JSON object (servers expect arguments to be JSON).
+func truncatedArgs(args json.RawMessage) json.RawMessage {
+	prefix := args[:min(len(args), 256)]
+	for !utf8.Valid(prefix) && len(prefix) > 0 {
+		prefix = prefix[:len(prefix)-1]
+	}
+	b, _ := json.Marshal(map[string]any{"libos_truncated": map[string]any{
+		"bytes": len(args), "sha256": sha(args), "prefix": string(prefix),
+		"note": "the runtime refused these arguments and kept only this description of them",
+	}})
+	return b
+}
+
+// shrinkRefusedCall replaces the arguments of call id in the latest
+// assistant entry with a description when they are larger than
+// maxRefusedArgsBytes. The entry may be shared with the cache, so it is
+// copied before it changes.
+func (k *Runtime) shrinkRefusedCall(tx *objects.Txn, r *procRecord, c *llmContext, id string) {
+	for i := len(c.entries) - 1; i >= 0; i-- {
+		if c.entries[i].Role != llm.RoleAssistant {
+			continue
+		}
+		j := slices.IndexFunc(c.entries[i].ToolCalls, func(tc llm.ToolCall) bool { return tc.ID == id })
+		if j < 0 || len(c.entries[i].ToolCalls[j].Arguments) <= maxRefusedArgsBytes {
+			return
+		}
+		if !c.owned {
+			c.entries, c.owned = slices.Clone(c.entries), true
+		}
+		e := &c.entries[i]
+		e.ToolCalls = slices.Clone(e.ToolCalls)
+		e.ToolCalls[j].Arguments = truncatedArgs(e.ToolCalls[j].Arguments)
+		c.tokens -= e.Tokens
+		e.Tokens = k.entryTokens(e)
+		c.tokens += e.Tokens
+		k.stageContext(tx, r, c)
+		return
+	}
 }
 
 // replaceContext stages a whole new entry list (a compaction writeback)

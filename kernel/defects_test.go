@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/clock"
 	"github.com/libos/libos/images"
+	"github.com/libos/libos/llm"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
@@ -253,5 +255,41 @@ processes:
 	var got string
 	if _, payload, err := h.rt.ReadObject(info.ResultOID); err != nil || json.Unmarshal(payload, &got) != nil || got != "after the reopen" {
 		t.Fatalf("result %q (%v)", payload, err)
+	}
+}
+
+// funcProvider answers each request with a function of it.
+type funcProvider func(req llm.Request) (llm.Response, error)
+
+func (funcProvider) Name() string { return "func" }
+func (f funcProvider) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
+	return f(req)
+}
+
+// A refused 10 MiB argument does not stay in the context: the next request
+// carries a short description of it, and the process goes on.
+func TestRefusedOversizedArgumentIsTruncated(t *testing.T) {
+	huge, _ := json.Marshal(map[string]string{"timezone": strings.Repeat("x", 10<<20)})
+	var lastRequestBytes int
+	p := funcProvider(func(req llm.Request) (llm.Response, error) {
+		b, _ := json.Marshal(req.Messages)
+		lastRequestBytes = len(b)
+		if req.Turn == 0 {
+			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "get_current_time", Arguments: huge}}}, nil
+		}
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c2", Name: "process_exit", Arguments: json.RawMessage(`{"message":"done"}`)}}}, nil
+	})
+	h := newHarness(t, "", func(o *Options) { o.Provider = p })
+	pid := h.spawn(clockGrants())
+	h.run()
+	if info := h.info(pid); info.Status != process.Exited {
+		t.Fatalf("status %s (%s), want exited", info.Status, info.Reason)
+	}
+	if lastRequestBytes > 64<<10 {
+		t.Fatalf("the second request is %d bytes: the refused argument stayed in the context", lastRequestBytes)
+	}
+	res := h.toolResults(pid)
+	if errorCode(res[0]) != tools.CodeInvalidArguments {
+		t.Fatalf("the oversized call: %v", res[0])
 	}
 }

@@ -337,6 +337,7 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			// one-shot uses and budget charges all go back.
 			tx.RollbackTo(sp)
 			r.restore(saved)
+			k.shrinkRefusedCall(tx, r, c, call.ID)
 			te := tools.AsError(terr)
 			// A refused call started nothing, so even a wait or an exit
 			// refused here leaves the rest of the batch to run.

@@ -214,10 +214,10 @@ func addObserved(list []string, name string) []string {
 // pendingAction is a durable resumable action: pending, then completed (or
 // resuming while an outside step of it is in flight).
 type pendingAction struct {
-	ID        string          `json:"id"`
-	PID       int64           `json:"pid"`
-	Tool      string          `json:"tool"`
-	CallID    string          `json:"call_id"`
+	ID     string `json:"id"`
+	PID    int64  `json:"pid"`
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id"`
 	// Args are the call's arguments, so its result can be paired with a
 	// restated call when the history that held it was lost.
 	Args      json.RawMessage `json:"args,omitempty"`
