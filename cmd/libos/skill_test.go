@@ -264,3 +264,51 @@ func TestSkillCheckTheConformanceFixture(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// checkReport decodes what "libos skill check" printed.
+func decodeCheck(t *testing.T, stdout string) (status string, code, message string) {
+	t.Helper()
+	var rep struct {
+		Status string `json:"status"`
+		Error  *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not a check report: %v: %q", err, stdout)
+	}
+	if rep.Error == nil {
+		return rep.Status, "", ""
+	}
+	return rep.Status, rep.Error.Code, rep.Error.Message
+}
+
+func TestSkillCheckRefusesCredentialEnvironment(t *testing.T) {
+	const key = "sk-host-provider-key"
+	t.Setenv("OPENAI_API_KEY", key)
+	for _, tc := range []struct{ manifest, field, variable string }{
+		{"runners:\n  deploy:\n    default: true\n    type: cli-tool\n    command: env\n    environment:\n      optional: [REGION, OPENAI_API_KEY]\n",
+			"runners.deploy.environment.optional[1]", "OPENAI_API_KEY"},
+		{"run:\n  type: cli-tool\n  command: env\n  environment:\n    required: [Registry_Token]\n",
+			"run.environment.required[0]", "Registry_Token"},
+	} {
+		dir := skillPackage(t, tc.manifest)
+		code, stdout, stderr := runSkill(t, "", "check", dir)
+		status, errCode, message := decodeCheck(t, stdout)
+		if code != 1 || status != "refused" || errCode != "invalid_request" {
+			t.Fatalf("check: exit %d, stdout %s, stderr %q", code, stdout, stderr)
+		}
+		for _, part := range []string{tc.field, tc.variable, "credentials never flow through the environment channel"} {
+			if !strings.Contains(message, part) {
+				t.Fatalf("check message %q does not name %q", message, part)
+			}
+		}
+		// run refuses the package the same way, before anything is spawned.
+		code, stdout, _ = runSkill(t, "", "run", dir)
+		env := decodeEnvelope(t, stdout)
+		if code != 1 || env.Error == nil || env.Error.Message != message || strings.Contains(stdout, key) {
+			t.Fatalf("run: exit %d envelope %s", code, stdout)
+		}
+	}
+}

@@ -38,6 +38,9 @@ type AdmissionError struct {
 	Rule string
 	// module marks errors about a module path (see ErrModuleRefused).
 	module bool
+	// credential marks a credential-like environment name (see
+	// ErrCredentialEnvironment).
+	credential bool
 }
 
 func (e *AdmissionError) Error() string {
@@ -51,8 +54,10 @@ func (e *AdmissionError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Field, e.Rule)
 }
 
-// Is reports whether target is ErrAdmission, or ErrModuleRefused for a module
-// path error.
+// Is reports whether target is ErrAdmission, ErrModuleRefused for a module
+// path error, or ErrCredentialEnvironment for a credential-like environment
+// name.
 func (e *AdmissionError) Is(target error) bool {
-	return target == ErrAdmission || (e.module && target == ErrModuleRefused)
+	return target == ErrAdmission || (e.module && target == ErrModuleRefused) ||
+		(e.credential && target == ErrCredentialEnvironment)
 }

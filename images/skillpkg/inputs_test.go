@@ -151,21 +151,21 @@ func TestParseTemplate(t *testing.T) {
 }
 
 func TestResolveEnvironment(t *testing.T) {
-	host := map[string]string{"REGION": "eu", "EMPTY": "", "SECRET": "s"}
+	host := map[string]string{"REGION": "eu", "EMPTY": "", "LABEL": "l"}
 	var asked []string
 	lookup := func(k string) (string, bool) {
 		asked = append(asked, k)
 		v, ok := host[k]
 		return v, ok
 	}
-	got, err := ResolveEnvironment(Environment{Required: []string{"REGION", "EMPTY"}, Optional: []string{"TRACE", "SECRET"}}, lookup)
+	got, err := ResolveEnvironment(Environment{Required: []string{"REGION", "EMPTY"}, Optional: []string{"TRACE", "LABEL"}}, lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, map[string]string{"REGION": "eu", "EMPTY": "", "SECRET": "s"}) {
+	if !reflect.DeepEqual(got, map[string]string{"REGION": "eu", "EMPTY": "", "LABEL": "l"}) {
 		t.Fatalf("ResolveEnvironment = %v", got)
 	}
-	if !reflect.DeepEqual(asked, []string{"REGION", "EMPTY", "TRACE", "SECRET"}) {
+	if !reflect.DeepEqual(asked, []string{"REGION", "EMPTY", "TRACE", "LABEL"}) {
 		t.Fatalf("looked up %v", asked)
 	}
 	_, err = ResolveEnvironment(Environment{Required: []string{"REGION", "MISSING"}}, lookup)

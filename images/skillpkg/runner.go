@@ -197,7 +197,7 @@ func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDef
 	}
 
 	if e, ok := byKey["environment"]; ok {
-		if run.Environment, err = r.parseEnvironment(e.value, join(field, "environment")); err != nil {
+		if run.Environment, err = r.parseEnvironment(e.value, join(field, "environment"), name); err != nil {
 			return nil, err
 		}
 	}
@@ -423,7 +423,9 @@ func declaresInput(decls []InputDecl, name string) bool {
 	return false
 }
 
-func (r nodeReader) parseEnvironment(n *yaml.Node, field string) (Environment, error) {
+// parseEnvironment reads environment.required and environment.optional of the
+// runner called runner.
+func (r nodeReader) parseEnvironment(n *yaml.Node, field, runner string) (Environment, error) {
 	entries, err := r.mapping(n, field)
 	if err != nil {
 		return Environment{}, err
@@ -450,6 +452,13 @@ func (r nodeReader) parseEnvironment(n *yaml.Node, field string) (Environment, e
 				return Environment{}, r.fail(e.value.Content[i], itemField, "must not use the RUNX_ prefix, which the runtime reserves, got %q", name)
 			case seen[name]:
 				return Environment{}, r.fail(e.value.Content[i], itemField, "declares %q more than once", name)
+			}
+			// The Host's own keys live in its environment; a declared name
+			// would copy one into the process and into retained I/O.
+			if pattern, ok := MatchCredentialName(name); ok {
+				refusal := r.fail(e.value.Content[i], itemField, "runner %s must not declare %s: it matches %s; %s", runner, name, pattern, CredentialRule)
+				refusal.credential = true
+				return Environment{}, refusal
 			}
 			seen[name] = true
 		}

@@ -448,3 +448,31 @@ func TestRefusedEnvelopeFromErrorsIs(t *testing.T) {
 		t.Fatal("a wrapped admission error is not classified")
 	}
 }
+
+func TestCredentialEnvironmentNeverReachesARunner(t *testing.T) {
+	pkg := loadFixture(t)
+	const key = "sk-host-provider-key"
+	opts := RunOptions{Workspace: t.TempDir(), LookupEnv: hostLookup(map[string]string{"OPENAI_API_KEY": key}), JavaScript: sharedPool(t)}
+	js := writePackage(t, map[string]string{
+		"SKILL.md":   "---\nname: js\n---\n",
+		"skill.yaml": "run: {type: javascript, module: m.mjs}\n",
+		"m.mjs":      "export default (inputs, ctx) => ctx.environment;\n",
+	})
+	// Runners edited after admission, as if it had been bypassed.
+	for _, tc := range []struct {
+		pkg    *skillpkg.Package
+		runner string
+	}{{pkg, "undeclared"}, {js, ""}} {
+		r, err := tc.pkg.Runner(tc.runner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bypassed := *r
+		bypassed.Environment = skillpkg.Environment{Optional: []string{"OPENAI_API_KEY"}}
+		env := RunRunner(context.Background(), tc.pkg, &bypassed, nil, opts)
+		raw, _ := json.Marshal(env)
+		if env.Error == nil || env.Error.Code != CodeInvalidRequest || !strings.Contains(env.Error.Message, "OPENAI_API_KEY") || strings.Contains(string(raw), key) {
+			t.Fatalf("%s runner: envelope = %s", bypassed.Type, raw)
+		}
+	}
+}

@@ -656,3 +656,36 @@ func TestConformanceDescendantOutsideTheGroupCannotHoldTheCall(t *testing.T) {
 		t.Fatalf("result = exit %d stdout %q", out.ExitCode, out.Stdout.Retained)
 	}
 }
+
+func TestConformanceCredentialVariablesAreRefused(t *testing.T) {
+	t.Parallel()
+	pkg, err := skillpkg.Load(fixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := pkg.Runner("undeclared")
+	// Calls built by hand, as if admission had been bypassed.
+	for name, mutate := range map[string]func(*Call){
+		"declared provider key": func(c *Call) {
+			c.Declared = []string{"REGION", "OPENAI_API_KEY"}
+			c.Environment = map[string]string{"REGION": "eu-west-1", "OPENAI_API_KEY": "sk-host-key"}
+		},
+		"undeclared value":    func(c *Call) { c.Environment = map[string]string{"Deploy_Token": "t"} },
+		"declared but absent": func(c *Call) { c.Declared = []string{"DB_PASSWORD"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			call := CallFor(pkg, r)
+			mutate(&call)
+			call.LookupEnv = func(k string) (string, bool) { v, ok := probeHost()[k]; return v, ok }
+			call.TempDir = t.TempDir()
+			res := Run(context.Background(), call)
+			if !errors.Is(res.Err, ErrInvalidRequest) || !errors.Is(res.Err, skillpkg.ErrCredentialEnvironment) || res.Started {
+				t.Fatalf("result = %+v", res)
+			}
+			if strings.Contains(res.Err.Error(), "sk-host-key") {
+				t.Fatalf("the error shows the value: %v", res.Err)
+			}
+			assertTempRootEmpty(t, call.TempDir)
+		})
+	}
+}

@@ -140,6 +140,9 @@ func Run(ctx context.Context, call Call) Result {
 		lookup = os.LookupEnv
 	}
 
+	if err := checkEnvironmentNames(call); err != nil {
+		return fail(err)
+	}
 	plan, err := planInputs(call.Inputs)
 	if err != nil {
 		return fail(err)
@@ -212,6 +215,24 @@ func Run(ctx context.Context, call Call) Result {
 	}
 	res.Duration = time.Since(start)
 	return res
+}
+
+// checkEnvironmentNames refuses a call whose declared or resolved variables
+// include a credential-like name. Admission already refuses such a runner;
+// this holds even for a Call built without admission, so a Host key can
+// never reach a tool's environment (and from there retained I/O).
+func checkEnvironmentNames(call Call) error {
+	for _, name := range call.Declared {
+		if err := skillpkg.CheckEnvironmentName(name); err != nil {
+			return fmt.Errorf("%w: declared variable: %w", ErrInvalidRequest, err)
+		}
+	}
+	for name := range call.Environment {
+		if err := skillpkg.CheckEnvironmentName(name); err != nil {
+			return fmt.Errorf("%w: environment value: %w", ErrInvalidRequest, err)
+		}
+	}
+	return nil
 }
 
 func signalName(s syscall.Signal) string {

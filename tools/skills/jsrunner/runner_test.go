@@ -136,6 +136,8 @@ func TestInvalidRequests(t *testing.T) {
 		{"timeout too short", with(func(s *Spec) { s.Timeout = 500 * time.Millisecond }), `{}`, []string{"spec.Timeout", "1s..30s"}},
 		{"timeout too long", with(func(s *Spec) { s.Timeout = 31 * time.Second }), `{}`, []string{"spec.Timeout", "1s..30s"}},
 		{"empty environment name", with(func(s *Spec) { s.Environment = map[string]string{"": "x"} }), `{}`, []string{"spec.Environment"}},
+		{"provider key in the environment", with(func(s *Spec) { s.Environment = map[string]string{"OPENAI_API_KEY": "sk-host"} }), `{}`, []string{"spec.Environment", "OPENAI_API_KEY", "credential"}},
+		{"credential-like environment name", with(func(s *Spec) { s.Environment = map[string]string{"REGION": "eu", "deploy_token": "t"} }), `{}`, []string{"spec.Environment", "deploy_token", "*_TOKEN"}},
 		{"inputs not an object", ok, `[1,2]`, []string{"inputs", "JSON object"}},
 		{"inputs not JSON", ok, `{"a":`, []string{"inputs", "not valid JSON"}},
 		{"inputs not UTF-8", ok, "{\"a\":\"\xff\"}", []string{"inputs", "UTF-8"}},

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/libos/libos/images/skillpkg"
 )
 
 // Failure codes reported in Failure.Code. They are the whole vocabulary: a
@@ -151,6 +153,11 @@ func validateSpec(s Spec) (validatedSpec, *Failure) {
 	for name := range s.Environment {
 		if name == "" {
 			return v, failf(CodeInvalidRequest, "spec.Environment: a variable name must not be empty")
+		}
+		// Admission refuses these names; refusing here too keeps a Host
+		// credential out of a module even for a Spec built without it.
+		if err := skillpkg.CheckEnvironmentName(name); err != nil {
+			return v, failf(CodeInvalidRequest, "spec.Environment: %v", err)
 		}
 	}
 	if s.Pages != nil {
