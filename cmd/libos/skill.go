@@ -79,7 +79,7 @@ func runSkillRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	pkg, err := skillpkg.Load(dir)
+	pkg, err := skills.Admit(dir)
 	if err != nil {
 		return printEnvelope(stdout, stderr, skills.Refused(err))
 	}
@@ -226,7 +226,7 @@ func runSkillCheck(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	rep := checkReport{Schema: "libos.skill_check.v1"}
-	pkg, err := skillpkg.Load(dir)
+	pkg, err := skills.Admit(dir)
 	if err != nil {
 		rep.Status = "refused"
 		rep.Error = skills.Refused(err).Error

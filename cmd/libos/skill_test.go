@@ -312,3 +312,48 @@ func TestSkillCheckRefusesCredentialEnvironment(t *testing.T) {
 		}
 	}
 }
+
+func TestSkillCheckRefusesModulesThatLeaveThePackage(t *testing.T) {
+	const fixtures = "../../testdata/skills/js"
+	outside, err := filepath.Abs(filepath.Join(fixtures, "outside.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A committed symlink out of the tree would be awkward; the symlink case
+	// is a temporary copy of its fixture with the link added.
+	linked := t.TempDir()
+	for _, rel := range []string{"SKILL.md", "skill.yaml", "main.mjs"} {
+		data, err := os.ReadFile(filepath.Join(fixtures, "escape-symlink", rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(linked, rel), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(linked, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(linked, "lib", "linked.mjs")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, dir, importSpec string }{
+		{"parent", filepath.Join(fixtures, "escape-parent"), `import "../../outside.mjs" from lib/util.mjs is refused`},
+		{"absolute", filepath.Join(fixtures, "escape-absolute"), `import "/etc/libos-outside.mjs" is refused`},
+		{"symlink", linked, `import "./lib/linked.mjs" from ./main.mjs is refused`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runSkill(t, "", "check", tc.dir)
+			status, errCode, message := decodeCheck(t, stdout)
+			if code != 1 || status != "refused" || errCode != "module_rejected" || !strings.Contains(message, tc.importSpec) {
+				t.Fatalf("check: exit %d, stdout %s, stderr %q", code, stdout, stderr)
+			}
+			// run refuses it with the same error.
+			code, stdout, _ = runSkill(t, "", "run", tc.dir)
+			env := decodeEnvelope(t, stdout)
+			if code != 1 || env.Error == nil || env.Error.Code != errCode || env.Error.Message != message {
+				t.Fatalf("run: exit %d envelope %s; check said %s: %s", code, stdout, errCode, message)
+			}
+		})
+	}
+}

@@ -22,7 +22,8 @@
 //	internal_failure  the runtime failed around the process
 //
 // javascript runners report jsrunner's codes unchanged; module_rejected also
-// covers a module path refused at admission.
+// covers a module path or module graph refused at admission (Admit builds
+// every javascript runner's graph with the resolver that runs it).
 package skills
 
 import (
@@ -126,9 +127,15 @@ func RunRunner(ctx context.Context, pkg *skillpkg.Package, r *skillpkg.Runner, i
 	return run(ctx, time.Now(), pkg, r, inputs, opts)
 }
 
-// Refused is the envelope of a package that admission refused:
-// module_rejected for a refused module path, invalid_request otherwise.
+// Refused is the envelope of a package that admission refused: for a refused
+// module graph (*ModuleGraphError) exactly the code and message a run of that
+// runner reports, module_rejected for a refused module path, invalid_request
+// otherwise.
 func Refused(err error) Envelope {
+	var graph *ModuleGraphError
+	if errors.As(err, &graph) {
+		return Envelope{Schema: Schema, Status: StatusFailure, Error: &Error{Code: Code(graph.Failure.Code), Message: graph.Failure.Message}}
+	}
 	code := CodeInvalidRequest
 	if errors.Is(err, skillpkg.ErrModuleRefused) {
 		code = CodeModuleRejected

@@ -97,21 +97,47 @@ func (c *bundleCache) get(dir, module string) (b *bundle, warm bool, fail *Failu
 		}
 	}
 
-	realDir, err := filepath.EvalSymlinks(absDir)
-	if err != nil {
-		return nil, false, failf(CodeInvalidRequest, "spec.Dir: %v", err)
-	}
-	root, err := os.OpenRoot(realDir)
-	if err != nil {
-		return nil, false, failf(CodeInvalidRequest, "spec.Dir: the package folder cannot be opened: %v", err)
-	}
-	defer root.Close()
-	b, fail = buildBundle(root, absDir, realDir, module)
+	b, fail = bundleFromDir(absDir, module)
 	if fail != nil {
 		return nil, false, fail
 	}
 	c.store(key, b)
 	return b, false, nil
+}
+
+// CheckModule builds the module graph of module in the package folder dir
+// exactly as Run does before its first call (the same spec rules, resolver
+// and bundler), without starting a worker or running any code. It returns
+// nil when Run would accept the graph, and otherwise the Failure Run would
+// report: module_rejected, naming the import, for a graph that leaves the
+// package. Admission uses it so that a package is refused on the same terms
+// as a run.
+func CheckModule(dir, module string) *Failure {
+	vs, fail := validateSpec(Spec{Dir: dir, Module: module})
+	if fail != nil {
+		return fail
+	}
+	absDir, err := filepath.Abs(vs.Dir)
+	if err != nil {
+		return failf(CodeInvalidRequest, "spec.Dir: %v", err)
+	}
+	_, fail = bundleFromDir(absDir, vs.module)
+	return fail
+}
+
+// bundleFromDir bundles module from the package folder absDir, reading every
+// file through an os.Root of the folder with symlinks resolved.
+func bundleFromDir(absDir, module string) (*bundle, *Failure) {
+	realDir, err := filepath.EvalSymlinks(absDir)
+	if err != nil {
+		return nil, failf(CodeInvalidRequest, "spec.Dir: %v", err)
+	}
+	root, err := os.OpenRoot(realDir)
+	if err != nil {
+		return nil, failf(CodeInvalidRequest, "spec.Dir: the package folder cannot be opened: %v", err)
+	}
+	defer root.Close()
+	return buildBundle(root, absDir, realDir, module)
 }
 
 func (c *bundleCache) store(key bundleKey, b *bundle) {

@@ -63,11 +63,22 @@ func TestRefusedImports(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.module, func(t *testing.T) {
-			wantFailure(t, run(t, p, Spec{Dir: dir, Module: tc.module}, `{"name":"./ok.mjs"}`), CodeModuleRejected, tc.parts...)
+			r := run(t, p, Spec{Dir: dir, Module: tc.module}, `{"name":"./ok.mjs"}`)
+			wantFailure(t, r, CodeModuleRejected, tc.parts...)
+			// Admission's check refuses the graph with the very same failure.
+			if f := CheckModule(dir, tc.module); f == nil || *f != *r.Err {
+				t.Fatalf("CheckModule = %v, the run failed with %v", f, r.Err)
+			}
 		})
 	}
 	// The allowed import still works from the same package.
 	wantOutput(t, run(t, p, Spec{Dir: dir, Module: "uses_ok.mjs"}, `{}`), `{"ok":"ok"}`)
+	if f := CheckModule(dir, "uses_ok.mjs"); f != nil {
+		t.Fatalf("CheckModule(uses_ok.mjs) = %v", f)
+	}
+	if f := CheckModule(dir, "../outside.mjs"); f == nil || f.Code != CodeInvalidRequest {
+		t.Fatalf("CheckModule of an entry outside the package = %v", f)
+	}
 }
 
 // TestSymlinkEscapes checks that a symbolic link cannot smuggle a file from

@@ -1,0 +1,2 @@
+import { secret } from "/etc/libos-outside.mjs";
+export default () => ({ secret });

@@ -1,0 +1,2 @@
+import { helper } from "./lib/util.mjs";
+export default () => ({ helper });

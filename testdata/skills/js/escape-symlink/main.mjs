@@ -1,0 +1,2 @@
+import { secret } from "./lib/linked.mjs";
+export default () => ({ secret });

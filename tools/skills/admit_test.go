@@ -1,0 +1,124 @@
+package skills
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/tools/skills/jsrunner"
+)
+
+// jsFixtures is the folder of the javascript fixtures.
+const jsFixtures = "../../testdata/skills/js"
+
+// copyTree copies the folder src to dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// escapingPackages returns the fixture packages whose module graph leaves
+// the package, with the import each error must name. The symlink case is a
+// temporary copy in which lib/linked.mjs links to a file outside it.
+func escapingPackages(t *testing.T) map[string]string {
+	t.Helper()
+	outside, err := filepath.Abs(filepath.Join(jsFixtures, "outside.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(t.TempDir(), "escape-symlink")
+	copyTree(t, filepath.Join(jsFixtures, "escape-symlink"), linked)
+	if err := os.Symlink(outside, filepath.Join(linked, "lib", "linked.mjs")); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{
+		filepath.Join(jsFixtures, "escape-parent"):   `"../../outside.mjs"`,
+		filepath.Join(jsFixtures, "escape-absolute"): `"/etc/libos-outside.mjs"`,
+		linked: `"./lib/linked.mjs"`,
+	}
+}
+
+func TestAdmitRefusesModuleGraphsThatLeaveThePackage(t *testing.T) {
+	pool := sharedPool(t)
+	for dir, spec := range escapingPackages(t) {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			// The package itself is well-formed: only its module graph leaves it.
+			pkg, err := skillpkg.Load(dir)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			_, err = Admit(dir)
+			var graph *ModuleGraphError
+			if !errors.As(err, &graph) || !errors.Is(err, skillpkg.ErrAdmission) || !errors.Is(err, skillpkg.ErrModuleRefused) {
+				t.Fatalf("Admit error = %v, want a *ModuleGraphError", err)
+			}
+			if graph.Runner != skillpkg.DefaultRunnerName || graph.Module != "main.mjs" || !strings.Contains(err.Error(), spec) {
+				t.Fatalf("Admit error = %v, want runner default, module main.mjs and the import %s", err, spec)
+			}
+			refused := Refused(err)
+			if refused.Error.Code != CodeModuleRejected || !strings.Contains(refused.Error.Message, spec) || !strings.Contains(refused.Error.Message, "refused") {
+				t.Fatalf("refusal = %+v", refused.Error)
+			}
+			// A run of the same runner fails with exactly the same error.
+			ran := Run(context.Background(), pkg, "", nil, RunOptions{Workspace: t.TempDir(), LookupEnv: hostLookup(nil), JavaScript: pool})
+			if ran.Error == nil || *ran.Error != *refused.Error {
+				t.Fatalf("run error = %+v, admission error = %+v", ran.Error, refused.Error)
+			}
+		})
+	}
+}
+
+func TestAdmitChecksBundledToolsAndAdmitsCleanGraphs(t *testing.T) {
+	pkg := writePackage(t, map[string]string{
+		"SKILL.md":                      "---\nname: tools\n---\n",
+		"skill.yaml":                    "run: {type: javascript, module: main.mjs}\n",
+		"main.mjs":                      "import { x } from \"./lib/x.mjs\";\nexport default () => ({ x });\n",
+		"lib/x.mjs":                     "export const x = 1;\n",
+		"tools/ns/t/manifest.json":      `{"name": "ns.t", "runner": {"type": "javascript", "module": "index.mjs"}}`,
+		"tools/ns/t/index.mjs":          "import { y } from \"./y.mjs\";\nexport default () => ({ y });\n",
+		"tools/ns/t/y.mjs":              "export const y = 2;\n",
+		"tools/ns/bad/manifest.json":    `{"name": "ns.bad", "runner": {"type": "javascript", "module": "index.mjs"}}`,
+		"tools/ns/bad/index.mjs":        "import { z } from \"../../../../z.mjs\";\nexport default () => ({ z });\n",
+		"tools/ns/ok-cli/manifest.json": `{"name": "ns.ok-cli", "runner": {"type": "cli-tool", "command": "cat"}}`,
+	})
+	_, err := Admit(pkg.Dir)
+	var graph *ModuleGraphError
+	if !errors.As(err, &graph) || graph.Runner != "ns.bad" || graph.Module != "tools/ns/bad/index.mjs" || !strings.Contains(err.Error(), `"../../../../z.mjs"`) {
+		t.Fatalf("Admit error = %v", err)
+	}
+	var failure *jsrunner.Failure
+	if !errors.As(err, &failure) || failure.Code != jsrunner.CodeModuleRejected {
+		t.Fatalf("the error does not unwrap to the runner's failure: %v", err)
+	}
+
+	if err := os.RemoveAll(filepath.Join(pkg.Dir, "tools", "ns", "bad")); err != nil {
+		t.Fatal(err)
+	}
+	admitted, err := Admit(pkg.Dir)
+	if err != nil || len(admitted.Tools) != 2 {
+		t.Fatalf("Admit of a clean package = %v, %v", admitted, err)
+	}
+}
