@@ -1,11 +1,11 @@
 package kernel
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -106,10 +106,69 @@ func socketAddr(dir string) (addr string, release func(), err error) {
 	return "/proc/self/fd/" + strconv.Itoa(fd) + "/" + ControlSocketName, func() { syscall.Close(fd) }, nil
 }
 
+// Bounds of the control server. A connection is an outside party's: without
+// them one client could make the runtime buffer any amount, hold any number
+// of descriptors, or keep a goroutine forever by never speaking.
+const (
+	// MaxControlRequest is the largest request accepted, in bytes.
+	MaxControlRequest = 16 << 20
+	// MaxControlConns is how many connections are served at once; more are
+	// refused with an error response.
+	MaxControlConns = 64
+	// ControlReadTimeout is how long a connection has to send its request.
+	ControlReadTimeout = 10 * time.Second
+	// ControlWriteTimeout is how long a client has to take its response.
+	ControlWriteTimeout = 10 * time.Second
+)
+
+// controlConfig is how a control server is bounded and whom it admits;
+// tests shorten the bounds and change the uid.
+type controlConfig struct {
+	maxRequest   int64
+	maxConns     int
+	readTimeout  time.Duration
+	writeTimeout time.Duration
+	uid          int // the only uid whose processes may connect
+}
+
+func defaultControlConfig() controlConfig {
+	return controlConfig{
+		maxRequest:   MaxControlRequest,
+		maxConns:     MaxControlConns,
+		readTimeout:  ControlReadTimeout,
+		writeTimeout: ControlWriteTimeout,
+		uid:          os.Getuid(),
+	}
+}
+
+// peerCred is what the operating system reports about the process at the
+// other end of a unix socket.
+type peerCred struct {
+	pid      int32
+	uid, gid uint32
+}
+
+// errPeerCredUnsupported says this platform cannot report a peer's
+// credentials; the socket's owner-only permissions are then the only check.
+var errPeerCredUnsupported = errors.New("peer credentials are not available on this platform")
+
+// peerAllowed is the rule for who may use the control socket: a process of
+// the user the runtime runs as, and no one else.
+func peerAllowed(cred peerCred, uid int) bool {
+	return uid >= 0 && int64(cred.uid) == int64(uid)
+}
+
 // ServeControl serves control requests on the directory's socket until
 // stop is called. A socket file left by a crashed runtime is replaced: this
 // runtime holds the directory lock, so no other runtime can be serving it.
+// Only processes of the runtime's own uid are served, a request is at most
+// MaxControlRequest bytes and must arrive within ControlReadTimeout, and at
+// most MaxControlConns connections are served at once.
 func (k *Runtime) ServeControl() (stop func(), err error) {
+	return k.serveControl(defaultControlConfig())
+}
+
+func (k *Runtime) serveControl(cfg controlConfig) (stop func(), err error) {
 	addr, release, err := socketAddr(k.dir)
 	if err != nil {
 		return nil, err
@@ -120,7 +179,8 @@ func (k *Runtime) ServeControl() (stop func(), err error) {
 		return nil, fmt.Errorf("control socket: remove stale %s: %w", path, err)
 	}
 	// The directory is 0700 and the socket is made 0600 at once: only the
-	// owner can connect.
+	// owner can connect. The peer's uid is checked as well, since a socket
+	// file's permissions are not honoured everywhere.
 	ln, err := net.Listen("unix", addr)
 	if err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
@@ -129,46 +189,178 @@ func (k *Runtime) ServeControl() (stop func(), err error) {
 		ln.Close()
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer conn.Close()
-				conn.SetDeadline(time.Now().Add(30 * time.Second))
-				var req ControlRequest
-				if err := json.NewDecoder(bufio.NewReader(conn)).Decode(&req); err != nil {
-					json.NewEncoder(conn).Encode(ControlResponse{Error: "decode request: " + err.Error()})
-					return
-				}
-				json.NewEncoder(conn).Encode(k.Control(req))
-			}()
-		}
-	}()
+	s := &controlServer{
+		k:     k,
+		ln:    ln,
+		cfg:   cfg,
+		slots: make(chan struct{}, cfg.maxConns),
+		conns: map[net.Conn]struct{}{},
+	}
+	s.wg.Add(1)
+	go s.accept()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			ln.Close()
-			wg.Wait()
+			s.close()
 			os.Remove(path)
 		})
 	}, nil
+}
+
+// controlServer serves one runtime's control socket.
+type controlServer struct {
+	k     *Runtime
+	ln    net.Listener
+	cfg   controlConfig
+	slots chan struct{} // one token per connection being served
+	wg    sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+func (s *controlServer) accept() {
+	defer s.wg.Done()
+	for {
+		conn, err := s.ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			// A transient failure (out of descriptors) must not end the
+			// server for the rest of the run.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.refuse(conn, fmt.Sprintf("control socket busy: %d connections are already being served; try again", s.cfg.maxConns))
+			continue
+		}
+		if !s.track(conn) {
+			conn.Close()
+			<-s.slots
+			return
+		}
+		s.wg.Add(1)
+		go s.serve(conn)
+	}
+}
+
+// refuse answers conn with msg and closes it without holding a slot.
+func (s *controlServer) refuse(conn net.Conn, msg string) {
+	// A fresh connection's send buffer is empty, so the short answer does
+	// not block; the deadline only guards the accept loop.
+	conn.SetWriteDeadline(time.Now().Add(time.Second))
+	json.NewEncoder(conn).Encode(ControlResponse{Error: msg})
+	conn.Close()
+}
+
+func (s *controlServer) track(conn net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[conn] = struct{}{}
+	return true
+}
+
+func (s *controlServer) serve(conn net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+		conn.Close()
+		<-s.slots
+	}()
+	if err := s.checkPeer(conn); err != nil {
+		s.reply(conn, ControlResponse{Error: err.Error()})
+		return
+	}
+	conn.SetReadDeadline(time.Now().Add(s.cfg.readTimeout))
+	req, err := readControlRequest(conn, s.cfg.maxRequest)
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("no request within %s: connection closed", s.cfg.readTimeout)
+		}
+		s.reply(conn, ControlResponse{Error: err.Error()})
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	s.reply(conn, s.k.Control(req))
+}
+
+func (s *controlServer) reply(conn net.Conn, resp ControlResponse) {
+	conn.SetWriteDeadline(time.Now().Add(s.cfg.writeTimeout))
+	json.NewEncoder(conn).Encode(resp)
+}
+
+func (s *controlServer) checkPeer(conn net.Conn) error {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return fmt.Errorf("control socket: a %T is not a unix connection", conn)
+	}
+	cred, err := unixPeerCred(uc)
+	if errors.Is(err, errPeerCredUnsupported) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("control socket: peer credentials: %w", err)
+	}
+	if !peerAllowed(cred, s.cfg.uid) {
+		return fmt.Errorf("control socket: peer uid %d is not the runtime's uid %d: refused", cred.uid, s.cfg.uid)
+	}
+	return nil
+}
+
+// close stops accepting, ends every open connection (an idle client must
+// not hold up a shutdown for its read timeout) and waits for the handlers.
+func (s *controlServer) close() {
+	s.ln.Close()
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// readControlRequest decodes one request of at most limit bytes. It never
+// reads more than limit+1 bytes from r, so a larger request costs the server
+// no more than the bound.
+func readControlRequest(r io.Reader, limit int64) (ControlRequest, error) {
+	lr := &io.LimitedReader{R: r, N: limit + 1}
+	var req ControlRequest
+	err := json.NewDecoder(lr).Decode(&req)
+	if lr.N <= 0 {
+		return ControlRequest{}, fmt.Errorf("control request larger than %d bytes (%d MiB): refused", limit, limit>>20)
+	}
+	if err != nil {
+		return ControlRequest{}, fmt.Errorf("decode request: %w", err)
+	}
+	return req, nil
 }
 
 // DialControl sends req to the runtime serving dir's control socket,
 // waiting up to wait for the socket to come up (a runtime that just took the
 // directory may not serve it yet).
 func DialControl(ctx context.Context, dir string, req ControlRequest, wait time.Duration) (ControlResponse, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return ControlResponse{}, fmt.Errorf("control request: %w", err)
+	}
+	if int64(len(body)) > MaxControlRequest {
+		return ControlResponse{}, fmt.Errorf("control request of %d bytes is larger than the control socket accepts (%d MiB)", len(body), MaxControlRequest>>20)
+	}
+	body = append(body, '\n')
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return ControlResponse{}, err
+		return ControlResponse{}, fmt.Errorf("control socket: %w", err)
 	}
 	addr, release, err := socketAddr(abs)
 	if err != nil {
@@ -190,7 +382,13 @@ func DialControl(ctx context.Context, dir string, req ControlRequest, wait time.
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
+	if _, err := conn.Write(body); err != nil {
+		// A server that refused the request (busy, wrong peer) may have
+		// answered why before closing; that says more than a broken pipe.
+		var resp ControlResponse
+		if derr := json.NewDecoder(conn).Decode(&resp); derr == nil && resp.Error != "" {
+			return resp, nil
+		}
 		return ControlResponse{}, fmt.Errorf("control request: %w", err)
 	}
 	var resp ControlResponse

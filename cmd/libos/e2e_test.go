@@ -241,7 +241,7 @@ func TestSendAndPsReachAHeldDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Process.Kill()
-	waitFor(t, func() bool { return strings.Count(holderErr.String(), "-> waiting") >= 2 })
+	waitFor(t, func() bool { return strings.Contains(holderErr.String(), "[pid 1] running -> waiting (human)") })
 	ps, stderr, code := runBin(t, "ps", "--json", "--dir", dir)
 	if code != 0 || !strings.Contains(ps, `"waiting_on":"human"`) {
 		t.Fatalf("ps through the socket: exit %d %q %s", code, ps, stderr)

@@ -1,0 +1,286 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveTestControl serves h's runtime with cfg and stops the server when
+// the test ends.
+func serveTestControl(t *testing.T, h *harness, cfg controlConfig) func() {
+	t.Helper()
+	stop, err := h.rt.serveControl(cfg)
+	if err != nil {
+		t.Fatalf("serve control: %v", err)
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// dialRaw opens a bare connection to h's control socket.
+func dialRaw(t *testing.T, h *harness) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("unix", filepath.Join(h.dir, ControlSocketName))
+	if err != nil {
+		t.Fatalf("dial control socket: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// readAnswer reads one response and then expects the server to close the
+// connection; the bound is generous because it waits on real sockets.
+func readAnswer(t *testing.T, conn net.Conn) ControlResponse {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	dec := json.NewDecoder(conn)
+	var resp ControlResponse
+	if err := dec.Decode(&resp); err != nil {
+		t.Fatalf("read control response: %v", err)
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !isReset(err) {
+		t.Fatalf("the server must close the connection after its answer; read gave %v", err)
+	}
+	return resp
+}
+
+func isReset(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+func TestControlPeerAllowedRule(t *testing.T) {
+	cases := []struct {
+		name string
+		cred peerCred
+		uid  int
+		want bool
+	}{
+		{"same uid", peerCred{pid: 42, uid: 1000, gid: 1000}, 1000, true},
+		{"same uid, other gid", peerCred{pid: 42, uid: 1000, gid: 0}, 1000, true},
+		{"another user", peerCred{pid: 42, uid: 1001, gid: 1000}, 1000, false},
+		{"root is another user too", peerCred{pid: 1, uid: 0, gid: 0}, 1000, false},
+		{"a root runtime admits root", peerCred{pid: 1, uid: 0, gid: 0}, 0, true},
+		{"no uid admits no one", peerCred{uid: 0}, -1, false},
+	}
+	for _, c := range cases {
+		if got := peerAllowed(c.cred, c.uid); got != c.want {
+			t.Errorf("%s: peerAllowed(%+v, %d) = %v, want %v", c.name, c.cred, c.uid, got, c.want)
+		}
+	}
+}
+
+func TestControlPeerCredOfARealConnection(t *testing.T) {
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("unix", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	cred, err := unixPeerCred(server.(*net.UnixConn))
+	if runtime.GOOS != "linux" {
+		if !errors.Is(err, errPeerCredUnsupported) {
+			t.Fatalf("off Linux the credential is unsupported, got %v", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("peer credentials: %v", err)
+	}
+	if int(cred.uid) != os.Getuid() || int(cred.pid) != os.Getpid() {
+		t.Fatalf("peer credential %+v; want uid %d pid %d", cred, os.Getuid(), os.Getpid())
+	}
+	if !peerAllowed(cred, os.Getuid()) {
+		t.Fatal("a peer of the runtime's own uid must be allowed")
+	}
+}
+
+func TestControlSameUIDPeerIsServed(t *testing.T) {
+	h := newHarness(t, "")
+	serveTestControl(t, h, defaultControlConfig())
+	resp, err := DialControl(context.Background(), h.dir, ControlRequest{Op: "ps"}, 5*time.Second)
+	if err != nil || resp.Error != "" {
+		t.Fatalf("ps from the runtime's own uid: %v %q", err, resp.Error)
+	}
+}
+
+func TestControlOtherUIDPeerIsRefused(t *testing.T) {
+	h := newHarness(t, "")
+	cfg := defaultControlConfig()
+	cfg.uid = os.Getuid() + 1 // this test process now counts as another user
+	serveTestControl(t, h, cfg)
+	resp := readAnswer(t, dialRaw(t, h))
+	if runtime.GOOS != "linux" {
+		// Without peer credentials only the socket's mode protects it.
+		if resp.Error == "" {
+			return
+		}
+	}
+	if !strings.Contains(resp.Error, "refused") || !strings.Contains(resp.Error, "uid") {
+		t.Fatalf("a peer of another uid must be refused, got %+v", resp)
+	}
+}
+
+func TestControlRequestTooLarge(t *testing.T) {
+	h := newHarness(t, "")
+	serveTestControl(t, h, defaultControlConfig())
+	conn := dialRaw(t, h)
+
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	// 17 MiB of one message body, written from one reused chunk so that the
+	// client itself allocates next to nothing.
+	const total = 17 << 20
+	written := make(chan error, 1)
+	go func() {
+		conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(conn, `{"op":"send","to":1,"from":"x","body":"`); err != nil {
+			written <- err
+			return
+		}
+		chunk := []byte(strings.Repeat("a", 1<<20))
+		for n := 0; n < total; n += len(chunk) {
+			if _, err := conn.Write(chunk); err != nil {
+				written <- err
+				return
+			}
+		}
+		_, err := io.WriteString(conn, "\"}\n")
+		written <- err
+	}()
+	resp := readAnswer(t, conn)
+	if !strings.Contains(resp.Error, "larger than") || !strings.Contains(resp.Error, "16 MiB") {
+		t.Fatalf("a 17 MiB request must be refused with a clear error, got %+v", resp)
+	}
+	if err := <-written; err == nil {
+		t.Fatal("the server must close the connection instead of reading the rest of the request")
+	}
+
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	// The server buffers at most the bound (a decoder's buffer may reach
+	// about twice it while growing); reading the whole stream, or more,
+	// would cost far more.
+	grown := after.TotalAlloc - before.TotalAlloc
+	t.Logf("allocated %d MiB while refusing", grown>>20)
+	if grown > 150<<20 {
+		t.Fatalf("serving one oversized request allocated %d MiB", grown>>20)
+	}
+	// The refusal ends only that connection.
+	if resp, err := DialControl(context.Background(), h.dir, ControlRequest{Op: "ps"}, 5*time.Second); err != nil || resp.Error != "" {
+		t.Fatalf("ps after the refusal: %v %q", err, resp.Error)
+	}
+}
+
+func TestControlDialRefusesAnOversizedRequest(t *testing.T) {
+	// No server: the client refuses before it connects.
+	big := ControlRequest{Op: "send", To: 1, Body: strings.Repeat("a", MaxControlRequest+1)}
+	_, err := DialControl(context.Background(), t.TempDir(), big, 0)
+	if err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("DialControl of a 16 MiB+ request: %v", err)
+	}
+}
+
+func TestControlConnectionBound(t *testing.T) {
+	h := newHarness(t, "")
+	cfg := defaultControlConfig()
+	cfg.maxConns = 2
+	cfg.readTimeout = time.Minute // the idle connections outlive the test; stop closes them
+	serveTestControl(t, h, cfg)
+
+	idle := []net.Conn{dialRaw(t, h), dialRaw(t, h)}
+	// The server takes connections in order: these two hold the only slots,
+	// so a third is refused at once, not made to wait.
+	resp := readAnswer(t, dialRaw(t, h))
+	if !strings.Contains(resp.Error, "busy") || !strings.Contains(resp.Error, "2 connections") {
+		t.Fatalf("the refusal must say why: %+v", resp)
+	}
+	// A slot freed by a client that leaves is served again.
+	idle[0].Close()
+	waitUntil(t, func() bool {
+		resp, err := DialControl(context.Background(), h.dir, ControlRequest{Op: "ps"}, time.Second)
+		return err == nil && resp.Error == ""
+	})
+}
+
+func TestControlIdleConnectionTimesOut(t *testing.T) {
+	h := newHarness(t, "")
+	cfg := defaultControlConfig()
+	cfg.readTimeout = 100 * time.Millisecond
+	serveTestControl(t, h, cfg)
+
+	silent := dialRaw(t, h)
+	if resp := readAnswer(t, silent); !strings.Contains(resp.Error, "no request within 100ms") {
+		t.Fatalf("a silent connection: %+v", resp)
+	}
+	// A request that starts and stalls is cut off the same way.
+	stalled := dialRaw(t, h)
+	if _, err := io.WriteString(stalled, `{"op":"p`); err != nil {
+		t.Fatal(err)
+	}
+	if resp := readAnswer(t, stalled); !strings.Contains(resp.Error, "no request within") {
+		t.Fatalf("a stalled request: %+v", resp)
+	}
+}
+
+func TestControlStopEndsIdleConnections(t *testing.T) {
+	h := newHarness(t, "")
+	cfg := defaultControlConfig()
+	cfg.readTimeout = time.Hour
+	stop := serveTestControl(t, h, cfg)
+	conn := dialRaw(t, h)
+	// The connection is being served once a request on another one is.
+	if resp, err := DialControl(context.Background(), h.dir, ControlRequest{Op: "ps"}, 5*time.Second); err != nil || resp.Error != "" {
+		t.Fatalf("ps: %v %q", err, resp.Error)
+	}
+	done := make(chan struct{})
+	go func() {
+		stop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stop waited on an idle connection")
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the idle connection must be closed by stop, read gave %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, ControlSocketName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the socket file must be removed: %v", err)
+	}
+}
+
+// waitUntil polls cond, which observes real socket behaviour, with a
+// generous bound.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
