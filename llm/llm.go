@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Role is the author of a Message.
@@ -141,6 +142,21 @@ type CallError struct {
 	Settlement Settlement
 	// Permanent means repeating the same request will fail the same way.
 	Permanent bool
+	// Transient means the same request may well succeed later: nothing
+	// reached the server, no answer came in time, or the server answered a
+	// status that says "not now" (408, 409, 429, 500, 502, 503, 504).
+	Transient bool
+	// RetryAfter is the server's Retry-After hint, or 0.
+	RetryAfter time.Duration
+	// NeedsHost means the settings are wrong (a bad key, an unknown model, a
+	// wrong base URL): asking again unchanged cannot succeed. Hint says what
+	// to fix.
+	NeedsHost bool
+	// ContextTooLong means the server refused the prompt as longer than the
+	// model's context window.
+	ContextTooLong bool
+	// Hint is a short remedy for an operator, or "".
+	Hint string
 	// StatusCode is the HTTP status the server answered with, or 0.
 	StatusCode int
 	// Attempts is how many attempts the adapter made (0 when none was made).
@@ -151,7 +167,10 @@ type CallError struct {
 // Error describes the failure and its settlement.
 func (e *CallError) Error() string {
 	kind := "retryable"
-	if e.Permanent {
+	switch {
+	case e.Transient:
+		kind = "transient"
+	case e.Permanent:
 		kind = "permanent"
 	}
 	msg := "<nil>"

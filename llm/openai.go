@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -13,10 +14,10 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -24,8 +25,7 @@ import (
 // Defaults of OpenAIConfig.
 const (
 	DefaultOpenAIBaseURL      = "https://api.openai.com/v1"
-	DefaultOpenAIMaxRetries   = 2
-	DefaultOpenAITimeout      = 120 * time.Second
+	DefaultOpenAITimeout      = 300 * time.Second
 	DefaultOpenAIRetryBackoff = 500 * time.Millisecond
 	// maxRetryDelay caps one wait between attempts, including a server's Retry-After.
 	maxRetryDelay = 30 * time.Second
@@ -50,11 +50,22 @@ type OpenAIConfig struct {
 	Model string
 	// HTTPClient sends the requests; nil means a fresh client over http.DefaultTransport.
 	HTTPClient *http.Client
-	// MaxRetries is how many times a retryable failure (not started, or answered with 429 or
-	// 5xx) is retried: 0 means DefaultOpenAIMaxRetries, a negative value means never.
+	// MaxRetries is how many times Complete itself retries a failure that certainly had no
+	// effect (not started, or a transient status), sleeping in between. 0 (the default) means
+	// one attempt per Complete: the kernel retries durably, holding no worker while it backs
+	// off, so in-adapter retries are for Hosts that call Complete directly.
 	MaxRetries int
 	// Timeout bounds each attempt; 0 means DefaultOpenAITimeout.
 	Timeout time.Duration
+	// MaxTokens, when > 0, caps the completion tokens of every request (a request asking for
+	// fewer keeps its own).
+	MaxTokens int
+	// MaxTokensField names the request field that carries the token limit: "max_tokens" or
+	// "max_completion_tokens". "" means max_tokens, except for models go-openai treats as
+	// reasoning models, which accept only max_completion_tokens.
+	MaxTokensField string
+	// Temperature, when set, is sent with every request.
+	Temperature *float32
 	// RetryBackoff is the wait before the first retry, doubled before each further one (with
 	// jitter, capped at 30s); 0 means DefaultOpenAIRetryBackoff.
 	RetryBackoff time.Duration
@@ -98,7 +109,36 @@ func (c OpenAIConfig) Validate() error {
 	if c.RetryBackoff < 0 {
 		return bad("retry_backoff", "must not be negative (got %s)", c.RetryBackoff)
 	}
+	if c.MaxTokens < 0 {
+		return bad("max_tokens", "must not be negative (got %d)", c.MaxTokens)
+	}
+	switch c.MaxTokensField {
+	case "", MaxTokensFieldLegacy, MaxTokensFieldCompletion:
+	default:
+		return bad("max_tokens_field", "must be %s or %s (got %q)", MaxTokensFieldLegacy, MaxTokensFieldCompletion, c.MaxTokensField)
+	}
+	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2) {
+		return bad("temperature", "must be 0..2 (got %g)", *c.Temperature)
+	}
 	return nil
+}
+
+// The request fields a token limit can travel in.
+const (
+	MaxTokensFieldLegacy     = "max_tokens"
+	MaxTokensFieldCompletion = "max_completion_tokens"
+)
+
+// maxTokensField is the field the limit travels in for cfg.
+func (c OpenAIConfig) maxTokensField() string {
+	if c.MaxTokensField != "" {
+		return c.MaxTokensField
+	}
+	probe := openai.ChatCompletionRequest{Model: c.Model, MaxTokens: 1}
+	if errors.Is(openai.NewReasoningValidator().Validate(probe), openai.ErrReasoningModelMaxTokensDeprecated) {
+		return MaxTokensFieldCompletion
+	}
+	return MaxTokensFieldLegacy
 }
 
 // OpenAI is the Provider for servers that speak the chat-completions API. It is safe for
@@ -161,9 +201,7 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 		backoff:    cfg.RetryBackoff,
 		wait:       sleepCtx,
 	}
-	if p.maxRetries == 0 {
-		p.maxRetries = DefaultOpenAIMaxRetries
-	} else if p.maxRetries < 0 {
+	if p.maxRetries < 0 {
 		p.maxRetries = 0
 	}
 	if p.timeout == 0 {
@@ -259,9 +297,24 @@ var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // buildRequest maps req to the chat-completions request.
 func (p *OpenAI) buildRequest(req *Request) (openai.ChatCompletionRequest, error) {
 	out := openai.ChatCompletionRequest{
-		Model:               p.cfg.Model,
-		Messages:            make([]openai.ChatCompletionMessage, 0, len(req.Messages)),
-		MaxCompletionTokens: req.MaxTokens,
+		Model:    p.cfg.Model,
+		Messages: make([]openai.ChatCompletionMessage, 0, len(req.Messages)),
+	}
+	limit := req.MaxTokens
+	if p.cfg.MaxTokens > 0 && (limit == 0 || limit > p.cfg.MaxTokens) {
+		limit = p.cfg.MaxTokens
+	}
+	if p.cfg.maxTokensField() == MaxTokensFieldCompletion {
+		out.MaxCompletionTokens = limit
+	} else {
+		out.MaxTokens = limit
+	}
+	if p.cfg.Temperature != nil {
+		out.Temperature = *p.cfg.Temperature
+		if out.Temperature == 0 {
+			// go-openai omits a zero temperature; a tiny one means the same to servers.
+			out.Temperature = math.SmallestNonzeroFloat32
+		}
 	}
 	for _, m := range req.Messages {
 		msg := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content}
@@ -387,16 +440,7 @@ func (p *OpenAI) attempt(ctx context.Context, req *Request, chatReq openai.ChatC
 		// Refused by the client library before anything was sent.
 		return Response{}, &CallError{Settlement: SettlementNotStarted, Permanent: true, Err: fmt.Errorf("openai: %w", err)}
 	case rec.status >= 400:
-		ce := &CallError{
-			Settlement: SettlementRejected,
-			StatusCode: rec.status,
-			Permanent:  rec.status != http.StatusTooManyRequests && rec.status < 500,
-			Err:        fmt.Errorf("openai: server answered %d: %w", rec.status, err),
-		}
-		if after, ok := parseRetryAfter(rec.retryAfter); ok && !ce.Permanent {
-			ce.Err = &retryAfterError{after: after, err: ce.Err}
-		}
-		return Response{}, ce
+		return Response{}, p.statusError(rec.status, rec.retryAfter, err)
 	case rec.status != 0:
 		return Response{}, &CallError{Settlement: SettlementUnknown, StatusCode: rec.status,
 			Err: fmt.Errorf("openai: unreadable answer (status %d): %w", rec.status, err)}
@@ -418,9 +462,96 @@ func (p *OpenAI) attempt(ctx context.Context, req *Request, chatReq openai.ChatC
 		notStarted = isDialError(err)
 	}
 	if notStarted {
-		return Response{}, &CallError{Settlement: SettlementNotStarted, Err: fmt.Errorf("openai: request not sent: %w", err)}
+		return Response{}, &CallError{Settlement: SettlementNotStarted, Transient: true, Err: fmt.Errorf("openai: request not sent: %w", err)}
 	}
-	return Response{}, &CallError{Settlement: SettlementUnknown, Err: fmt.Errorf("openai: no answer after the request was sent: %w", err)}
+	// The server may have run the call, but a model call has no outside effect: asking again
+	// is safe, and the kernel charges the lost attempt at its reservation.
+	return Response{}, &CallError{Settlement: SettlementUnknown, Transient: true, Err: fmt.Errorf("openai: no answer after the request was sent: %w", err)}
+}
+
+// statusError classifies an error status the server answered with, keeping one shortened
+// copy of what it said.
+func (p *OpenAI) statusError(status int, retryAfter string, err error) *CallError {
+	detail, code := serverDetail(err)
+	ce := &CallError{
+		Settlement: SettlementRejected,
+		StatusCode: status,
+		Transient:  transientStatus(status),
+		Err:        &statusErr{status: status, detail: detail},
+	}
+	ce.Permanent = !ce.Transient
+	if after, ok := ParseRetryAfter(retryAfter, time.Now()); ok && ce.Transient {
+		ce.RetryAfter = after
+		ce.Err = &retryAfterError{after: after, err: ce.Err}
+	}
+	base := strings.TrimRight(p.cfg.BaseURL, "/")
+	lower := strings.ToLower(detail + " " + code)
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		ce.NeedsHost, ce.Hint = true, "authentication failed: check "+EnvOpenAIAPIKey
+	case status == http.StatusNotFound && strings.Contains(lower, "model"):
+		ce.NeedsHost, ce.Hint = true, fmt.Sprintf("model %q not found at %s: check %s / --model", p.cfg.Model, base, EnvModel)
+	case status == http.StatusNotFound:
+		ce.NeedsHost, ce.Hint = true, fmt.Sprintf("no chat-completions endpoint at %s: the base URL usually ends in /v1", base)
+	case (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) && contextTooLong(lower):
+		ce.ContextTooLong, ce.Hint = true, "the prompt is longer than the model's context window"
+	}
+	return ce
+}
+
+// statusErr is an error status with what the server said, shortened.
+type statusErr struct {
+	status int
+	detail string
+}
+
+func (e *statusErr) Error() string {
+	if e.detail == "" {
+		return fmt.Sprintf("openai: server answered %d %s", e.status, http.StatusText(e.status))
+	}
+	return fmt.Sprintf("openai: server answered %d %s: %s", e.status, http.StatusText(e.status), e.detail)
+}
+
+// maxDetail bounds the server's words kept in an error: an HTML error page is shown once, short.
+const maxDetail = 300
+
+// serverDetail extracts the server's message (and error code) from a go-openai error,
+// whitespace collapsed and shortened.
+func serverDetail(err error) (detail, code string) {
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case errors.As(err, &apiErr):
+		detail = apiErr.Message
+		if apiErr.Code != nil {
+			code = fmt.Sprint(apiErr.Code)
+		}
+	case errors.As(err, &reqErr):
+		detail = string(reqErr.Body)
+	default:
+		detail = err.Error()
+	}
+	detail = strings.Join(strings.Fields(detail), " ")
+	if len(detail) > maxDetail {
+		cut := maxDetail
+		for cut > 0 && !utf8.RuneStart(detail[cut]) {
+			cut--
+		}
+		detail = detail[:cut] + "…"
+	}
+	return detail, code
+}
+
+// contextTooLong reports whether a 400's words say the prompt exceeds the window, as
+// OpenAI, vLLM, llama.cpp and Ollama phrase it.
+func contextTooLong(lower string) bool {
+	for _, s := range []string{"context_length_exceeded", "maximum context length", "context length", "context window",
+		"too many tokens", "prompt is too long", "exceeds the available context", "input is too long"} {
+		if strings.Contains(lower, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // isDialError reports whether err comes from failing to connect.
@@ -431,15 +562,6 @@ func isDialError(err error) bool {
 	}
 	var opErr *net.OpError
 	return errors.As(err, &opErr) && opErr.Op == "dial"
-}
-
-// parseRetryAfter reads a Retry-After header given in seconds.
-func parseRetryAfter(v string) (time.Duration, bool) {
-	secs, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || secs < 0 {
-		return 0, false
-	}
-	return time.Duration(secs) * time.Second, true
 }
 
 // mapResponse converts a successful answer. An answer without choices is unusable although

@@ -151,7 +151,7 @@ func TestOpenAIMultiTurnToolUse(t *testing.T) {
 	// The request as the server saw it.
 	b := cs.body(0)
 	assertJSONEqual(t, "model", b["model"], `"fake-model"`)
-	assertJSONEqual(t, "max_completion_tokens", b["max_completion_tokens"], `256`)
+	assertJSONEqual(t, "max_tokens", b["max_tokens"], `256`)
 	assertJSONEqual(t, "messages", b["messages"], `[{"role":"system","content":"You are a process."},{"role":"user","content":"What time is it?"}]`)
 	var sentTools []struct {
 		Type     string `json:"type"`
@@ -231,7 +231,7 @@ func TestOpenAIRetriesServerErrorThenSucceeds(t *testing.T) {
 		replyJSON(500, `{"error":{"message":"overloaded","type":"server_error"}}`),
 		replyJSON(200, textCompletion("ok")),
 	)
-	p := newTestOpenAI(t, cs.srv.URL)
+	p := newTestOpenAI(t, cs.srv.URL, func(c *OpenAIConfig) { c.MaxRetries = 2 })
 	waits := recordedWaits(p)
 	resp, err := p.Complete(context.Background(), simpleRequest())
 	if err != nil {
@@ -309,11 +309,11 @@ func TestOpenAIConnectionRefusedIsNotStarted(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	p := newTestOpenAI(t, "http://"+addr)
+	p := newTestOpenAI(t, "http://"+addr, func(c *OpenAIConfig) { c.MaxRetries = 2 })
 	waits := recordedWaits(p)
 	_, err = p.Complete(context.Background(), simpleRequest())
 	var ce *CallError
-	if !errors.As(err, &ce) || ce.Settlement != SettlementNotStarted || ce.Permanent || ce.Attempts != 3 {
+	if !errors.As(err, &ce) || ce.Settlement != SettlementNotStarted || ce.Permanent || !ce.Transient || ce.Attempts != 3 {
 		t.Fatalf("error = %#v", err)
 	}
 	if len(*waits) != 2 {
@@ -410,7 +410,7 @@ func TestOpenAIUnreadableAnswersAreUnknown(t *testing.T) {
 
 func TestOpenAICancelDuringRetryWait(t *testing.T) {
 	cs := newChatServer(t, replyJSON(502, `{"error":{"message":"bad gateway"}}`))
-	p := newTestOpenAI(t, cs.srv.URL)
+	p := newTestOpenAI(t, cs.srv.URL, func(c *OpenAIConfig) { c.MaxRetries = 2 })
 	ctx, cancel := context.WithCancel(context.Background())
 	p.wait = func(ctx context.Context, d time.Duration) error {
 		cancel()
@@ -573,6 +573,9 @@ func TestOpenAIConfig(t *testing.T) {
 		{"default URL needs a key", OpenAIConfig{Model: "m"}, "api_key: required for https://api.openai.com/v1 (set OPENAI_API_KEY)"},
 		{"negative timeout", OpenAIConfig{BaseURL: "http://x", Model: "m", Timeout: -time.Second}, "timeout: must not be negative"},
 		{"negative backoff", OpenAIConfig{BaseURL: "http://x", Model: "m", RetryBackoff: -1}, "retry_backoff: must not be negative"},
+		{"negative max tokens", OpenAIConfig{BaseURL: "http://x", Model: "m", MaxTokens: -1}, "max_tokens: must not be negative"},
+		{"unknown token field", OpenAIConfig{BaseURL: "http://x", Model: "m", MaxTokensField: "tokens"}, "max_tokens_field: must be max_tokens or max_completion_tokens"},
+		{"temperature out of range", OpenAIConfig{BaseURL: "http://x", Model: "m", Temperature: ptr(float32(2.5))}, "temperature: must be 0..2"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -586,7 +589,7 @@ func TestOpenAIConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.maxRetries != DefaultOpenAIMaxRetries || p.timeout != DefaultOpenAITimeout || p.backoff != DefaultOpenAIRetryBackoff || p.cfg.BaseURL != DefaultOpenAIBaseURL {
+	if p.maxRetries != 0 || p.timeout != DefaultOpenAITimeout || p.backoff != DefaultOpenAIRetryBackoff || p.cfg.BaseURL != DefaultOpenAIBaseURL {
 		t.Fatalf("defaults not applied: %+v", p)
 	}
 }
@@ -615,3 +618,5 @@ func TestStrictEligible(t *testing.T) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -268,11 +268,21 @@ func (st *scriptState) parseInput(c *datadriven.Case) (Input, error) {
 			wait.Filter = json.RawMessage(a.Val)
 		case "pending":
 			wait.PendingID = a.Val
+		case "attempt":
+			n, err := strconv.Atoi(a.Val)
+			if err != nil {
+				return in, err
+			}
+			wait.Attempt = n
 		default:
 			return in, fmt.Errorf("step: unknown %q", a.Key)
 		}
 	}
 	if hasWait {
+		if wait.Kind == WaitProvider {
+			// A provider wait's reason is the case's body, as a failure's is.
+			wait.Reason, in.Reason = c.Input, ""
+		}
 		in.Wait = &wait
 	}
 	return in, nil

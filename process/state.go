@@ -51,14 +51,19 @@ const (
 	WaitMessage    WaitKind = "message"
 	WaitHuman      WaitKind = "human"
 	WaitCompaction WaitKind = "compaction"
+	// WaitProvider: the model endpoint failed in a way worth trying again.
+	// With Until, the next attempt is due then (a backoff); without, the
+	// process waits for the Host to resume it with working settings.
+	WaitProvider WaitKind = "provider"
 )
 
 // WaitKinds lists every wait kind.
-var WaitKinds = []WaitKind{WaitTimer, WaitChild, WaitMessage, WaitHuman, WaitCompaction}
+var WaitKinds = []WaitKind{WaitTimer, WaitChild, WaitMessage, WaitHuman, WaitCompaction, WaitProvider}
 
 // Wait is the typed wait of a waiting process. Only the fields of its kind may
-// be set: Until for a timer, ChildPID for a child, Filter for a message or a
-// Human wait (a Human wait is a message wait whose filter names a Human sender).
+// be set: Until for a timer (and, optionally, a provider wait), ChildPID for a
+// child, Filter for a message or a Human wait (a Human wait is a message wait
+// whose filter names a Human sender), Reason and Attempt for a provider wait.
 // PendingID names the durable pending action the wait belongs to, if any.
 type Wait struct {
 	Kind      WaitKind        `json:"kind"`
@@ -66,6 +71,10 @@ type Wait struct {
 	ChildPID  int64           `json:"child_pid,omitempty"`
 	Filter    json.RawMessage `json:"filter,omitempty"`
 	PendingID string          `json:"pending_id,omitempty"`
+	// Reason is why a provider wait began: the last error and what fixes it.
+	Reason string `json:"reason,omitempty"`
+	// Attempt is how many attempts of the current provider call failed.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // Validate checks the wait: a known kind, the field its kind needs, and no
@@ -85,11 +94,21 @@ func (w Wait) Validate() error {
 			return errors.New("wait.filter: must be valid JSON")
 		}
 	case WaitCompaction:
+	case WaitProvider:
+		if strings.TrimSpace(w.Reason) == "" {
+			return errors.New("wait.reason: required for a provider wait")
+		}
+		if w.Attempt < 0 {
+			return fmt.Errorf("wait.attempt: %d must not be negative", w.Attempt)
+		}
 	default:
 		return fmt.Errorf("wait.kind: %q must be one of %s", w.Kind, joinKinds())
 	}
-	if w.Kind != WaitTimer && !w.Until.IsZero() {
-		return fmt.Errorf("wait.until: only a timer wait has one, not a %s wait", w.Kind)
+	if w.Kind != WaitTimer && w.Kind != WaitProvider && !w.Until.IsZero() {
+		return fmt.Errorf("wait.until: only a timer or provider wait has one, not a %s wait", w.Kind)
+	}
+	if w.Kind != WaitProvider && (w.Reason != "" || w.Attempt != 0) {
+		return fmt.Errorf("wait.reason, wait.attempt: only a provider wait has them, not a %s wait", w.Kind)
 	}
 	if w.Kind != WaitChild && w.ChildPID != 0 {
 		return fmt.Errorf("wait.child_pid: only a child wait has one, not a %s wait", w.Kind)
