@@ -39,6 +39,10 @@ const (
 	exitFailed  = 1
 	exitUsage   = 2
 	exitWaiting = 3
+	// A run stopped by SIGINT or SIGTERM before its root ended: 128 plus
+	// the signal's number, as a shell reports it.
+	exitInterrupted = 130
+	exitTerminated  = 143
 )
 
 func main() {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	_ "embed"
@@ -175,10 +176,21 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 // session opens dir with the provider settings (a run's own, or, when nil,
 // those the directory recorded), serves the control socket, lets start pick
 // the root to report, and runs until that root ends or the runtime is idle,
-// printing progress to stderr and the outcome to stdout.
+// printing progress to stderr and the outcome to stdout. SIGINT or SIGTERM
+// stops it cleanly (see runSession); a second one exits at once.
 func session(dir string, stdout, stderr io.Writer, start func(*kernel.Runtime) (int64, error), settings *runSettings) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := watchSignals(stderr, os.Exit)
 	defer stop()
+	return runSession(ctx, dir, stdout, stderr, start, settings)
+}
+
+// runSession is session under ctx. When ctx is cancelled (by a signal, its
+// cause a signalStop) the scheduler stops, the root's current outcome is
+// printed all the same, and a root that is not terminal makes the exit code
+// the signal's, with a hint on how to continue. A root that already ended
+// keeps its own exit code: a signal that comes after the exit changes
+// nothing.
+func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start func(*kernel.Runtime) (int64, error), settings *runSettings) int {
 	record := settings != nil
 	if !record {
 		recorded, err := recordedSettings(dir)
@@ -226,11 +238,120 @@ func session(dir string, stdout, stderr io.Writer, start func(*kernel.Runtime) (
 		}
 		return exitFailed
 	}
-	if err := rt.RunUntilIdle(ctx); err != nil {
+	err = rt.RunUntilIdle(ctx)
+	stopped := ctx.Err() != nil
+	if err != nil && !(stopped && errors.Is(err, context.Canceled)) {
 		fmt.Fprintf(stderr, "libos: %v\n", err)
 		return exitFailed
 	}
-	return printOutcome(rt, pid, stdout, stderr)
+	code := printOutcome(rt, pid, stdout, stderr)
+	if !stopped {
+		return code
+	}
+	sig := stopCause(ctx)
+	if code == exitWaiting || unfinished(rt) {
+		fmt.Fprintf(stderr, "libos: stopped by %s; continue with: libos resume --dir %s\n", sig.name(), shellQuote(dir))
+	}
+	if code == exitWaiting {
+		return sig.exitCode()
+	}
+	return code
+}
+
+// unfinished reports whether any process of rt is not terminal.
+func unfinished(rt *kernel.Runtime) bool {
+	ps, err := rt.Processes()
+	if err != nil {
+		return true
+	}
+	for _, p := range ps {
+		if !p.Status.Terminal() {
+			return true
+		}
+	}
+	return false
+}
+
+// signalStop is the cancellation cause of a session stopped by a signal.
+type signalStop struct{ sig os.Signal }
+
+func (s signalStop) Error() string { return "stopped by " + s.name() }
+
+func (s signalStop) name() string {
+	switch s.sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.sig.String()
+}
+
+// exitCode is 128 plus the signal's number, as a shell reports a process
+// the signal ended.
+func (s signalStop) exitCode() int {
+	if s.sig == os.Interrupt {
+		return exitInterrupted
+	}
+	return exitTerminated
+}
+
+// stopCause is the signal that cancelled ctx; any other cancellation counts
+// as SIGTERM, a request to stop from outside.
+func stopCause(ctx context.Context) signalStop {
+	var s signalStop
+	if errors.As(context.Cause(ctx), &s) {
+		return s
+	}
+	return signalStop{sig: syscall.SIGTERM}
+}
+
+// watchSignals returns a context cancelled, with a signalStop cause, by the
+// first SIGINT or SIGTERM; a second one calls exit with its code, so a stop
+// that hangs can still be cut short. stop ends the watch.
+func watchSignals(stderr io.Writer, exit func(int)) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		stopping := false
+		for {
+			select {
+			case <-done:
+				return
+			case sig := <-ch:
+				s := signalStop{sig: sig}
+				if !stopping {
+					stopping = true
+					fmt.Fprintf(stderr, "libos: %s: stopping (send it again to exit at once)\n", s.name())
+					cancel(s)
+					continue
+				}
+				fmt.Fprintf(stderr, "libos: second signal (%s): exiting without a clean stop\n", s.name())
+				exit(s.exitCode())
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		<-finished
+		cancel(nil)
+	}
+}
+
+// shellQuote quotes dir for the hint when a shell would split or expand it.
+func shellQuote(dir string) string {
+	if dir != "" && strings.IndexFunc(dir, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:,@%=", r))
+	}) < 0 {
+		return dir
+	}
+	return "'" + strings.ReplaceAll(dir, "'", `'\''`) + "'"
 }
 
 // spawnRoot starts the root of a run and records it for resume.
