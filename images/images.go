@@ -51,6 +51,23 @@ type Image struct {
 	Budget         Budget               `yaml:"budget" json:"budget"`
 	Context        ContextConfig        `yaml:"context" json:"context"`
 	Metadata       map[string]string    `yaml:"metadata" json:"metadata,omitempty"`
+	// MaxTurnsWithoutToolCall is how many replies in a row may carry no tool
+	// call before the process fails: a model or server without tool calling
+	// is found out within a few calls (0 means DefaultMaxTurnsWithoutToolCall).
+	MaxTurnsWithoutToolCall int `yaml:"max_turns_without_tool_call" json:"max_turns_without_tool_call,omitempty"`
+}
+
+// DefaultMaxTurnsWithoutToolCall is the limit of consecutive replies without
+// a tool call when an image sets none.
+const DefaultMaxTurnsWithoutToolCall = 3
+
+// TextOnlyTurnLimit is the image's limit of consecutive replies without a
+// tool call.
+func (im *Image) TextOnlyTurnLimit() int {
+	if im.MaxTurnsWithoutToolCall > 0 {
+		return im.MaxTurnsWithoutToolCall
+	}
+	return DefaultMaxTurnsWithoutToolCall
 }
 
 // DeclaredCapability is what an image says it needs. It is a declaration

@@ -68,6 +68,10 @@ type Options struct {
 	// Skills is the skill catalog processes discover and activate; its tools
 	// join the ToolBroker beside the built-ins.
 	Skills tools.SkillCatalog
+	// ProviderRetry is how transient provider failures are retried: a
+	// process backs off on a durable provider wait, holding no worker (zero
+	// fields take llm's defaults).
+	ProviderRetry llm.RetryPolicy
 }
 
 // Runtime is an open runtime directory. Its methods are safe for concurrent use.
@@ -358,10 +362,12 @@ func (k *Runtime) createProcess(tx *objects.Txn, im *images.Image, parent int64,
 
 // ProcessInfo is a snapshot of a process for a Host.
 type ProcessInfo struct {
-	PID       int64               `json:"pid"`
-	ParentPID int64               `json:"parent_pid"`
-	Image     string              `json:"image"`
-	Status    process.State       `json:"status"`
+	PID       int64         `json:"pid"`
+	ParentPID int64         `json:"parent_pid"`
+	Image     string        `json:"image"`
+	Status    process.State `json:"status"`
+	// WaitingOn is the kind of wait of a waiting process ("provider", "child", ...).
+	WaitingOn process.WaitKind    `json:"waiting_on,omitempty"`
 	Wait      *process.Wait       `json:"wait,omitempty"`
 	Reason    string              `json:"reason,omitempty"`
 	ResultOID string              `json:"result_oid,omitempty"`
@@ -373,10 +379,18 @@ type ProcessInfo struct {
 }
 
 func (r *procRecord) info() ProcessInfo {
-	return ProcessInfo{
+	info := ProcessInfo{
 		PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, Status: r.State, Wait: r.Wait, Reason: r.Reason,
 		ResultOID: r.ResultOID, GoalOID: r.GoalOID, Namespace: r.Namespace, Turn: r.Turn, Used: r.Used, Limits: r.Limits,
 	}
+	if r.Wait != nil {
+		info.WaitingOn = r.Wait.Kind
+		if r.Wait.Kind == process.WaitProvider {
+			// Why a process waits on its provider is what an operator must fix.
+			info.Reason = r.Wait.Reason
+		}
+	}
+	return info
 }
 
 // Process returns a snapshot of one process.

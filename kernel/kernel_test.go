@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -550,15 +551,32 @@ func (notStartedProvider) Complete(context.Context, llm.Request) (llm.Response, 
 	return llm.Response{}, &llm.CallError{Settlement: llm.SettlementNotStarted, Err: errors.New("connection refused")}
 }
 
+// A provider that never answers is retried with backoff, then the process
+// waits for the Host: nothing is charged and nothing fails.
 func TestNotStartedCallIsNotCharged(t *testing.T) {
 	h := newHarness(t, "", func(o *Options) { o.Provider = notStartedProvider{} })
 	pid := h.spawn(nil)
 	h.run()
 	info := h.info(pid)
-	if info.Status != process.Failed || !strings.Contains(info.Reason, "connection refused") {
-		t.Fatalf("status %+v", info)
+	if info.Status != process.Waiting || info.Wait.Kind != process.WaitProvider || !info.Wait.Until.IsZero() ||
+		!strings.Contains(info.Wait.Reason, "provider unavailable after 8 attempts") || !strings.Contains(info.Wait.Reason, "connection refused") {
+		t.Fatalf("status %s, wait %+v", info.Status, info.Wait)
 	}
 	if info.Used.LLMCalls != 0 || info.Used.LLMTokens != 0 {
 		t.Fatalf("a call that never started is not charged: %+v", info.Used)
+	}
+	var attempts []any
+	for _, ev := range h.events {
+		if ev.Kind == EventProvider && ev.PID == pid {
+			attempts = append(attempts, ev.Detail.(map[string]any)["attempt"])
+		}
+	}
+	if fmt.Sprint(attempts) != "[1 2 3 4 5 6 7 8]" {
+		t.Fatalf("attempts recorded: %v", attempts)
+	}
+	// Backoff grows with full jitter, within the 1 s .. 60 s ceilings: 8
+	// attempts take at most 1+2+4+8+16+32+60 s of the fake clock.
+	if waited := h.clock.Now().Sub(epoch); waited <= 0 || waited > 123*time.Second {
+		t.Fatalf("backoff took %s", waited)
 	}
 }

@@ -26,6 +26,8 @@ var errSkip = errors.New("skip")
 
 const noToolCallNotice = "(runtime notice) Your reply contained no tool call. Act only through tools; when the goal is done, call process_exit alone in its turn."
 
+const truncatedNotice = "(runtime notice) Your reply was cut off at the output token limit, so its last tool call may be incomplete. Send shorter calls, one at a time if needed."
+
 const interruptedNotice = "(runtime notice) Your previous turn was interrupted before its result was recorded: the model call may or may not have completed and none of its tool calls ran. Re-read the state you depend on before acting."
 
 func sha(b []byte) string {
@@ -103,6 +105,12 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		}
 		if im.Context.Object {
 			projected := c.tokens + k.tokens.Estimate(im.SystemPrompt) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens
+			if r.ForceMaintenance {
+				// The server refused the prompt as over its window: its word
+				// beats the estimate.
+				r.ForceMaintenance, r.PressureEpisode = false, false
+				projected = max(projected, im.Context.WindowTokens)
+			}
 			waiting, err := k.maintain(tx, r, c, projected, im.Context.WindowTokens)
 			if err != nil || waiting {
 				return err
@@ -136,7 +144,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		r.ReservedTokens = reserved
 		reqJSON, _ := json.Marshal(req.Messages)
 		if err := putJSON(tx, callKey(r.PID, r.Turn), callRecord{
-			Turn: r.Turn, Status: "started", RequestSHA256: sha(reqJSON), StartedAt: k.now(), ReservedTokens: reserved,
+			Turn: r.Turn, Attempt: r.ProviderFailures + 1, Status: "started", RequestSHA256: sha(reqJSON), StartedAt: k.now(), ReservedTokens: reserved,
 		}); err != nil {
 			return err
 		}
@@ -183,9 +191,9 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 				}
 				return k.step(tx, r, process.Input{Kind: process.Recover})
 			}
-			if cr.Settlement == string(llm.SettlementNotStarted) {
-				// The call certainly never reached the provider: its
-				// reservation is given back.
+			if cr.Settlement == string(llm.SettlementNotStarted) || cr.Settlement == string(llm.SettlementRejected) {
+				// The call never reached the model, or the server refused it
+				// before any output: its reservation is given back.
 				if err := adjustUsage(tx, r, capabilities.Budget{LLMCalls: -1, LLMTokens: -reserved}); err != nil {
 					return err
 				}
@@ -193,17 +201,22 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 			if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
 				return err
 			}
-			if err := k.emit(tx, Event{Kind: EventProvider, PID: pid, Turn: turn, Reason: perr.Error()}); err != nil {
+			if err := k.emit(tx, providerEvent(pid, turn, r.ProviderFailures+1, cr, perr, nil)); err != nil {
 				return err
 			}
 			if r.State != process.Running {
 				return saveProc(tx, r)
 			}
-			return k.failProcess(tx, r, "provider: "+perr.Error())
+			return k.providerFailed(tx, r, im, perr)
 		}
+		attempt := r.ProviderFailures + 1
+		r.ProviderFailures, r.WindowRetried = 0, false
 		used := int64(resp.Usage.PromptTokens + resp.Usage.CompletionTokens)
 		cr.Status, cr.Usage, cr.ToolCalls = "completed", &usage{resp.Usage.PromptTokens, resp.Usage.CompletionTokens}, len(resp.ToolCalls)
 		if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
+			return err
+		}
+		if err := k.emit(tx, providerEvent(pid, turn, attempt, cr, nil, &resp)); err != nil {
 			return err
 		}
 		// Settle the reservation to the reported usage. Going over the token
@@ -229,7 +242,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 			return err
 		}
 		r.Replies++
-		r.Dispatch = &dispatchState{Turn: turn, Calls: resp.ToolCalls, EffectCall: -1}
+		r.Dispatch = &dispatchState{Turn: turn, Calls: resp.ToolCalls, EffectCall: -1, Truncated: resp.FinishReason == "length"}
 		effect, err = k.dispatch(ctx, tx, r, c, im)
 		return err
 	})
@@ -285,6 +298,8 @@ type dispatchState struct {
 	EndedBy string `json:"ended_by,omitempty"`
 	// Notices are messages to announce after the turn's tool results.
 	Notices []mailbox.Message `json:"notices,omitempty"`
+	// Truncated says the reply was cut off at the output token limit.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // effectFunc is a call's outside effect, run without any lock.
@@ -298,7 +313,16 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 	d := r.Dispatch
 	if len(d.Calls) == 0 {
 		r.Dispatch = nil
-		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: noToolCallNotice}); err != nil {
+		r.TextOnlyTurns++
+		if limit := im.TextOnlyTurnLimit(); r.TextOnlyTurns >= limit {
+			return nil, k.failProcess(tx, r, fmt.Sprintf("the model answered %d turns in a row without a tool call; only tool calls act "+
+				"(the model or server may not support tool calling: check that the server enables tools for this model)", limit))
+		}
+		notice := noToolCallNotice
+		if d.Truncated {
+			notice = truncatedNotice + " " + notice
+		}
+		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: notice}); err != nil {
 			return nil, err
 		}
 		if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
@@ -306,6 +330,7 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 		}
 		return nil, k.pauseIfRequested(tx, r)
 	}
+	r.TextOnlyTurns = 0
 	table := k.toolTable(im, r)
 	var (
 		block     *tools.Block
@@ -393,6 +418,11 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			return nil, err
 		}
 	}
+	if d.Truncated && block == nil {
+		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: truncatedNotice}); err != nil {
+			return nil, err
+		}
+	}
 	if block != nil {
 		if err := k.blockProcess(tx, r, d.Turn, blockCall, block); err != nil {
 			return nil, err
@@ -474,7 +504,15 @@ func (k *Runtime) pauseIfRequested(tx *objects.Txn, r *procRecord) error {
 // invoke validates, authorizes budget and runs one call.
 func (k *Runtime) invoke(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, table map[string]*tools.Tool, call llm.ToolCall) (tools.Outcome, error) {
 	if _, ok := table[call.Name]; !ok {
-		return tools.Outcome{}, tools.Errorf(tools.CodeUnknownTool, "unknown tool %q: not in the tool table of this process (image %s)", call.Name, r.Image)
+		names := make([]string, 0, len(table))
+		for n := range table {
+			names = append(names, n)
+		}
+		hint := ""
+		if near := tools.Closest(call.Name, names, 3); len(near) > 0 {
+			hint = "; the closest tools you may call: " + strings.Join(near, ", ")
+		}
+		return tools.Outcome{}, tools.Errorf(tools.CodeUnknownTool, "unknown tool %q: not in the tool table of this process (image %s)%s", call.Name, r.Image, hint)
 	}
 	t, args, err := k.broker.Prepare(call.Name, call.Arguments)
 	if err != nil {
@@ -642,18 +680,18 @@ func (k *Runtime) failProcess(tx *objects.Txn, r *procRecord, reason string) err
 	return k.terminate(tx, r, process.Input{Kind: process.Fail, Reason: reason})
 }
 
-// fireTimer wakes pid from a timer wait if the wait is still the one the
-// timer was armed for.
+// fireTimer wakes pid from a wait that ends at a time (a sleep, a provider
+// backoff) if the wait is still the one the timer was armed for.
 func (k *Runtime) fireTimer(pid int64, gen uint64) error {
 	err := k.update(func(tx *objects.Txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
 		}
-		if r.State != process.Waiting || r.Gen != gen || r.Wait == nil || r.Wait.Kind != process.WaitTimer {
+		if r.State != process.Waiting || r.Gen != gen || r.Wait == nil || r.Wait.Until.IsZero() {
 			return errSkip
 		}
-		return k.step(tx, r, process.Input{Kind: process.Wake, Gen: gen, WaitKind: process.WaitTimer})
+		return k.step(tx, r, process.Input{Kind: process.Wake, Gen: gen, WaitKind: r.Wait.Kind})
 	})
 	if errors.Is(err, errSkip) {
 		return nil

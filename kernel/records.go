@@ -91,6 +91,17 @@ type procRecord struct {
 	// InterruptedTurn is set by recovery when a quantum's provider call had
 	// unknown settlement; the next prompt tells the process.
 	InterruptedTurn bool `json:"interrupted_turn,omitempty"`
+	// ProviderFailures counts failed attempts of the current provider call;
+	// a completed call resets it.
+	ProviderFailures int `json:"provider_failures,omitempty"`
+	// WindowRetried is set when the server refused the prompt as longer than
+	// the model's window and maintenance ran: a second refusal fails.
+	WindowRetried bool `json:"window_retried,omitempty"`
+	// ForceMaintenance makes the next quantum run context maintenance
+	// whatever the estimate says (the server's word beats it).
+	ForceMaintenance bool `json:"force_maintenance,omitempty"`
+	// TextOnlyTurns counts consecutive replies without a tool call.
+	TextOnlyTurns int `json:"text_only_turns,omitempty"`
 }
 
 // snapshot returns a deep copy of r, so that a call rolled back to its
@@ -255,7 +266,10 @@ func savePending(tx *objects.Txn, p *pendingAction) error {
 
 // callRecord is the durable record of one provider call.
 type callRecord struct {
-	Turn           int       `json:"turn"`
+	Turn int `json:"turn"`
+	// Attempt is this call's attempt number among the attempts of one
+	// request (a backoff asks the same request again).
+	Attempt        int       `json:"attempt,omitempty"`
 	Status         string    `json:"status"` // started | completed | failed | unknown
 	Settlement     string    `json:"settlement,omitempty"`
 	RequestSHA256  string    `json:"request_sha256"`

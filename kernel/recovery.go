@@ -31,7 +31,10 @@ func (k *Runtime) recover() error {
 				return fmt.Errorf("decode process record: %w", err)
 			}
 			sleeping := r.Wait != nil && r.Wait.Kind == process.WaitTimer && (r.State == process.Waiting || r.State == process.Paused)
-			if r.State == process.Running || sleeping {
+			// A provider wait without a time waits for the Host: a reopen is
+			// the Host trying again. A backoff keeps its time.
+			providerHeld := r.Wait != nil && r.Wait.Kind == process.WaitProvider && r.Wait.Until.IsZero() && r.State == process.Waiting
+			if r.State == process.Running || sleeping || providerHeld {
 				pids = append(pids, r.PID)
 			}
 			return nil
@@ -69,6 +72,13 @@ func (k *Runtime) recover() error {
 				}
 				return k.step(tx, r, process.Input{Kind: process.Recover})
 			case process.Waiting, process.Paused:
+				if r.Wait.Kind == process.WaitProvider {
+					r.ProviderFailures = 0
+					if err := k.emit(tx, Event{Kind: EventRecovered, PID: pid, Reason: "provider wait: asking the provider again"}); err != nil {
+						return err
+					}
+					return k.step(tx, r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: process.WaitProvider})
+				}
 				p, err := loadPending(tx, pid, r.Wait.PendingID)
 				if err != nil {
 					return err

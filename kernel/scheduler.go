@@ -87,7 +87,8 @@ func (s *scheduler) notify(pid int64, state process.State, w *process.Wait, gen 
 	switch {
 	case state == process.Runnable:
 		s.enqueue(pid)
-	case state == process.Waiting && w != nil && w.Kind == process.WaitTimer:
+	case state == process.Waiting && w != nil && !w.Until.IsZero():
+		// A sleep, or a provider backoff: both end at a time.
 		s.mu.Lock()
 		heap.Push(&s.timers, timer{at: w.Until, pid: pid, gen: gen})
 		s.mu.Unlock()

@@ -6,11 +6,13 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/libos/libos/capabilities"
@@ -348,6 +350,9 @@ func (b *Broker) Prepare(name string, raw json.RawMessage) (*Tool, json.RawMessa
 	if !ok {
 		return nil, nil, Errorf(CodeUnknownTool, "unknown tool %q", name)
 	}
+	if err := argumentsObject(raw); err != nil {
+		return nil, nil, &Error{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: %v", name, err), Err: err}
+	}
 	args, err := t.Schema.Normalize(raw)
 	if err != nil {
 		return nil, nil, &Error{Code: CodeInvalidArguments, Message: fmt.Sprintf("%s: %v", name, err), Err: err}
@@ -377,4 +382,97 @@ func SuccessResult(r map[string]any) map[string]any {
 	}
 	out["ok"] = true
 	return out
+}
+
+// argumentsObject checks that raw is a JSON object, naming the JSON error
+// when the model wrote text that is not JSON (providers carry such text as a
+// JSON string).
+func argumentsObject(raw json.RawMessage) error {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		return nil
+	}
+	var text string
+	if json.Unmarshal(trimmed, &text) == nil {
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			return fmt.Errorf("%w: arguments: not valid JSON (%v); send one JSON object", schema.ErrInvalid, err)
+		}
+		trimmed = bytes.TrimSpace([]byte(text))
+		if len(trimmed) > 0 && trimmed[0] == '{' {
+			return fmt.Errorf("%w: arguments: a JSON object encoded inside a string; send the object itself", schema.ErrInvalid)
+		}
+	}
+	var v any
+	if err := json.Unmarshal(trimmed, &v); err != nil {
+		return fmt.Errorf("%w: arguments: not valid JSON (%v); send one JSON object", schema.ErrInvalid, err)
+	}
+	return fmt.Errorf("%w: arguments: must be a JSON object, not %s", schema.ErrInvalid, jsonKind(v))
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	}
+	return "an object"
+}
+
+// Closest returns up to n of names nearest to name by edit distance (and
+// sharing a prefix or substring first), for "did you mean" hints.
+func Closest(name string, names []string, n int) []string {
+	type scored struct {
+		name string
+		d    int
+	}
+	var all []scored
+	for _, c := range names {
+		d := editDistance(strings.ToLower(name), strings.ToLower(c))
+		if strings.Contains(c, name) || strings.Contains(name, c) {
+			d = 0
+		}
+		if d <= max(3, len(name)/2) {
+			all = append(all, scored{c, d})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].d != all[j].d {
+			return all[i].d < all[j].d
+		}
+		return all[i].name < all[j].name
+	})
+	out := make([]string, 0, n)
+	for i := 0; i < len(all) && i < n; i++ {
+		out = append(out, all[i].name)
+	}
+	return out
+}
+
+// editDistance is the Levenshtein distance of a and b, by bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

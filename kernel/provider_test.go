@@ -1,0 +1,195 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/clock"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/process"
+)
+
+// faultKinds are what a faulty chat-completions server does instead of
+// answering well: server statuses, broken connections, a slow first byte,
+// and model output that is not a usable action.
+var faultKinds = []string{"503", "429", "500", "reset-before", "reset-mid-body", "slow", "bad-json-args", "unknown-tool", "text-only", "length"}
+
+// countingModel is a chat-completions server whose model reads the time as
+// many times as its goal says and then exits with the count of successful
+// reads. With faultRate > 0 it injects faultKinds on a seeded schedule.
+type countingModel struct {
+	mu        sync.Mutex
+	rng       *rand.Rand
+	faultRate float64
+	slow      time.Duration
+	calls     int
+	faults    map[string]int
+}
+
+func newCountingModel(t *testing.T, seed uint64, faultRate float64, slow time.Duration) (*countingModel, *httptest.Server) {
+	m := &countingModel{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), faultRate: faultRate, slow: slow, faults: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(srv.Close)
+	return m, srv
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	Name    string `json:"name"`
+}
+
+func (m *countingModel) serve(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Messages []chatMessage `json:"messages"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) < 2 {
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	m.mu.Lock()
+	m.calls++
+	fault := ""
+	if m.rng.Float64() < m.faultRate {
+		fault = faultKinds[m.rng.IntN(len(faultKinds))]
+		m.faults[fault]++
+	}
+	m.mu.Unlock()
+
+	goal, _ := strconv.Atoi(strings.TrimPrefix(req.Messages[1].Content, "Goal:\n"))
+	reads := 0
+	for _, msg := range req.Messages {
+		if msg.Role == "tool" && msg.Name == "get_current_time" && strings.Contains(msg.Content, `"ok":true`) {
+			reads++
+		}
+	}
+	call, args := "get_current_time", `{"timezone":"UTC"}`
+	if reads >= goal {
+		call, args = "process_exit", fmt.Sprintf(`{"payload":{"goal":%d,"reads":%d}}`, goal, reads)
+	}
+	finish, text := "tool_calls", ""
+	switch fault {
+	case "503", "429", "500":
+		code, _ := strconv.Atoi(fault)
+		if code != 500 {
+			w.Header().Set("Retry-After", "2")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		io.WriteString(w, `{"error":{"message":"injected `+fault+`"}}`)
+		return
+	case "reset-before", "reset-mid-body":
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		if fault == "reset-mid-body" {
+			buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"id\":\"x\",\"choi")
+			buf.Flush()
+		}
+		conn.Close()
+		return
+	case "slow":
+		time.Sleep(m.slow)
+	case "bad-json-args":
+		args = `{timezone: UTC`
+	case "unknown-tool":
+		call = "get_time"
+	case "text-only":
+		call, text, finish = "", "It is probably noon somewhere.", "stop"
+	case "length":
+		args, finish = `{"timezone": "UT`, "length"
+	}
+	msg := map[string]any{"role": "assistant", "content": text}
+	if call != "" {
+		msg["tool_calls"] = []map[string]any{{"id": fmt.Sprintf("call_%d", m.calls), "type": "function",
+			"function": map[string]any{"name": call, "arguments": args}}}
+	}
+	resp := map[string]any{"id": "c", "object": "chat.completion", "model": "counting",
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish}},
+		"usage":   map[string]int{"prompt_tokens": 10, "completion_tokens": 5}}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(resp)
+}
+
+// runCountingTree runs procs roots, each told to read the time reads times,
+// against srv, and returns each root's final status and result.
+func runCountingTree(t *testing.T, srv *httptest.Server, procs, reads int) map[int64]string {
+	t.Helper()
+	p, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: srv.URL + "/v1", Model: "counting", Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := Open(t.TempDir(), Options{Provider: p, Clock: clock.NewFake(epoch, true), Workers: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	grants := []capabilities.Grant{{Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}}}
+	var pids []int64
+	for i := 0; i < procs; i++ {
+		pid, err := rt.Spawn(SpawnSpec{Image: "base:v0", Goal: strconv.Itoa(reads), Grants: grants})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := rt.RunUntilIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]string{}
+	for _, pid := range pids {
+		info, err := rt.Process(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := string(info.Status) + " " + info.Reason
+		if info.Status == process.Exited {
+			_, payload, err := rt.ReadObject(info.ResultOID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res = string(payload)
+		}
+		out[pid] = res
+	}
+	return out
+}
+
+// A thousand-call tree against a server that fails a fifth of the time (bad
+// statuses, broken connections, timeouts, unusable model output) ends with
+// the same results as against a server that never fails, and no process
+// fails.
+func TestProviderFaultsDoNotChangeResults(t *testing.T) {
+	const procs, reads = 100, 9 // 10 calls a process
+	_, clean := newCountingModel(t, 1, 0, 0)
+	want := runCountingTree(t, clean, procs, reads)
+	model, faulty := newCountingModel(t, 7, 0.2, 150*time.Millisecond)
+	got := runCountingTree(t, faulty, procs, reads)
+	for pid, w := range want {
+		if w != fmt.Sprintf(`{"goal":%d,"reads":%d}`, reads, reads) {
+			t.Fatalf("fault-free pid %d: %s", pid, w)
+		}
+		if got[pid] != w {
+			t.Errorf("pid %d: %s, want %s", pid, got[pid], w)
+		}
+	}
+	t.Logf("%d calls, faults %v", model.calls, model.faults)
+	for _, kind := range faultKinds {
+		if model.faults[kind] == 0 {
+			t.Errorf("the schedule never injected %s", kind)
+		}
+	}
+}
