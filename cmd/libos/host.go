@@ -36,6 +36,8 @@ type runSettings struct {
 	SkillDirs []string `json:"skill_dirs,omitempty"`
 	// NoFullIO turns off retention of full provider I/O as evidence.
 	NoFullIO bool `json:"no_full_io,omitempty"`
+	// Endpoint holds the retry and request settings of a real endpoint.
+	Endpoint endpointSettings `json:"endpoint,omitzero"`
 }
 
 // requireDir refuses a missing runtime directory: ps, send and resume never create one.
@@ -177,6 +179,8 @@ func resumeCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos resume", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "./.libos", "runtime directory")
+	var pf providerFlags
+	pf.register(fs)
 	if !parseNoPositional(fs, args, stderr) {
 		return exitUsage
 	}
@@ -184,13 +188,18 @@ func resumeCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos resume: %v\n", err)
 		return exitFailed
 	}
+	settings, err := pf.resumeSettings(*dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "libos resume: %v\n", err)
+		return exitUsage
+	}
 	return session(*dir, stdout, stderr, func(rt *kernel.Runtime) (int64, error) {
 		var root int64
 		if err := rt.GetMeta(metaRoot, &root); err != nil {
 			return 0, fmt.Errorf("this directory records no root process started by libos run: %w", err)
 		}
 		return root, nil
-	}, nil)
+	}, settings)
 }
 
 // providerFromSettings rebuilds the provider a run started with.
@@ -212,6 +221,7 @@ func providerFromSettings(s runSettings) (llm.Provider, error) {
 	case "openai":
 		cfg := llm.OpenAIConfigFromEnv()
 		cfg.Model, cfg.BaseURL = s.Model, s.BaseURL
+		s.Endpoint.configure(&cfg)
 		return llm.NewOpenAI(cfg)
 	}
 	return nil, fmt.Errorf("recorded provider %q: must be replay or openai", s.Provider)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -47,6 +48,7 @@ func (g *grantFlag) Set(v string) error {
 // providerFlags select and configure the LLM provider.
 type providerFlags struct {
 	provider, script, model, baseURL string
+	endpoint                         endpointFlags
 }
 
 func (p *providerFlags) register(fs *flag.FlagSet) {
@@ -54,6 +56,7 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.script, "script", "", "replay script (YAML) for --provider replay")
 	fs.StringVar(&p.model, "model", "", "model name for --provider openai (default $LIBOS_MODEL)")
 	fs.StringVar(&p.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL)")
+	p.endpoint.register(fs)
 }
 
 // settings validates the flags (loading the script, checking the OpenAI
@@ -88,6 +91,9 @@ func (p *providerFlags) settings() (runSettings, error) {
 		}
 	default:
 		return s, fmt.Errorf("--provider %q: must be replay or openai", name)
+	}
+	if err := p.endpoint.apply(&s); err != nil {
+		return s, err
 	}
 	if _, err := providerFromSettings(s); err != nil {
 		if name == "replay" {
@@ -206,7 +212,8 @@ func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start
 		return exitFailed
 	}
 	defer catalog.Close()
-	rt, err := kernel.Open(dir, kernel.Options{OnEvent: progressPrinter(stderr), Skills: catalog, DisableFullIO: settings.NoFullIO})
+	rt, err := kernel.Open(dir, kernel.Options{OnEvent: progressPrinter(stderr), Skills: catalog, DisableFullIO: settings.NoFullIO,
+		ProviderRetry: settings.Endpoint.retryPolicy()})
 	if err != nil {
 		fmt.Fprintf(stderr, "libos: %v\n", err)
 		return exitFailed
@@ -423,7 +430,7 @@ func progressPrinter(w io.Writer) func(kernel.Event) {
 		case kernel.EventQuantum:
 			line = fmt.Sprintf("quantum: provider call, turn %d", ev.Turn)
 		case kernel.EventProvider:
-			line = "provider error: " + ev.Reason
+			line = providerLine(ev)
 		case kernel.EventToolCall:
 			line = fmt.Sprintf("call %s %s", ev.Tool, ev.Args)
 		case kernel.EventToolDone:
@@ -442,4 +449,23 @@ func progressPrinter(w io.Writer) func(kernel.Event) {
 		}
 		fmt.Fprintf(w, "[pid %d] %s\n", ev.PID, line)
 	}
+}
+
+// providerLine is one provider call attempt on one line: its attempt,
+// outcome, latency and tokens, and the start of the model's text (or the
+// error, shortened once by the adapter).
+func providerLine(ev kernel.Event) string {
+	d, _ := ev.Detail.(map[string]any)
+	line := fmt.Sprintf("provider call, turn %d, attempt %v: %v, %v ms", ev.Turn, d["attempt"], d["outcome"], d["latency_ms"])
+	if ev.Reason != "" {
+		return line + fmt.Sprintf(" (%v): %s", d["disposition"], ev.Reason)
+	}
+	line += fmt.Sprintf(", %v+%v tokens, %v tool calls", d["prompt_tokens"], d["completion_tokens"], d["tool_calls"])
+	if fr, ok := d["finish_reason"]; ok && fr != "stop" && fr != "tool_calls" {
+		line += fmt.Sprintf(", finish %v", fr)
+	}
+	if ev.Summary != "" {
+		line += ": " + strconv.Quote(ev.Summary)
+	}
+	return line
 }
