@@ -32,7 +32,7 @@ func reportRate(b *testing.B) {
 	}
 }
 
-func reportCommitsPerSync(b *testing.B, fs *walWatchFS, syncsBefore uint64, commits int) {
+func reportCommitsPerSync(b *testing.B, fs *storeFS, syncsBefore uint64, commits int) {
 	if syncs := fs.syncs.Load() - syncsBefore; syncs > 0 {
 		b.ReportMetric(float64(commits)/float64(syncs), "commits/fsync")
 	}
@@ -140,9 +140,9 @@ func BenchmarkRawSyncedSetParallel(b *testing.B) {
 // openRawPebble opens Pebble with the options the store uses (including the
 // WAL-watching filesystem, which counts syncs), as the baseline for the CAS
 // benchmarks.
-func openRawPebble(b *testing.B) (*pebble.DB, *walWatchFS) {
-	fs := &walWatchFS{FS: vfs.Default, onError: func(error) {}}
-	db, err := pebble.Open(b.TempDir(), &pebble.Options{Logger: silentLogger{}, FS: fs})
+func openRawPebble(b *testing.B) (*pebble.DB, *storeFS) {
+	fs := newStoreFS(vfs.Default, func(error) {}, func(error) {})
+	db, err := pebble.Open(b.TempDir(), &pebble.Options{Logger: storeLogger{}, FS: fs})
 	if err != nil {
 		b.Fatal(err)
 	}

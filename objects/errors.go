@@ -33,8 +33,19 @@ var (
 	// ErrReservedKey reports a raw key inside a prefix this package reserves
 	// for itself (object, event and sequence records).
 	ErrReservedKey = errors.New("objects: reserved key")
-	// ErrReadOnly reports a write staged in a View transaction.
+	// ErrReadOnly reports a write staged in a View transaction, or an Update
+	// on a store opened with Options.ReadOnly.
 	ErrReadOnly = errors.New("objects: read-only transaction")
+	// ErrCorrupt reports that a file of the store holds data that fails its
+	// checksum, or that acknowledged commits were lost from the write-ahead
+	// log. The error that carries it names the file and says how to proceed;
+	// the store refuses to open (or, found later, refuses further writes)
+	// rather than carry on from a state that silently lost work.
+	ErrCorrupt = errors.New("objects: store is corrupt")
+	// ErrDiskFull reports that a write failed because the disk (or the
+	// user's quota) is full. The store fails at once instead of retrying;
+	// what was acknowledged before stays durable.
+	ErrDiskFull = errors.New("objects: disk is full")
 	// ErrTxnDone reports use of a transaction after its function returned.
 	ErrTxnDone = errors.New("objects: transaction already finished")
 	// ErrStopScan may be returned by a Scan or ScanRange callback to stop the

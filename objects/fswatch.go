@@ -1,95 +1,227 @@
 package objects
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// walWatchFS wraps the store's filesystem and reports the first write or
-// sync error on a write-ahead-log file before Pebble sees it.
+// storeFS wraps the store's filesystem. It does four things Pebble cannot
+// be told to do:
 //
-// Pebble's log writer keeps such an error and panics on the next record it
-// is asked to write, while holding its commit mutex. Marking the store failed
-// at the moment the error happens guarantees that no later commit reaches
-// Pebble (commits are serialized by the store's write lock), so the database
-// can still be closed and the directory released.
-//
-// It also counts WAL syncs, which shows how many commits share one fsync.
-type walWatchFS struct {
+//   - It reports the first write or sync error on a write-ahead-log file
+//     before Pebble sees it. Pebble's log writer keeps such an error and
+//     panics on the next record it is asked to write, while holding its
+//     commit mutex. Marking the store failed at the moment the error happens
+//     guarantees that no later commit reaches Pebble (commits are
+//     serialized by the store's write lock), so the database can still be
+//     closed and the directory released.
+//   - It reports a full disk (ENOSPC, EDQUOT) on any file, and from then on
+//     holds back the creation of new table files. Pebble retries a failed
+//     flush at once and forever, creating a new table file each time; held
+//     back, the retry waits instead of spinning until the store closes or,
+//     during Open, until Open gives up.
+//   - While the store opens, it checks every write-ahead log Pebble opens to
+//     replay (checkWAL), so that damage that lost acknowledged commits stops
+//     the open instead of being dropped as a torn tail.
+//   - It counts WAL syncs, which shows how many commits share one fsync.
+type storeFS struct {
 	vfs.FS
-	onError func(error)
-	syncs   atomic.Uint64
+	onError    func(error)
+	onDiskFull func(error)
+	syncs      atomic.Uint64
+
+	// opening is set while Pebble opens the store.
+	opening atomic.Bool
+	// lastOpened is the last file Pebble opened for reading during Open; it
+	// names the file when Pebble reports corruption without a path.
+	lastOpened atomic.Pointer[string]
+	// walCorrupt is the error of a WAL that failed checkWAL during Open.
+	walCorrupt atomic.Pointer[error]
+
+	// diskFull is closed when a full disk is first seen; stalled when a
+	// table file creation waits because of it; release when waiting table
+	// creations may go on (and fail).
+	gateMu   sync.Mutex
+	diskFull chan struct{}
+	stalled  chan struct{}
+	release  chan struct{}
+}
+
+func newStoreFS(fs vfs.FS, onError, onDiskFull func(error)) *storeFS {
+	return &storeFS{
+		FS: fs, onError: onError, onDiskFull: onDiskFull,
+		diskFull: make(chan struct{}), stalled: make(chan struct{}), release: make(chan struct{}),
+	}
 }
 
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
-func (fs *walWatchFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+// isDiskFull reports whether err says the disk or the quota is full.
+func isDiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// diskFullAdvice tells an operator how to proceed after a full disk.
+const diskFullAdvice = "(free space on the disk, then open the directory again; what was acknowledged is intact)"
+
+// diskFullError wraps ErrDiskFull with the operation that hit it.
+func diskFullError(op, name string, err error) error {
+	return fmt.Errorf("%w: %s %s: %w %s", ErrDiskFull, op, name, err, diskFullAdvice)
+}
+
+// closeOnce closes ch unless it is already closed. Callers hold gateMu.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// noteError looks at the result of an operation on name.
+func (fs *storeFS) noteError(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isDiskFull(err) {
+		fs.onDiskFull(diskFullError(op, name, err))
+		fs.gateMu.Lock()
+		closeOnce(fs.diskFull)
+		fs.gateMu.Unlock()
+	}
+	if isWAL(name) {
+		fs.onError(fmt.Errorf("%s write-ahead log %s: %w", op, name, err))
+	}
+	return err
+}
+
+// holdBack makes the creation of a table file wait while the disk is full
+// and the store has not released it; after the release it fails at once.
+func (fs *storeFS) holdBack(name string) error {
+	if isWAL(name) {
+		// A WAL is created by a commit, which the failed store no longer
+		// lets through; holding one back could hold a commit forever.
+		return nil
+	}
+	select {
+	case <-fs.diskFull:
+	default:
+		return nil
+	}
+	fs.gateMu.Lock()
+	closeOnce(fs.stalled)
+	fs.gateMu.Unlock()
+	<-fs.release
+	return diskFullError("create", name, syscall.ENOSPC)
+}
+
+// releaseHeld lets held-back creations fail, so that Pebble can close.
+func (fs *storeFS) releaseHeld() {
+	fs.gateMu.Lock()
+	closeOnce(fs.release)
+	fs.gateMu.Unlock()
+}
+
+func (fs *storeFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
-		if isWAL(name) {
-			fs.onError(fmt.Errorf("create write-ahead log %s: %w", name, err))
-		}
-		return f, err
+		return f, fs.noteError("create", name, err)
 	}
-	if !isWAL(name) {
-		return f, nil
-	}
-	return &walWatchFile{File: f, name: name, fs: fs}, nil
+	return &storeFile{File: f, name: name, fs: fs}, nil
 }
 
 // Create implements vfs.FS.
-func (fs *walWatchFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+func (fs *storeFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.holdBack(name); err != nil {
+		return nil, err
+	}
 	f, err := fs.FS.Create(name, category)
 	return fs.wrap(name, f, err)
 }
 
 // ReuseForWrite implements vfs.FS; Pebble recycles old log files this way.
-func (fs *walWatchFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+func (fs *storeFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
 	return fs.wrap(newname, f, err)
 }
 
 // OpenReadWrite implements vfs.FS.
-func (fs *walWatchFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+func (fs *storeFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
 	f, err := fs.FS.OpenReadWrite(name, category, opts...)
 	return fs.wrap(name, f, err)
 }
 
-// Unwrap implements vfs.FS.
-func (fs *walWatchFS) Unwrap() vfs.FS { return fs.FS }
+// Open implements vfs.FS. During Open it checks a WAL before Pebble replays
+// it; refusing to open the file stops the replay.
+func (fs *storeFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	if fs.opening.Load() {
+		fs.lastOpened.Store(&name)
+		if isWAL(name) {
+			if err := checkWAL(fs.FS, name); err != nil {
+				fs.walCorrupt.CompareAndSwap(nil, &err)
+				return nil, err
+			}
+		}
+	}
+	return fs.FS.Open(name, opts...)
+}
 
-type walWatchFile struct {
+// Link implements vfs.FS.
+func (fs *storeFS) Link(oldname, newname string) error {
+	return fs.noteError("link", newname, fs.FS.Link(oldname, newname))
+}
+
+// Rename implements vfs.FS.
+func (fs *storeFS) Rename(oldname, newname string) error {
+	return fs.noteError("rename", newname, fs.FS.Rename(oldname, newname))
+}
+
+// MkdirAll implements vfs.FS.
+func (fs *storeFS) MkdirAll(dir string, perm os.FileMode) error {
+	return fs.noteError("create directory", dir, fs.FS.MkdirAll(dir, perm))
+}
+
+// Unwrap implements vfs.FS.
+func (fs *storeFS) Unwrap() vfs.FS { return fs.FS }
+
+type storeFile struct {
 	vfs.File
 	name string
-	fs   *walWatchFS
+	fs   *storeFS
 }
 
-func (f *walWatchFile) check(op string, err error) error {
-	if err != nil {
-		f.fs.onError(fmt.Errorf("%s write-ahead log %s: %w", op, f.name, err))
-	} else if op == "sync" {
+func (f *storeFile) check(op string, err error) error {
+	if err == nil && op == "sync" && isWAL(f.name) {
 		f.fs.syncs.Add(1)
 	}
-	return err
+	return f.fs.noteError(op, f.name, err)
 }
 
-func (f *walWatchFile) Write(p []byte) (int, error) {
+func (f *storeFile) Write(p []byte) (int, error) {
 	n, err := f.File.Write(p)
 	return n, f.check("write", err)
 }
 
-func (f *walWatchFile) WriteAt(p []byte, off int64) (int, error) {
+func (f *storeFile) WriteAt(p []byte, off int64) (int, error) {
 	n, err := f.File.WriteAt(p, off)
 	return n, f.check("write", err)
 }
 
-func (f *walWatchFile) Sync() error { return f.check("sync", f.File.Sync()) }
+func (f *storeFile) Preallocate(off, length int64) error {
+	return f.check("preallocate", f.File.Preallocate(off, length))
+}
 
-func (f *walWatchFile) SyncData() error { return f.check("sync", f.File.SyncData()) }
+func (f *storeFile) Sync() error { return f.check("sync", f.File.Sync()) }
 
-func (f *walWatchFile) SyncTo(length int64) (bool, error) {
+func (f *storeFile) SyncData() error { return f.check("sync", f.File.SyncData()) }
+
+func (f *storeFile) SyncTo(length int64) (bool, error) {
 	full, err := f.File.SyncTo(length)
 	return full, f.check("sync", err)
 }

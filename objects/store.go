@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,12 +34,20 @@ type Options struct {
 	FS vfs.FS
 	// Clock supplies CreatedAt, UpdatedAt and event times; nil means time.Now.
 	Clock func() time.Time
-	// Logger receives Pebble's log output; nil means silent. The silent
-	// logger panics on Pebble's Fatalf, which Pebble expects never to return.
+	// Logger receives Pebble's log output; nil means silent. Pebble's
+	// Fatalf reaches it as Errorf: the store handles fatal errors itself
+	// (see storeLogger), so the logger's Fatalf is never called.
 	Logger pebble.Logger
-	// Pebble, if set, may tune Pebble's options before Open. FS and Lock are
-	// reset afterwards because the store relies on them.
+	// Pebble, if set, may tune Pebble's options before Open. FS, Lock,
+	// ReadOnly and the handling of fatal errors, corruption and background
+	// errors are set afterwards because the store relies on them.
 	Pebble func(*pebble.Options)
+	// ReadOnly opens an existing store without writing to its directory: no
+	// write-ahead-log replay flush, no compactions, no new files. Update
+	// returns an error wrapping ErrReadOnly. A missing directory is an
+	// error. The directory is still locked, so a runtime that holds it is
+	// reported with ErrInUse.
+	ReadOnly bool
 }
 
 // Stats are cumulative counters of one open store.
@@ -61,10 +70,12 @@ type Store struct {
 	dir      string
 	db       *pebble.DB
 	lock     *pebble.Lock
+	release  func() // gives back the claim of heldDirs
 	instance string
 	clock    func() time.Time
 	locals   *localStore
-	fs       *walWatchFS
+	fs       *storeFS
+	readOnly bool
 
 	// writeMu gives one Update at a time exclusive write access: staging,
 	// validation and applying the batch happen under it; the WAL sync wait
@@ -87,7 +98,20 @@ type Store struct {
 	ops    sync.WaitGroup
 
 	// failure holds the first write/sync error; once set, Update refuses.
-	failure atomic.Pointer[error]
+	// failedCh is closed when it is set.
+	failure  atomic.Pointer[error]
+	failedCh chan struct{}
+	// fatal holds the error Pebble reported through Logger.Fatalf; parked
+	// is set when that happened on one of Pebble's own goroutines, which
+	// then never returns (see storeLogger).
+	fatal    atomic.Pointer[error]
+	parked   atomic.Bool
+	parkedCh chan struct{} // closed when parked is set
+	// corruptPath is the file of the last corruption Pebble reported.
+	corruptPath atomic.Pointer[string]
+	// abandoned is set when Open gave up on a Pebble open that a full disk
+	// holds forever.
+	abandoned bool
 
 	syncedCommits   atomic.Uint64
 	readOnlyUpdates atomic.Uint64
@@ -96,8 +120,10 @@ type Store struct {
 
 // Open opens (creating if needed) the database in dir. It returns an error
 // wrapping ErrInUse if another runtime, in this process or another, holds
-// the directory. Open does not scan objects, so it is fast however many
-// objects the store holds.
+// the directory, ErrCorrupt if a file of the store is damaged or the
+// write-ahead log lost acknowledged commits, and ErrDiskFull if the disk is
+// too full to open it. Open does not scan objects, so it is fast however
+// many objects the store holds.
 func Open(dir string, opts Options) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("objects: open: %w: dir: must not be empty", ErrInvalid)
@@ -107,8 +133,17 @@ func Open(dir string, opts Options) (*Store, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("objects: open %s: create directory: %w", dir, err)
+	if opts.ReadOnly {
+		if _, err := fs.Stat(dir); err != nil {
+			return nil, fmt.Errorf("objects: open %s read-only: %w", dir, err)
+		}
+	} else if err := fs.MkdirAll(dir, 0o755); err != nil {
+		if isDiskFull(err) {
+			err = diskFullError("create directory", dir, err)
+		} else {
+			err = fmt.Errorf("create directory: %w", err)
+		}
+		return nil, fmt.Errorf("objects: open %s: %w", dir, err)
 	}
 	if vfs.Root(fs) == vfs.Default {
 		// POSIX record locks do not exclude the process that holds them, and
@@ -120,8 +155,17 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		dir = canonical
 	}
-	lock, err := pebble.LockDirectory(dir, fs)
+	release, err := holdDir(dir)
 	if err != nil {
+		return nil, fmt.Errorf("objects: open %s: %w", given, err)
+	}
+	lockFS := fs
+	if opts.ReadOnly {
+		lockFS = readLockFS{fs}
+	}
+	lock, err := pebble.LockDirectory(dir, lockFS)
+	if err != nil {
+		release()
 		if isLockHeld(err) {
 			return nil, fmt.Errorf("objects: open %s: %w (%v)", given, ErrInUse, err)
 		}
@@ -130,9 +174,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{
 		dir:      dir,
 		lock:     lock,
+		release:  release,
 		instance: uuid.NewString(),
 		clock:    opts.Clock,
 		locals:   newLocalStore(),
+		readOnly: opts.ReadOnly,
+		failedCh: make(chan struct{}),
+		parkedCh: make(chan struct{}),
 
 		metaCache:      make(map[string][]byte),
 		metaCacheLimit: defaultMetaCacheLimit,
@@ -140,11 +188,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = silentLogger{}
-	}
-	popts := &pebble.Options{Logger: logger}
+	popts := &pebble.Options{Logger: opts.Logger}
 	// Point lookups dominate (records, headers, object metadata, often of
 	// keys that do not exist): bloom filters spare misses a walk through
 	// every level, and a block cache keeps index blocks off the disk.
@@ -154,26 +198,216 @@ func Open(dir string, opts Options) (*Store, error) {
 	for i := range popts.Levels {
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	if !opts.ReadOnly {
+		// WAL chunks of this format carry the offset synced so far, which
+		// tells damage in the middle of a log from a torn tail (checkWAL).
+		popts.FormatMajorVersion = storeFormat
+	}
 	if opts.Pebble != nil {
 		opts.Pebble(popts)
 	}
-	s.fs = &walWatchFS{FS: fs, onError: s.fail}
+	popts.Logger = storeLogger{out: popts.Logger, store: s}
+	s.fs = newStoreFS(fs, s.fail, s.fail)
 	popts.FS = s.fs
 	popts.Lock = lock
-	db, err := pebble.Open(dir, popts)
+	popts.ReadOnly = opts.ReadOnly
+	listener := s.eventListener()
+	if popts.EventListener != nil {
+		listener = pebble.TeeEventListener(listener, *popts.EventListener)
+	}
+	popts.EventListener = &listener
+
+	var before *pebble.DBDesc
+	if !opts.ReadOnly {
+		before, _ = pebble.Peek(dir, fs)
+	}
+	db, err := s.openPebble(dir, popts)
 	if err != nil {
-		_ = lock.Close()
+		if !s.abandoned {
+			_ = lock.Close()
+			release()
+		}
 		return nil, fmt.Errorf("objects: open %s: %w", given, err)
 	}
 	s.db = db
-	last, err := readLastEventSeq(db)
-	if err != nil {
-		_ = db.Close()
-		_ = lock.Close()
+	if err := s.afterOpen(before); err != nil {
+		if !s.parked.Load() {
+			s.fs.releaseHeld()
+			_ = s.closePebble()
+			_ = lock.Close()
+			release()
+		}
 		return nil, fmt.Errorf("objects: open %s: %w", given, err)
 	}
-	s.lastEventSeq.Store(last)
 	return s, nil
+}
+
+// verifyAllBytes bounds the tables Open reads in full to verify them: at
+// about 10 ms a MiB, a few tens of milliseconds.
+const verifyAllBytes = 4 << 20
+
+// storeFormat is the Pebble format of a store opened for writing: the
+// first with synced offsets in WAL chunks.
+const storeFormat = pebble.FormatWALSyncChunks
+
+// openPebble runs pebble.Open, which cannot be interrupted: with a full disk
+// it retries the flush of the replayed log forever (storeFS then holds the
+// retry back), and after a fatal error on its flush goroutine it waits for
+// that goroutine forever (storeLogger parks it). openPebble then gives up
+// on the open and returns the error; the held goroutines never run again,
+// and the directory stays locked until the process exits so that nothing
+// else opens it under them.
+func (s *Store) openPebble(dir string, popts *pebble.Options) (*pebble.DB, error) {
+	type result struct {
+		db  *pebble.DB
+		err error
+	}
+	done := make(chan result, 1)
+	s.fs.opening.Store(true)
+	go func() {
+		var r result
+		defer func() { done <- r }()
+		defer recoverFatal(&r.err)
+		r.db, r.err = pebble.Open(dir, popts)
+	}()
+	select {
+	case r := <-done:
+		s.fs.opening.Store(false)
+		if r.err != nil {
+			return nil, s.openError(r.err)
+		}
+		return r.db, nil
+	case <-s.fs.stalled:
+		s.abandoned = true
+		err := s.failureCause()
+		if err == nil || !errors.Is(err, ErrDiskFull) {
+			err = diskFullError("open", dir, syscall.ENOSPC)
+		}
+		return nil, fmt.Errorf("%w (the directory stays locked until this process exits)", err)
+	case <-s.parkedCh:
+		// Pebble stopped on a fatal error while it held its locks.
+		s.abandoned = true
+		return nil, fmt.Errorf("%w (the directory stays locked until this process exits)", *s.fatal.Load())
+	}
+}
+
+// openError explains why pebble.Open failed.
+func (s *Store) openError(err error) error {
+	if p := s.fs.walCorrupt.Load(); p != nil {
+		return *p
+	}
+	if cause := s.failureCause(); cause != nil && (errors.Is(cause, ErrDiskFull) || errors.Is(cause, ErrCorrupt)) {
+		return cause
+	}
+	if isDiskFull(err) {
+		return diskFullError("open", s.dir, err)
+	}
+	if pebble.IsCorruptionError(err) {
+		path := s.dir
+		if p := s.corruptPath.Load(); p != nil {
+			path = *p
+		} else if p := s.fs.lastOpened.Load(); p != nil {
+			path = *p
+		}
+		return corruptError(path, err)
+	}
+	return err
+}
+
+// afterOpen verifies what is cheap to verify, moves a store written in an
+// older format onto a WAL with synced offsets, and reads the last event seq.
+func (s *Store) afterOpen(before *pebble.DBDesc) (err error) {
+	defer recoverFatal(&err)
+	// Every table's footer, index and properties blocks are read and their
+	// checksums verified; data blocks are verified when read, and at open
+	// too while the tables are small enough to read them all quickly.
+	if _, err := s.db.SSTables(pebble.WithProperties()); err != nil {
+		return s.readErr(fmt.Errorf("verify tables: %w", err))
+	}
+	if s.db.Metrics().Total().TablesSize <= verifyAllBytes {
+		if err := s.db.CheckLevels(nil); err != nil {
+			return s.readErr(fmt.Errorf("verify tables: %w", err))
+		}
+	}
+	if !s.readOnly && (before == nil || !before.Exists || before.FormatMajorVersion < storeFormat) {
+		// The open ratcheted the format, but the log it started was created
+		// in the old one; a flush starts a new log.
+		flushed, err := s.db.AsyncFlush()
+		if err != nil {
+			return s.writeErr(fmt.Errorf("start a write-ahead log in format %d: %w", storeFormat, err))
+		}
+		select {
+		case <-flushed:
+		case <-s.failedCh:
+			// A full disk holds the flush back (storeFS), and stopped
+			// Pebble never finishes it.
+			return s.failureCause()
+		}
+	}
+	last, err := readLastEventSeq(s.db)
+	if err != nil {
+		return s.readErr(err)
+	}
+	s.lastEventSeq.Store(last)
+	return nil
+}
+
+// eventListener turns Pebble's reports into store failures instead of
+// Pebble's defaults (a Fatalf on corruption; a log line on a background
+// error that Pebble then retries).
+func (s *Store) eventListener() pebble.EventListener {
+	return pebble.EventListener{
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			path := info.Path
+			s.corruptPath.Store(&path)
+			s.fail(corruptError(path, info.Details))
+		},
+		BackgroundError: func(err error) {
+			switch {
+			case isDiskFull(err):
+				s.fail(diskFullError("background write in", s.dir, err))
+			case pebble.IsCorruptionError(err):
+				path := s.dir
+				if p := s.corruptPath.Load(); p != nil {
+					path = *p
+				}
+				s.fail(corruptError(path, err))
+			}
+		},
+	}
+}
+
+// readErr turns a corruption error from a Pebble read into one wrapping
+// ErrCorrupt and naming the file.
+func (s *Store) readErr(err error) error {
+	if err == nil || errors.Is(err, ErrCorrupt) || !pebble.IsCorruptionError(err) {
+		return err
+	}
+	path := s.dir
+	if p := s.corruptPath.Load(); p != nil {
+		path = *p
+	} else if m := tableInError.FindStringSubmatch(err.Error()); m != nil {
+		// Some reads (CheckLevels) report no path; the message has the
+		// table's number.
+		path = filepath.Join(s.dir, m[1]+".sst")
+	}
+	s.fail(corruptError(path, err))
+	return corruptError(path, err)
+}
+
+// tableInError finds the table number in Pebble's message about a block.
+var tableInError = regexp.MustCompile(`\bfile (\d{6,}): block`)
+
+// writeErr turns a disk-full error from a Pebble write into one wrapping
+// ErrDiskFull.
+func (s *Store) writeErr(err error) error {
+	if err == nil || errors.Is(err, ErrDiskFull) || !isDiskFull(err) {
+		return err
+	}
+	if cause := s.failureCause(); cause != nil && errors.Is(cause, ErrDiskFull) {
+		return cause
+	}
+	return diskFullError("write in", s.dir, err)
 }
 
 func canonicalDir(dir string) (string, error) {
@@ -224,9 +458,13 @@ func (s *Store) Instance() string { return s.instance }
 func (s *Store) Dir() string { return s.dir }
 
 // Close waits for running operations, closes Pebble and releases the
-// directory, also after the store failed. Later calls return ErrClosed.
-// Close must not be called from inside an Update or View function; an
-// AfterCommit hook may call it.
+// directory, also after the store failed or found corruption. Later calls
+// return ErrClosed. Close must not be called from inside an Update or View
+// function; an AfterCommit hook may call it.
+//
+// If Pebble stopped on one of its own goroutines (a fatal error, see
+// storeLogger), it cannot be closed: Close returns that error and the
+// directory stays locked until the process exits.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -235,15 +473,33 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	if s.parked.Load() {
+		return fmt.Errorf("objects: close %s: %w (Pebble stopped; the directory stays locked until this process exits)", s.dir, *s.fatal.Load())
+	}
+	// A flush held back by a full disk must fail for Pebble to close.
+	s.fs.releaseHeld()
 	s.ops.Wait()
-	err := s.db.Close()
+	err := s.closePebble()
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}
+	s.release()
 	if err != nil {
 		return fmt.Errorf("objects: close %s: %w", s.dir, err)
 	}
 	return nil
+}
+
+// closePebble closes the database. After corruption Pebble may panic while
+// closing (a reader it cannot release); the directory must still be
+// released, so the panic becomes an error.
+func (s *Store) closePebble() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pebble panicked while closing: %v", r)
+		}
+	}()
+	return s.db.Close()
 }
 
 // begin registers an operation that uses the database.
@@ -253,13 +509,28 @@ func (s *Store) begin() error {
 	if s.closed {
 		return ErrClosed
 	}
+	if s.parked.Load() {
+		// Pebble's goroutine stopped holding its locks: a call could wait
+		// forever.
+		return fmt.Errorf("%w: %w", ErrFailed, *s.fatal.Load())
+	}
 	s.ops.Add(1)
 	return nil
 }
 
 // fail records the first write or sync error; every later Update refuses.
 func (s *Store) fail(cause error) {
-	s.failure.CompareAndSwap(nil, &cause)
+	if s.failure.CompareAndSwap(nil, &cause) {
+		close(s.failedCh)
+	}
+}
+
+// failureCause returns the recorded cause of the failure, or nil.
+func (s *Store) failureCause() error {
+	if p := s.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // failedErr returns an error wrapping ErrFailed and the recorded cause, or
@@ -313,6 +584,9 @@ func (s *Store) Update(fn func(tx *Txn) error) error {
 }
 
 func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
+	if s.readOnly {
+		return nil, fmt.Errorf("objects: update: %w: the store was opened read-only", ErrReadOnly)
+	}
 	if err := s.begin(); err != nil {
 		return nil, fmt.Errorf("objects: update: %w", err)
 	}
@@ -379,8 +653,9 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 }
 
 // apply hands the batch to Pebble without waiting for the sync. Pebble
-// reports some commit-pipeline errors through Logger.Fatalf (a panic with
-// the silent logger); those are turned into an error here.
+// reports some commit-pipeline errors through Logger.Fatalf (a panic on this
+// goroutine, see storeLogger) and panics on a record after a WAL error;
+// those are turned into an error here.
 func (s *Store) apply(batch *pebble.Batch) (err error) {
 	if ferr := s.failedErr(); ferr != nil {
 		// A WAL error seen by the filesystem watcher after fn started.
@@ -388,11 +663,15 @@ func (s *Store) apply(batch *pebble.Batch) (err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
+			if f, ok := r.(pebbleFatal); ok {
+				err = fmt.Errorf("apply batch: %w", f.err)
+				return
+			}
 			err = fmt.Errorf("apply batch: pebble panic: %v", r)
 		}
 	}()
 	if err := s.db.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
-		return fmt.Errorf("apply batch: %w", err)
+		return fmt.Errorf("apply batch: %w", s.writeErr(err))
 	}
 	return nil
 }
@@ -451,12 +730,20 @@ func (s *Store) Events(afterSeq uint64, limit int) ([]Event, error) {
 		return nil, nil
 	}
 	lower := eventKey(afterSeq + 1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd([]byte(prefixEvents))})
+	events, err := s.readEvents(lower, limit)
 	if err != nil {
 		return nil, fmt.Errorf("objects: events: %w", err)
 	}
+	return events, nil
+}
+
+func (s *Store) readEvents(lower []byte, limit int) (events []Event, err error) {
+	defer recoverFatal(&err)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd([]byte(prefixEvents))})
+	if err != nil {
+		return nil, s.readErr(err)
+	}
 	wait := s.locals.lastCommit()
-	var events []Event
 	for ok := it.First(); ok && (limit == 0 || len(events) < limit); ok = it.Next() {
 		seq, derr := eventSeqFromKey(it.Key())
 		if derr != nil {
@@ -482,10 +769,10 @@ func (s *Store) Events(afterSeq uint64, limit int) ([]Event, error) {
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("objects: events: %w", err)
+		return nil, s.readErr(err)
 	}
 	if werr := wait.wait(); werr != nil {
-		return nil, fmt.Errorf("objects: events: read state that failed to sync: %w", werr)
+		return nil, fmt.Errorf("read state that failed to sync: %w", werr)
 	}
 	return events, nil
 }
@@ -494,17 +781,6 @@ func (s *Store) Events(afterSeq uint64, limit int) ([]Event, error) {
 // reads back from storage.
 func (s *Store) now() time.Time {
 	return time.Unix(0, s.clock().UnixNano()).UTC()
-}
-
-// silentLogger discards Pebble's informational output. Fatalf panics because
-// Pebble does not expect it to return; Update turns such a panic during a
-// commit into a failed store.
-type silentLogger struct{}
-
-func (silentLogger) Infof(string, ...any)  {}
-func (silentLogger) Errorf(string, ...any) {}
-func (silentLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
 }
 
 // defaultCacheBytes is the block cache of a store.

@@ -106,6 +106,15 @@ func (tx *Txn) get(key []byte) ([]byte, bool, error) {
 		}
 		return append(make([]byte, 0, len(sv.value)), sv.value...), true, nil
 	}
+	out, ok, err := tx.getStored(key)
+	if err != nil {
+		return nil, false, tx.s.readErr(err)
+	}
+	return out, ok, nil
+}
+
+func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
+	defer recoverFatal(&err)
 	v, closer, err := tx.reader.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
@@ -259,6 +268,7 @@ func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) []rawKV {
 
 // iterate merges the database view and the overlay over [lower, upper).
 func (tx *Txn) iterate(lower, upper []byte, reverse, skipReserved bool, fn func(key, value []byte) error) (err error) {
+	defer recoverFatal(&err)
 	staged := tx.stagedRange(lower, upper, skipReserved)
 	if reverse {
 		for i, j := 0, len(staged)-1; i < j; i, j = i+1, j-1 {
@@ -267,11 +277,11 @@ func (tx *Txn) iterate(lower, upper []byte, reverse, skipReserved bool, fn func(
 	}
 	it, err := tx.reader.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return fmt.Errorf("objects: scan: %w", err)
+		return fmt.Errorf("objects: scan: %w", tx.s.readErr(err))
 	}
 	defer func() {
 		if cerr := it.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("objects: scan: %w", cerr)
+			err = fmt.Errorf("objects: scan: %w", tx.s.readErr(cerr))
 		}
 	}()
 	step := it.Next
@@ -316,7 +326,7 @@ func (tx *Txn) iterate(lower, upper []byte, reverse, skipReserved bool, fn func(
 		if c < 0 {
 			v, verr := it.ValueAndErr()
 			if verr != nil {
-				return fmt.Errorf("objects: scan: %w", verr)
+				return fmt.Errorf("objects: scan: %w", tx.s.readErr(verr))
 			}
 			key = append([]byte(nil), it.Key()...)
 			value = append(make([]byte, 0, len(v)), v...)
@@ -341,7 +351,7 @@ func (tx *Txn) iterate(lower, upper []byte, reverse, skipReserved bool, fn func(
 		}
 	}
 	if ierr := it.Error(); ierr != nil {
-		return fmt.Errorf("objects: scan: %w", ierr)
+		return fmt.Errorf("objects: scan: %w", tx.s.readErr(ierr))
 	}
 	return nil
 }
