@@ -26,6 +26,9 @@ const (
 // Context changes are staged on their llmContext during fn and written once,
 // at the end, so a context Object's version advances once per commit.
 func (k *Runtime) update(fn func(tx *objects.Txn) error) error {
+	if k.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	var kinds []string
 	err := k.store.Update(func(tx *objects.Txn) error {
 		st := &txState{}

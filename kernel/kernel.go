@@ -39,6 +39,9 @@ var (
 	ErrClosed       = errors.New("runtime is closed")
 	ErrRunning      = errors.New("the scheduler is already running")
 	ErrInvalidSpawn = errors.New("invalid spawn request")
+	// ErrReadOnly reports a change asked of a runtime opened with
+	// Options.ReadOnly.
+	ErrReadOnly = errors.New("the runtime directory was opened read-only")
 )
 
 // Options configure a Runtime. The zero value of every field is a sensible default.
@@ -72,6 +75,13 @@ type Options struct {
 	// process backs off on a durable provider wait, holding no worker (zero
 	// fields take llm's defaults).
 	ProviderRetry llm.RetryPolicy
+	// ReadOnly opens an existing directory to inspect it without writing
+	// anything to it: no recovery (a process found mid-quantum is shown as
+	// it was stored), no scheduler, and every method that would change
+	// state returns ErrReadOnly. It works on a full disk, and read-only
+	// opens in several processes may share a directory (a writer is kept
+	// out while they hold it).
+	ReadOnly bool
 }
 
 // Runtime is an open runtime directory. Its methods are safe for concurrent use.
@@ -121,12 +131,12 @@ func Open(dir string, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
 	}
-	if opts.FS == nil {
+	if opts.FS == nil && !opts.ReadOnly {
 		if err := os.MkdirAll(abs, 0o700); err != nil {
 			return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
 		}
 	}
-	store, err := objects.Open(filepath.Join(abs, "store"), objects.Options{FS: opts.FS, Clock: opts.Clock.Now})
+	store, err := objects.Open(filepath.Join(abs, "store"), objects.Options{FS: opts.FS, Clock: opts.Clock.Now, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("open runtime directory %s: %w", abs, err)
 	}
@@ -157,6 +167,10 @@ func Open(dir string, opts Options) (*Runtime, error) {
 		closed:       make(chan struct{}),
 	}
 	k.sched = newScheduler(k)
+	if opts.ReadOnly {
+		// Recovery writes; what it would change is shown as stored.
+		return k, nil
+	}
 	if err := k.recover(); err != nil {
 		store.Close()
 		return nil, fmt.Errorf("recover runtime directory %s: %w", abs, err)
@@ -441,6 +455,9 @@ func (k *Runtime) ReadObject(oid string) (objects.Meta, []byte, error) {
 // something only an outside event can end (a Human message). Pending timers
 // are not idle: the runtime waits for them on its clock.
 func (k *Runtime) RunUntilIdle(ctx context.Context) error {
+	if k.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	if k.provider() == nil {
 		return ErrNoProvider
 	}

@@ -48,13 +48,18 @@ func requireDir(dir string) error {
 	return nil
 }
 
+// readOps are the control requests that only read: on an idle directory
+// they open it read-only, so they never write to it (no recovery, nothing
+// flushed) and work on a full disk.
+var readOps = map[string]bool{"ps": true, "checkpoint_list": true, "checkpoint_inspect": true}
+
 // withRuntime runs fn against dir: opened directly when it is idle, through
 // the control socket of the runtime that holds it otherwise.
 func withRuntime(dir string, req kernel.ControlRequest) (kernel.ControlResponse, error) {
 	if err := requireDir(dir); err != nil {
 		return kernel.ControlResponse{}, err
 	}
-	rt, err := kernel.Open(dir, kernel.Options{})
+	rt, err := kernel.Open(dir, kernel.Options{ReadOnly: readOps[req.Op]})
 	if errors.Is(err, objects.ErrInUse) {
 		return kernel.DialControl(context.Background(), dir, req, 5*time.Second)
 	}
@@ -241,7 +246,7 @@ func (s runSettings) String() string {
 // recordedSettings reads the settings a run recorded in dir.
 func recordedSettings(dir string) (runSettings, error) {
 	var s runSettings
-	rt, err := kernel.Open(dir, kernel.Options{})
+	rt, err := kernel.Open(dir, kernel.Options{ReadOnly: true})
 	if err != nil {
 		return s, err
 	}
