@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -291,5 +292,51 @@ func TestRefusedOversizedArgumentIsTruncated(t *testing.T) {
 	res := h.toolResults(pid)
 	if errorCode(res[0]) != tools.CodeInvalidArguments {
 		t.Fatalf("the oversized call: %v", res[0])
+	}
+}
+
+// A killed process's sleep timer does not keep an otherwise idle runtime
+// running: with a clock that never moves on its own, RunUntilIdle returns
+// as soon as the root has exited.
+func TestKilledSleeperDoesNotHoldTheRun(t *testing.T) {
+	const script = `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: spawn_child_process
+            arguments: {image: base:v0, goal: sleep, capabilities: [{resource: "clock:sleep", rights: [read]}]}
+      - tool_calls:
+          - name: get_current_time
+            arguments: {}
+      - tool_calls:
+          - name: signal_child_process
+            arguments: {child_pid: 2, signal: kill}
+          - name: process_exit
+            arguments: {message: done}
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - name: sleep
+            arguments: {seconds: 60}
+`
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, false)}
+	h.open(script)
+	pid := h.spawn(append(clockGrants(), spawnGrant()))
+	done := make(chan error, 1)
+	go func() { done <- h.rt.RunUntilIdle(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("RunUntilIdle still runs for the killed child's timer")
+	}
+	if st := h.info(pid).Status; st != process.Exited {
+		t.Fatalf("root %s", st)
+	}
+	if st := h.info(2).Status; st != process.Killed {
+		t.Fatalf("child %s", st)
 	}
 }

@@ -219,6 +219,16 @@ func (s *scheduler) run(ctx context.Context) error {
 			}
 			continue
 		}
+		if idle && next != nil && !s.k.timerLive(*next) {
+			// The process left that wait (killed, woken otherwise): its
+			// timer must not keep an otherwise idle runtime running.
+			s.mu.Lock()
+			if len(s.timers) > 0 && s.timers[0] == *next {
+				heap.Pop(&s.timers)
+			}
+			s.mu.Unlock()
+			continue
+		}
 		if idle && next == nil {
 			return nil
 		}
@@ -252,4 +262,19 @@ func (s *scheduler) stopAndWait() {
 		cancel()
 		<-done
 	}
+}
+
+// timerLive reports whether t's process still waits in the wait t was armed
+// for.
+func (k *Runtime) timerLive(t timer) bool {
+	live := false
+	err := k.store.View(func(tx *objects.Txn) error {
+		r, err := loadProc(tx, t.pid)
+		if err != nil {
+			return err
+		}
+		live = r.State == process.Waiting && r.Gen == t.gen && r.Wait != nil && !r.Wait.Until.IsZero()
+		return nil
+	})
+	return err != nil || live
 }
