@@ -7,7 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/libos/libos/tools/skills/jsrunner"
 )
+
+// init gives this test binary main's hook: the in-process "skill run" calls
+// below re-execute the binary as a cli-tool supervisor (or javascript
+// worker), which must take over before any test machinery runs.
+func init() {
+	jsrunner.MaybeRunWorker()
+}
 
 // skillPackage writes a skill package whose cli-tool runners use ordinary
 // programs found on the host PATH.
@@ -353,6 +362,35 @@ func TestSkillCheckRefusesModulesThatLeaveThePackage(t *testing.T) {
 			env := decodeEnvelope(t, stdout)
 			if code != 1 || env.Error == nil || env.Error.Code != errCode || env.Error.Message != message {
 				t.Fatalf("run: exit %d envelope %s; check said %s: %s", code, stdout, errCode, message)
+			}
+		})
+	}
+}
+
+func TestSkillRunEndsDescendantsThatLeftTheProcessGroup(t *testing.T) {
+	for _, runner := range []string{"exit", "hang"} {
+		t.Run(runner, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "descendant.pid")
+			code, stdout, stderr := runSkill(t, `{"pid_file": "`+pidFile+`"}`, "run", "../../testdata/skills/cli/setsid-escape", "--runner", runner, "--inputs", "-")
+			env := decodeEnvelope(t, stdout)
+			wantCode := 0
+			if runner == "hang" {
+				wantCode = 1
+				if env.Error == nil || env.Error.Code != "resource_limit" {
+					t.Fatalf("envelope %s", stdout)
+				}
+			}
+			if code != wantCode || string(env.Output) != `{"escaped":true}` {
+				t.Fatalf("exit %d, stdout %s, stderr %q", code, stdout, stderr)
+			}
+			data, err := os.ReadFile(pidFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The supervisor reaps every descendant before the result is
+			// sealed, so the process is gone, not merely dying.
+			if _, err := os.Stat("/proc/" + strings.TrimSpace(string(data))); err == nil {
+				t.Fatalf("descendant %s outlived the call", strings.TrimSpace(string(data)))
 			}
 		})
 	}

@@ -17,9 +17,10 @@
 //	resource_limit    the timeout (or the caller's deadline) ended the call;
 //	                  the process group was terminated
 //	output_rejected   exit 0, but stdout cannot be a text or JSON result:
-//	                  truncated past 8 MiB, not UTF-8, or held open by an
-//	                  escaped descendant
-//	internal_failure  the runtime failed around the process
+//	                  truncated past 8 MiB, not UTF-8, or held open by a
+//	                  descendant beyond the runtime's reach
+//	internal_failure  the runtime failed around the process (including a
+//	                  descendant it could not end)
 //
 // javascript runners report jsrunner's codes unchanged; module_rejected also
 // covers a module path or module graph refused at admission (Admit builds

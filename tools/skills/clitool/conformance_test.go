@@ -36,11 +36,16 @@ func probeHost() map[string]string {
 }
 
 type fixtureCall struct {
+	// dir is the package; "" means the conformance package (fixtureDir).
+	dir       string
 	runner    string
 	inputs    string
 	host      map[string]string
 	workspace string
 	ctx       context.Context
+	// direct runs the tool without a supervisor process, as a program that
+	// does not call MaybeRunSupervisor would.
+	direct bool
 }
 
 type fixtureOutcome struct {
@@ -53,7 +58,11 @@ type fixtureOutcome struct {
 // skills facade does: resolve inputs, resolve declared environment, run.
 func runFixture(t *testing.T, fc fixtureCall) (fixtureOutcome, error) {
 	t.Helper()
-	pkg, err := skillpkg.Load(fixtureDir)
+	dir := fc.dir
+	if dir == "" {
+		dir = fixtureDir
+	}
+	pkg, err := skillpkg.Load(dir)
 	if err != nil {
 		t.Fatalf("admitting the fixture: %v", err)
 	}
@@ -87,7 +96,7 @@ func runFixture(t *testing.T, fc fixtureCall) (fixtureOutcome, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	res := Run(ctx, call)
+	res := run(ctx, call, !fc.direct && supervised())
 	return fixtureOutcome{Result: res, pkg: pkg, tempRoot: call.TempDir}, nil
 }
 
@@ -631,14 +640,33 @@ func TestConformanceDefaultInputFolderIsRemoved(t *testing.T) {
 	}
 }
 
-func TestConformanceDescendantOutsideTheGroupCannotHoldTheCall(t *testing.T) {
+func TestConformanceDescendantOutsideTheGroupIsKilled(t *testing.T) {
 	t.Parallel()
+	requireSupervisor(t)
 	marker := filepath.Join(t.TempDir(), "late")
 	out, err := runFixture(t, fixtureCall{runner: "escape", inputs: `{"marker": "` + marker + `", "delay": "1h"}`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The escaped descendant is beyond the group kill; clean it up here.
+	// The descendant held stdout open; ending it completes the output.
+	if out.Err != nil || string(out.Output) != `{"escaped":true}` {
+		t.Fatalf("result = err %v output %s", out.Err, out.Output)
+	}
+	if out.Duration > 3*time.Second {
+		t.Fatalf("the call took %v; an escaped descendant held it", out.Duration)
+	}
+	assertGoneNow(t, marker+".pid")
+}
+
+func TestConformanceDirectCallsTrackOnlyTheGroup(t *testing.T) {
+	t.Parallel()
+	marker := filepath.Join(t.TempDir(), "late")
+	out, err := runFixture(t, fixtureCall{runner: "escape", direct: true, inputs: `{"marker": "` + marker + `", "delay": "1h"}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without a supervisor the escaped descendant is beyond the group kill;
+	// clean it up here.
 	if data, err := os.ReadFile(marker + ".pid"); err == nil {
 		if pid, err := strconv.Atoi(string(data)); err == nil {
 			if p, err := os.FindProcess(pid); err == nil {
@@ -655,6 +683,88 @@ func TestConformanceDescendantOutsideTheGroupCannotHoldTheCall(t *testing.T) {
 	if !out.Exited || out.ExitCode != 0 || string(out.Stdout.Retained) != "{\"escaped\":true}\n" {
 		t.Fatalf("result = exit %d stdout %q", out.ExitCode, out.Stdout.Retained)
 	}
+
+	// The rest of the contract holds without a supervisor.
+	rep := decodeReport(t, mustRun(t, fixtureCall{runner: "undeclared", direct: true}))
+	if rep.Cwd == "" || rep.Env["RUNX_INPUTS_PATH"] == "" {
+		t.Fatalf("report = %+v", rep)
+	}
+	late := filepath.Join(t.TempDir(), "late")
+	timedOut := mustRun(t, fixtureCall{runner: "timeout", direct: true, inputs: `{"marker": "` + late + `", "delay": "1h"}`})
+	if !errors.Is(timedOut.Err, ErrTimeout) || timedOut.Signal == "" {
+		t.Fatalf("timeout = err %v signal %q", timedOut.Err, timedOut.Signal)
+	}
+	waitGone(t, late+".pid")
+}
+
+func mustRun(t *testing.T, fc fixtureCall) fixtureOutcome {
+	t.Helper()
+	out, err := runFixture(t, fc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// requireSupervisor fails a test of supervisor behaviour when calls would
+// not run under one (this test binary calls MaybeRunSupervisor first).
+func requireSupervisor(t *testing.T) {
+	t.Helper()
+	if !supervised() {
+		t.Fatal("cli-tool calls do not run under a supervisor on this system")
+	}
+}
+
+// assertGoneNow fails unless the process recorded in pidFile is gone when
+// the call has returned: the supervisor kills and reaps every descendant
+// before it reports, so no waiting is due. A zombie would mean it was not
+// reaped.
+func assertGoneNow(t *testing.T, pidFile string) {
+	t.Helper()
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the descendant never recorded its pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+		stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		t.Fatalf("descendant %d outlived the call: %s", pid, stat)
+	}
+}
+
+// setsidFixture is the shell-script package whose descendant calls setsid.
+const setsidFixture = "../../../testdata/skills/cli/setsid-escape"
+
+func TestConformanceSetsidDescendantIsKilled(t *testing.T) {
+	t.Parallel()
+	requireSupervisor(t)
+	t.Run("after a normal exit", func(t *testing.T) {
+		t.Parallel()
+		pidFile := filepath.Join(t.TempDir(), "descendant.pid")
+		out := mustRun(t, fixtureCall{dir: setsidFixture, runner: "exit", inputs: `{"pid_file": "` + pidFile + `"}`})
+		if out.Err != nil || !out.Exited || out.ExitCode != 0 || string(out.Output) != `{"escaped":true}` {
+			t.Fatalf("result = err %v exit %d output %s stderr %q", out.Err, out.ExitCode, out.Output, out.Stderr.Retained)
+		}
+		if out.Duration > 3*time.Second {
+			t.Fatalf("the call took %v; the descendant held it", out.Duration)
+		}
+		assertGoneNow(t, pidFile)
+	})
+	t.Run("after a timeout", func(t *testing.T) {
+		t.Parallel()
+		pidFile := filepath.Join(t.TempDir(), "descendant.pid")
+		out := mustRun(t, fixtureCall{dir: setsidFixture, runner: "hang", inputs: `{"pid_file": "` + pidFile + `"}`})
+		if !errors.Is(out.Err, ErrTimeout) || out.Exited || out.Signal == "" {
+			t.Fatalf("result = err %v exited %v signal %q stderr %q", out.Err, out.Exited, out.Signal, out.Stderr.Retained)
+		}
+		if out.Duration > time.Second+TerminateGrace+3*time.Second {
+			t.Fatalf("duration = %v for a 1 s timeout", out.Duration)
+		}
+		assertGoneNow(t, pidFile)
+	})
 }
 
 func TestConformanceCredentialVariablesAreRefused(t *testing.T) {
@@ -687,5 +797,34 @@ func TestConformanceCredentialVariablesAreRefused(t *testing.T) {
 			}
 			assertTempRootEmpty(t, call.TempDir)
 		})
+	}
+}
+
+func TestConformanceSupervisorChannelsAreNotInherited(t *testing.T) {
+	t.Parallel()
+	requireSupervisor(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: fds\n---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The shell lists its own descriptors: a supervisor's request and event
+	// channels must not be among them.
+	manifest := "run:\n  type: cli-tool\n  command: sh\n  args: [\"-c\", \"ls /proc/$$/fd\"]\n"
+	if err := os.WriteFile(filepath.Join(dir, "skill.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A tool started directly has the standard streams, what the shell opens
+	// itself and whatever this test binary inherited without close-on-exec;
+	// under a supervisor it must have exactly the same.
+	fds := func(direct bool) string {
+		out := mustRun(t, fixtureCall{dir: dir, direct: direct})
+		if out.Err != nil {
+			t.Fatalf("direct %v: %v (stderr %q)", direct, out.Err, out.Stderr.Retained)
+		}
+		return strings.Join(strings.Fields(string(out.Stdout.Retained)), " ")
+	}
+	direct, supervised := fds(true), fds(false)
+	if !strings.HasPrefix(direct, "0 1 ") || supervised != direct {
+		t.Fatalf("descriptors under a supervisor = %q, started directly = %q", supervised, direct)
 	}
 }

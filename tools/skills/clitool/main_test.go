@@ -20,6 +20,8 @@ const probeSource = "../../../testdata/skills/cli/probe"
 const fixtureDir = "../../../testdata/skills/cli/probe-skill"
 
 func TestMain(m *testing.M) {
+	// Calls run under a supervisor that is this test binary re-executed.
+	MaybeRunSupervisor()
 	dir, err := os.MkdirTemp("", "libos-probe-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "creating probe folder:", err)

@@ -4,6 +4,13 @@
 // and variables, stdout and stderr drained concurrently into bounded, hashed
 // captures, and a timeout that terminates the whole group.
 //
+// On Linux, in a program that calls MaybeRunSupervisor (or jsrunner's
+// MaybeRunWorker) first, each call runs under its own supervisor: the program
+// re-executed as a child subreaper that starts the tool, so that every
+// descendant, also one that left the process group or the session, stays in
+// its tree. When the tool ends or is terminated the supervisor kills and
+// reaps every descendant left, and only then is the result sealed.
+//
 // The rules that need no I/O (environment construction, input name
 // normalization and collision detection, argument templating, cwd
 // resolution) are separate functions; Run is the I/O around them.
@@ -15,12 +22,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -117,8 +121,15 @@ type Result struct {
 
 // Run performs one call. It never panics on bad input and always returns
 // after the process group it started is gone and the private input folder
-// is removed. Run is safe for concurrent use.
+// is removed; under a supervisor (see MaybeRunSupervisor) also after every
+// other descendant of the tool is gone. Run is safe for concurrent use.
 func Run(ctx context.Context, call Call) Result {
+	return run(ctx, call, supervised())
+}
+
+// run performs a call, under a supervisor process when viaSupervisor is set
+// and directly otherwise.
+func run(ctx context.Context, call Call, viaSupervisor bool) Result {
 	start := time.Now()
 	res := Result{}
 	fail := func(err error) Result {
@@ -173,31 +184,35 @@ func Run(ctx context.Context, call Call) Result {
 	env := BuildEnv(lookup, call.Environment, transport)
 
 	p := &process{timeout: call.Timeout}
-	if err := p.start(commandPath, res.Argv, env, res.Cwd); err != nil {
+	if err := p.start(commandPath, res.Argv, env, res.Cwd, viaSupervisor); err != nil {
 		return fail(err)
 	}
-	res.Started = true
 	var stdin []byte
 	if call.InputMode == skillpkg.InputModeStdin {
 		stdin = plan.all
 	}
 	cause := p.supervise(ctx, stdin)
 
+	res.Started = p.started
 	res.Stdout, res.Stderr = p.stdout.stream(), p.stderr.stream()
-	if p.state == nil {
-		return fail(fmt.Errorf("%w: the process status is unavailable", ErrInternal))
+	switch {
+	case p.spawnFailure != "":
+		return fail(fmt.Errorf("%w: %s", ErrSpawn, p.spawnFailure))
+	case p.failure != "":
+		return fail(fmt.Errorf("%w: %s", ErrInternal, p.failure))
 	}
-	if ws, ok := p.state.Sys().(syscall.WaitStatus); ok {
-		switch {
-		case ws.Exited():
-			res.Exited, res.ExitCode = true, ws.ExitStatus()
-		case ws.Signaled():
-			res.Signal = signalName(ws.Signal())
-		}
+	switch ws := syscall.WaitStatus(p.end.Status); {
+	case ws.Exited():
+		res.Exited, res.ExitCode = true, ws.ExitStatus()
+	case ws.Signaled():
+		res.Signal = signalName(ws.Signal())
 	}
 	output, outputErr := outputValue(res.Stdout, p.stdoutIncomplete)
 	res.Output = output
 	switch {
+	case p.end.Message != "":
+		// The result cannot be sealed while part of the tree may still act.
+		return fail(fmt.Errorf("%w: %s", ErrInternal, p.end.Message))
 	case errors.Is(cause, ErrTimeout):
 		return fail(fmt.Errorf("%w after %s; its process group was terminated", ErrTimeout, call.Timeout))
 	case errors.Is(cause, ErrAborted):
@@ -373,157 +388,4 @@ func outputValue(s Stream, incomplete bool) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%w: encoding stdout: %v", ErrInternal, err)
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// process supervises one spawned process group.
-type process struct {
-	timeout time.Duration
-	cmd     *exec.Cmd
-	stdinW  *os.File
-	stdoutR *os.File
-	stderrR *os.File
-	stdout  *capture
-	stderr  *capture
-	drains  sync.WaitGroup
-	state   *os.ProcessState
-	// stdoutIncomplete is set when the drain had to stop before EOF.
-	stdoutIncomplete bool
-}
-
-func (p *process) start(path string, argv, env []string, dir string) error {
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	stdinR, stdinW, err := pipe()
-	if err != nil {
-		return fmt.Errorf("%w: creating pipes: %v", ErrInternal, err)
-	}
-	stdoutR, stdoutW, err := pipe()
-	if err != nil {
-		closeAll()
-		return fmt.Errorf("%w: creating pipes: %v", ErrInternal, err)
-	}
-	stderrR, stderrW, err := pipe()
-	if err != nil {
-		closeAll()
-		return fmt.Errorf("%w: creating pipes: %v", ErrInternal, err)
-	}
-	p.cmd = &exec.Cmd{
-		Path:        path,
-		Args:        argv,
-		Env:         env,
-		Dir:         dir,
-		Stdin:       stdinR,
-		Stdout:      stdoutW,
-		Stderr:      stderrW,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-	}
-	if err := p.cmd.Start(); err != nil {
-		closeAll()
-		return fmt.Errorf("%w: %v", ErrSpawn, err)
-	}
-	// The child holds its own copies; the parent keeps only its ends so that
-	// EOF on stdout/stderr means every writer is gone.
-	stdinR.Close()
-	stdoutW.Close()
-	stderrW.Close()
-	p.stdinW, p.stdoutR, p.stderrR = stdinW, stdoutR, stderrR
-	p.stdout, p.stderr = newCapture(MaxRetainedBytes), newCapture(MaxRetainedBytes)
-	p.drains.Add(2)
-	go p.drain(p.stdoutR, p.stdout, &p.stdoutIncomplete)
-	go p.drain(p.stderrR, p.stderr, nil)
-	return nil
-}
-
-func (p *process) drain(r *os.File, c *capture, incomplete *bool) {
-	defer p.drains.Done()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := r.Read(buf)
-		c.Write(buf[:n])
-		if err != nil {
-			if incomplete != nil && !errors.Is(err, io.EOF) {
-				*incomplete = true
-			}
-			return
-		}
-	}
-}
-
-// supervise feeds stdin, enforces the timeout and the context, and returns
-// once the process is reaped, its group is gone and the output is drained. It
-// returns ErrTimeout or ErrAborted when it terminated the group for that
-// reason, nil otherwise.
-func (p *process) supervise(ctx context.Context, stdin []byte) error {
-	stdinDone := make(chan struct{})
-	go func() {
-		defer close(stdinDone)
-		if len(stdin) > 0 {
-			// A process that exits without reading makes this fail with
-			// EPIPE; not reading stdin is the process's choice.
-			_, _ = p.stdinW.Write(stdin)
-		}
-		p.stdinW.Close()
-	}()
-
-	pgid := p.cmd.Process.Pid
-	exited := make(chan bool, 1)
-	go func() {
-		// On the reaping fallback the exit status lands in ProcessState;
-		// the error adds nothing a caller needs.
-		reaped, _ := awaitExit(p.cmd)
-		exited <- reaped
-	}()
-	timer := time.NewTimer(p.timeout)
-	defer timer.Stop()
-
-	var cause error
-	var reaped bool
-	select {
-	case reaped = <-exited:
-	case <-timer.C:
-		cause = ErrTimeout
-	case <-ctx.Done():
-		cause = ErrAborted
-	}
-	if cause != nil {
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		grace := time.NewTimer(TerminateGrace)
-		select {
-		case reaped = <-exited:
-		case <-grace.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			reaped = <-exited
-		}
-		grace.Stop()
-	}
-	// Descendants left behind go with the group. Until the leader is reaped
-	// its pid stays allocated, so the group id cannot name anyone else.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	if !reaped {
-		// A non-zero exit is an *exec.ExitError; the status is read from
-		// ProcessState either way.
-		_ = p.cmd.Wait()
-	}
-	p.state = p.cmd.ProcessState
-
-	p.stdinW.Close()
-	<-stdinDone
-	deadline := time.Now().Add(drainGrace)
-	_ = p.stdoutR.SetReadDeadline(deadline)
-	_ = p.stderrR.SetReadDeadline(deadline)
-	p.drains.Wait()
-	p.stdoutR.Close()
-	p.stderrR.Close()
-	return cause
 }

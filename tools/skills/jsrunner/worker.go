@@ -15,6 +15,8 @@ import (
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
+
+	"github.com/libos/libos/tools/skills/clitool"
 )
 
 // WorkerEnv is the environment variable that turns a process into a
@@ -33,12 +35,16 @@ const bundleGlobal = "__libos_module_exports"
 // workerBundleCache bounds how many compiled bundles a worker keeps.
 const workerBundleCache = 64
 
-// MaybeRunWorker turns the current process into a javascript worker when it
-// was started as one (WorkerEnv set) and never returns in that case;
-// otherwise it returns immediately. Call it first in main (and in TestMain of
-// any test binary that starts a Pool) before anything else touches stdin or
-// stdout.
+// MaybeRunWorker turns the current process into a skill helper when it was
+// started as one and never returns in that case: a javascript worker
+// (WorkerEnv set) or a cli-tool supervisor (clitool.SupervisorEnv set, see
+// clitool.MaybeRunSupervisor). Otherwise it returns immediately, and cli-tool
+// calls made by this program run under supervisors. Call it first in main
+// (and in TestMain of any test binary that starts a Pool or runs cli-tools)
+// before anything else touches stdin or stdout.
 func MaybeRunWorker() {
+	// Both helpers are this program re-executed, so one hook serves both.
+	clitool.MaybeRunSupervisor()
 	if os.Getenv(WorkerEnv) != "1" {
 		return
 	}

@@ -1,0 +1,212 @@
+//go:build linux
+
+package clitool
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// canSupervise is true where a supervisor can track every descendant: Linux
+// child subreapers receive the orphans of their tree instead of init.
+const canSupervise = true
+
+// becomeSubreaper makes the calling process a child subreaper. The attribute
+// belongs to the whole process, which is why only a dedicated supervisor
+// process, whose only children are one tool's tree, takes it.
+func becomeSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("becoming a child subreaper: %w", err)
+	}
+	return nil
+}
+
+// toolProcAttr starts the tool in its own process group; under a supervisor
+// (subreaper) the tool also dies with it, so a supervisor that is killed
+// does not leave its tool running.
+func toolProcAttr(subreaper bool) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if subreaper {
+		attr.Pdeathsig = syscall.SIGKILL
+	}
+	return attr
+}
+
+// awaitTool blocks until the tool pid has exited and leaves it unreaped, so
+// that its pid, which is also its process group id, cannot be reused while
+// the group is signalled. Without chld it waits for pid alone. With chld (a
+// subreaper) it also reaps every other child as it exits: orphans of the
+// tree are reparented here and would otherwise stay zombies until the end.
+func awaitTool(pid int, chld <-chan os.Signal) toolExit {
+	var info unix.Siginfo
+	if chld == nil {
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				return toolExit{err: err}
+			}
+		}
+	}
+	for {
+		info = unix.Siginfo{}
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		switch zombie := siginfoPID(&info); {
+		case err == unix.EINTR:
+		case err != nil:
+			return toolExit{err: err}
+		case zombie == pid:
+			return toolExit{}
+		case zombie > 0:
+			var ws syscall.WaitStatus
+			_ = wait4(zombie, &ws)
+		default:
+			<-chld
+		}
+	}
+}
+
+// siginfoPID reads si_pid from a siginfo_t filled by waitid: it follows
+// si_signo, si_errno and si_code, aligned like the union of pointers that
+// holds it. unix.Siginfo does not export it.
+func siginfoPID(info *unix.Siginfo) int {
+	const ptr = unsafe.Sizeof(uintptr(0))
+	const offset = (3*4 + ptr - 1) &^ (ptr - 1)
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), offset)))
+}
+
+// sweep kills and reaps every remaining descendant of the calling subreaper
+// and returns once it has no child left, or with an error naming the
+// descendants still alive at deadline. Descendants are found by walking
+// /proc from the caller down, so processes that left the process group or
+// the session are found as well; a process whose parent died along the way
+// has been reparented to the caller and is found as its child.
+func sweep(chld <-chan os.Signal, deadline time.Time) error {
+	self := os.Getpid()
+	for {
+		if !reapChildren() {
+			return nil
+		}
+		tree, err := descendants(self)
+		if err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			pids := make([]int, 0, len(tree))
+			for pid := range tree {
+				pids = append(pids, pid)
+			}
+			sort.Ints(pids)
+			return fmt.Errorf("descendants %v of the tool could not be ended within %s", pids, sweepLimit)
+		}
+		for pid := range tree {
+			killDescendant(pid, self, tree)
+		}
+		select {
+		case <-chld:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// reapChildren reaps every child that has exited and reports whether any
+// child, running or not, remains.
+func reapChildren() bool {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		switch {
+		case err == syscall.EINTR:
+		case err != nil: // ECHILD: no child at all
+			return false
+		case pid == 0:
+			return true
+		}
+	}
+}
+
+// descendants maps every process below root to its parent, from /proc.
+func descendants(root int) (map[int]int, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing processes to find the tool's descendants: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("listing processes to find the tool's descendants: %w", err)
+	}
+	children := make(map[int][]int)
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == root {
+			continue
+		}
+		if ppid, ok := parentOf(pid); ok {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	tree := make(map[int]int)
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if _, seen := tree[c]; !seen {
+				tree[c] = p
+				queue = append(queue, c)
+			}
+		}
+	}
+	return tree, nil
+}
+
+// parentOf reads the parent pid of pid from /proc/<pid>/stat; ok is false
+// when the process is gone.
+func parentOf(pid int) (ppid int, ok bool) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name in parentheses may hold anything, ')' included; the
+	// state and the parent pid follow its last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 2 {
+		return 0, false
+	}
+	ppid, err = strconv.Atoi(string(fields[1]))
+	return ppid, err == nil
+}
+
+// killDescendant sends SIGKILL to pid if it is still the descendant found
+// by the walk. A pidfd pins the process first, so a pid that was reaped and
+// reused in between by an unrelated process is never signalled.
+func killDescendant(pid, self int, tree map[int]int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ENOSYS) {
+		// Kernels before 5.3 have no pidfd: fall back to the bare pid.
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return
+	}
+	if err != nil {
+		return // gone
+	}
+	defer unix.Close(fd)
+	ppid, ok := parentOf(pid)
+	if _, inTree := tree[ppid]; !ok || (ppid != self && !inTree) {
+		return
+	}
+	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+}
