@@ -84,6 +84,27 @@ func AsError(err error) *Error {
 // ErrDenied is wrapped by every authority refusal.
 var ErrDenied = errors.New("capability denied")
 
+// StatAuthorized stats oid and checks right on it (on the Object or its
+// namespace): a caller without that right gets the same denial whether or
+// not the Object exists, so probing cannot tell which OIDs exist or which
+// namespace holds them. Only a caller with the right learns it is missing.
+func StatAuthorized(sys Syscalls, right capabilities.Right, oid string) (objects.Meta, error) {
+	meta, err := sys.StatObject(oid)
+	switch {
+	case errors.Is(err, objects.ErrNotFound):
+		if sys.Authorize(right, "object:"+oid) != nil {
+			return objects.Meta{}, HiddenDenial(right, "object:"+oid)
+		}
+		return objects.Meta{}, err
+	case err != nil:
+		return objects.Meta{}, err
+	}
+	if sys.Authorize(right, "object:"+meta.OID, "object_namespace:"+meta.Namespace) != nil {
+		return objects.Meta{}, HiddenDenial(right, "object:"+oid)
+	}
+	return meta, nil
+}
+
 // HiddenDenial is the one answer to a caller without authority on target,
 // whether or not target exists: a missing thing and a forbidden one must
 // read alike, or probing would reveal what exists and who owns it.

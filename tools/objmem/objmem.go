@@ -27,26 +27,6 @@ func names(m objects.Meta) []string {
 	return []string{"object:" + m.OID, "object_namespace:" + m.Namespace}
 }
 
-// statAuthorized stats oid and checks right on it: a caller without that
-// right gets the same denial whether or not the Object exists, so probing
-// cannot tell which OIDs exist or which namespace holds them.
-func statAuthorized(sys tools.Syscalls, right capabilities.Right, oid string) (objects.Meta, error) {
-	meta, err := sys.StatObject(oid)
-	switch {
-	case errors.Is(err, objects.ErrNotFound):
-		if sys.Authorize(right, "object:"+oid) != nil {
-			return objects.Meta{}, tools.HiddenDenial(right, "object:"+oid)
-		}
-		return objects.Meta{}, err
-	case err != nil:
-		return objects.Meta{}, err
-	}
-	if sys.Authorize(right, names(meta)...) != nil {
-		return objects.Meta{}, tools.HiddenDenial(right, "object:"+oid)
-	}
-	return meta, nil
-}
-
 // lookupAuthorized finds namespace/name and checks right on it, with the
 // same answer for a missing Object and a forbidden one.
 func lookupAuthorized(sys tools.Syscalls, right capabilities.Right, namespace, name string) (objects.Meta, error) {
@@ -180,7 +160,7 @@ func readObject() *tools.Tool {
 			case args.OID != "" && (args.Namespace != "" || args.Name != ""):
 				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: give either oid, or namespace and name, not both")
 			case args.OID != "":
-				meta, err = statAuthorized(sys, capabilities.Read, args.OID)
+				meta, err = tools.StatAuthorized(sys, capabilities.Read, args.OID)
 			case args.Namespace != "" && args.Name != "":
 				meta, err = lookupAuthorized(sys, capabilities.Read, args.Namespace, args.Name)
 			default:
@@ -233,7 +213,7 @@ func writeObject() *tools.Tool {
 			if err := checkPayload(args.Payload); err != nil {
 				return tools.Outcome{}, err
 			}
-			if _, err := statAuthorized(sys, capabilities.Write, args.OID); err != nil {
+			if _, err := tools.StatAuthorized(sys, capabilities.Write, args.OID); err != nil {
 				return tools.Outcome{}, err
 			}
 			m, err := sys.WriteObject(args.OID, args.ExpectedVersion, objects.WriteSpec{Payload: args.Payload, Labels: labels})

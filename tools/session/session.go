@@ -5,6 +5,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	_ "time/tzdata" // IANA zone names must resolve on hosts without a zoneinfo database
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
@@ -215,16 +217,12 @@ func invokeExit(ctx context.Context, sys tools.Syscalls, raw json.RawMessage) (t
 	}
 	switch {
 	case args.ResultOID != nil:
-		meta, err := sys.StatObject(*args.ResultOID)
-		if err != nil {
-			// Only a caller with authority on the OID learns that it is missing.
-			if aerr := sys.Authorize(capabilities.Read, "object:"+*args.ResultOID); aerr != nil {
-				return tools.Outcome{}, aerr
-			}
+		meta, err := tools.StatAuthorized(sys, capabilities.Read, *args.ResultOID)
+		switch {
+		case errors.Is(err, objects.ErrNotFound):
 			return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "result_oid: %s: %v", *args.ResultOID, err)
-		}
-		if err := sys.Authorize(capabilities.Read, "object:"+meta.OID, "object_namespace:"+meta.Namespace); err != nil {
-			return tools.Outcome{}, err
+		case err != nil:
+			return tools.Outcome{}, fmt.Errorf("result_oid: %w", err)
 		}
 		exit.ResultOID = meta.OID
 	case len(args.Payload) > 0 && string(args.Payload) != "null":
