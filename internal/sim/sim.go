@@ -535,7 +535,7 @@ func (w *world) tracef(format string, args ...any) {
 }
 
 var (
-	uuidRE     = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	// durationRE matches a cli-tool run's duration, also inside JSON that
 	// is itself quoted in a string (a notice, a compressor's goal).
 	durationRE = regexp.MustCompile(`duration_ms(\\*"):\s*[0-9]+`)
