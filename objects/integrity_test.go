@@ -421,3 +421,74 @@ func TestTableCorruptionIsReported(t *testing.T) {
 		})
 	}
 }
+
+// chunkOffsets returns the offsets of the chunks of the log at path that
+// verify, up to the first that does not.
+func chunkOffsets(t *testing.T, path string) []int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	num, _ := walLogNum(path)
+	var offs []int
+	for off := 0; off < len(data); {
+		blockEnd := min((off/walBlockSize+1)*walBlockSize, len(data))
+		if blockEnd-off < walSyncHeader && allZero(data[off:blockEnd]) {
+			off = blockEnd
+			continue
+		}
+		c, ok := parseWALChunk(data, off)
+		if !ok || c.logNum != num {
+			break
+		}
+		offs = append(offs, off)
+		off = c.end
+	}
+	return offs
+}
+
+// TestWALZeroedChunk zeroes a chunk's header in a log left by a crash, as a
+// lost write would. Zeros look like the end of a log, so only the synced
+// offset of a later chunk proves the loss: in the middle of the log it
+// does, and the store refuses to open; at the last chunk nothing does, and
+// the store opens without it.
+func TestWALZeroedChunk(t *testing.T) {
+	for _, middle := range []bool{true, false} {
+		t.Run(fmt.Sprintf("middle=%v", middle), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTest(t, dir, nil)
+			commitRecords(t, s, 0, 300)
+			crashed := filepath.Join(t.TempDir(), "crashed")
+			copyDir(t, dir, crashed)
+			closeTest(t, s)
+
+			wal := largestWAL(t, crashed)
+			offs := chunkOffsets(t, wal)
+			at := offs[len(offs)-1]
+			if middle {
+				at = offs[len(offs)/3]
+			}
+			data, err := os.ReadFile(wal)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clear(data[at : at+walSyncHeader])
+			if err := os.WriteFile(wal, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := Open(crashed, Options{ReadOnly: true})
+			if !middle {
+				if err != nil {
+					t.Fatalf("a zeroed last chunk: %v", err)
+				}
+				closeTest(t, s2)
+				return
+			}
+			wantCorrupt(t, err, wal)
+			if !strings.Contains(err.Error(), "synced up to offset") {
+				t.Fatalf("the loss is not proven by a synced offset: %v", err)
+			}
+		})
+	}
+}
