@@ -81,13 +81,17 @@ func (k *Runtime) CreateCheckpoint(pid int64) (Checkpoint, error) {
 	var cp Checkpoint
 	err := k.update(func(tx *objects.Txn) error {
 		var err error
-		cp, err = k.createCheckpoint(tx, pid)
+		cp, err = k.createCheckpoint(tx, pid, nil, nil)
 		return err
 	})
 	return cp, err
 }
 
-func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64) (Checkpoint, error) {
+// createCheckpoint captures root's subtree in tx. A process creating a
+// checkpoint from inside its own quantum passes its live record and context
+// as caller and callerCtx: the stored ones are stale until the quantum's
+// commit, and the capture must hold the results the process already saw.
+func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64, caller *procRecord, callerCtx *llmContext) (Checkpoint, error) {
 	pids, err := subtree(tx, root)
 	if err != nil {
 		return Checkpoint{}, err
@@ -101,6 +105,9 @@ func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64) (Checkpoint, err
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return Checkpoint{}, err
+		}
+		if caller != nil && pid == caller.PID {
+			r = caller
 		}
 		if err := putCheckpointItem(tx, cp.ID, "p", fmt.Sprintf("%020d", pid), r); err != nil {
 			return Checkpoint{}, err
@@ -118,6 +125,11 @@ func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64) (Checkpoint, err
 			item := checkpointObject{Meta: m}
 			_, payload, err := tx.Read(m.OID)
 			switch {
+			case r == caller && m.OID == caller.ContextOID && callerCtx != nil:
+				// The caller's context as it stands in this quantum.
+				if item.Payload, err = json.Marshal(contextDoc{Entries: callerCtx.entries}); err != nil {
+					return Checkpoint{}, fmt.Errorf("encode the context of pid %d: %w", pid, err)
+				}
 			case errors.Is(err, objects.ErrPayloadLost):
 				// What the kernel can rebuild from evidence is captured as
 				// rebuilt: the context and the initial goal.
@@ -415,13 +427,14 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
 		r.NotifiedSeq = max(old.NotifiedSeq, now.NotifiedSeq)
 		r.WallMark = now.WallMark // wall time already charged stays charged once
+		effectCall := r.Dispatch.effectCallID()
 		r.Dispatch = nil
 		if r.State == process.Running {
 			// Captured mid-quantum: like a crash, the call's settlement is
 			// unknown to the restored process, and calls it made then are
 			// answered as such.
 			r.State, r.InterruptedTurn = process.Runnable, true
-			if err := k.answerUnanswered(tx, &r, "the process was restored from a checkpoint taken while this call ran; its effect may or may not have happened"); err != nil {
+			if err := k.answerUnanswered(tx, &r, effectCall, "the process was restored from a checkpoint taken while this call ran; its effect may or may not have happened"); err != nil {
 				return RestoreReport{}, err
 			}
 		}
@@ -667,7 +680,7 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord)
 			}
 		}
 		if waited || old.State == process.Running {
-			if err := k.answerUnanswered(tx, &r, "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
+			if err := k.answerUnanswered(tx, &r, old.Dispatch.effectCallID(), "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
 				return ForkReport{}, err
 			}
 		}
@@ -701,7 +714,7 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord)
 
 // answerUnanswered answers every call of r's latest response that has no
 // result yet, so its context stays a valid conversation.
-func (k *Runtime) answerUnanswered(tx *objects.Txn, r *procRecord, reason string) error {
+func (k *Runtime) answerUnanswered(tx *objects.Txn, r *procRecord, effectCall, reason string) error {
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return err
@@ -718,6 +731,11 @@ func (k *Runtime) answerUnanswered(tx *objects.Txn, r *procRecord, reason string
 		for _, call := range e.ToolCalls {
 			if !answered[call.ID] {
 				res, _ := json.Marshal(tools.NotStarted(reason))
+				if call.ID == effectCall {
+					// Its outside effect had started: it may have happened.
+					res, _ = json.Marshal(tools.ErrorResult(&tools.Error{Code: tools.CodeSettlementUnknown, EffectStarted: true,
+						Message: fmt.Sprintf("%s: %s had started its outside effect, which may or may not have happened; check before retrying", reason, call.Name)}))
+				}
 				if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: string(res)}); err != nil {
 					return err
 				}

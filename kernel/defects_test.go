@@ -340,3 +340,55 @@ processes:
 		t.Fatalf("child %s", st)
 	}
 }
+
+// A checkpoint a process creates in the same batch as an outside effect
+// holds that effect's result: restoring it never answers the effect again
+// as not started.
+func TestCheckpointInABatchHoldsTheEffectResult(t *testing.T) {
+	const script = `
+processes:
+  - image: echo:v0
+    turns:
+      - tool_calls:
+          - name: slow_echo
+            arguments: {text: hello}
+          - name: checkpoint_create
+            arguments: {}
+      - tool_calls:
+          - name: receive_process_messages
+            arguments: {block: true}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: done}
+`
+	var runs atomic.Int32
+	h := newHarness(t, script, func(o *Options) {
+		o.Skills = testCatalog{tools: []*tools.Tool{effectTool(&runs, nil)}}
+		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+	})
+	grants := append(clockGrants(), capabilities.Grant{Resource: "checkpoint:process:1", Rights: []capabilities.Right{capabilities.Write}})
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: grants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	cps, err := h.rt.Checkpoints(pid)
+	if err != nil || len(cps) != 1 {
+		t.Fatalf("checkpoints %v %v", cps, err)
+	}
+	if _, err := h.rt.RestoreCheckpoint(cps[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	echoes := 0
+	for _, res := range h.toolResults(pid) {
+		if res["_tool"] == "slow_echo" {
+			echoes++
+			if res["echo"] != "hello" {
+				t.Fatalf("after the restore the effect reads %v", res)
+			}
+		}
+	}
+	if echoes != 1 || runs.Load() != 1 {
+		t.Fatalf("the effect was answered %d times and ran %d times", echoes, runs.Load())
+	}
+}

@@ -302,6 +302,14 @@ type dispatchState struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
+// effectCallID is the id of the call whose outside effect is running, or "".
+func (d *dispatchState) effectCallID() string {
+	if d == nil || d.EffectCall < 0 || d.EffectCall >= len(d.Calls) {
+		return ""
+	}
+	return d.Calls[d.EffectCall].ID
+}
+
 // effectFunc is a call's outside effect, run without any lock.
 type effectFunc func(ctx context.Context) (map[string]any, error)
 

@@ -213,7 +213,7 @@ func (s *syscalls) CreateCheckpoint(root int64) (any, error) {
 	if _, err := loadProc(s.tx, root); err != nil {
 		return nil, tools.Errorf(tools.CodeNotFound, "pid: %v", err)
 	}
-	return s.k.createCheckpoint(s.tx, root)
+	return s.k.createCheckpoint(s.tx, root, s.r, s.c)
 }
 
 func (s *syscalls) ListCheckpoints(root int64) (any, error) {
