@@ -149,7 +149,7 @@ func (p *process) startSupervisor(req treeRequest, stdio []*os.File) error {
 	cmd := &exec.Cmd{
 		Path:       exe,
 		Args:       []string{exe, supervisorGuardArg},
-		Env:        []string{SupervisorEnv + "=1"},
+		Env:        supervisorEnv(),
 		Dir:        "/",
 		Stdin:      stdio[0],
 		Stdout:     stdio[1],
@@ -199,6 +199,18 @@ func (p *process) startSupervisor(req treeRequest, stdio []*os.File) error {
 		return cmd.Wait()
 	}
 	return nil
+}
+
+// supervisorEnv is a supervisor's whole environment: the tool's own travels
+// in the request.
+func supervisorEnv() []string {
+	// A race-enabled build sleeps a second before it exits, and every call
+	// would wait for it; other builds ignore GORACE.
+	race := "atexit_sleep_ms=0"
+	if host := os.Getenv("GORACE"); host != "" {
+		race = host + " " + race
+	}
+	return []string{SupervisorEnv + "=1", "GORACE=" + race}
 }
 
 func (p *process) drain(r *os.File, c *capture, incomplete *bool) {

@@ -11,8 +11,9 @@ import (
 )
 
 // SupervisorEnv is the environment variable that turns a process into a
-// cli-tool supervisor. The runtime starts a supervisor with exactly this one
-// variable set; the tool's environment travels in the request.
+// cli-tool supervisor. The runtime starts a supervisor with this variable
+// set (and GORACE, see supervisorEnv); the tool's environment travels in the
+// request.
 const SupervisorEnv = "LIBOS_CLITOOL_SUPERVISOR"
 
 // supervisorGuardArg is passed to supervisors so that an executable that
