@@ -135,7 +135,7 @@ func LoadCatalog(dirs []string, opts CatalogOptions) (*Catalog, error) {
 			return nil, fmt.Errorf("skill catalog: dirs[%d]: %w", i, err)
 		}
 		for _, pd := range pkgDirs {
-			pkg, err := skillpkg.Load(pd)
+			pkg, err := skills.Admit(pd)
 			if err != nil {
 				return nil, fmt.Errorf("skill package %s: %w", pd, err)
 			}

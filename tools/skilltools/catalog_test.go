@@ -187,6 +187,14 @@ func TestLoadCatalogRefusals(t *testing.T) {
 		parts []string
 	}{
 		{
+			name: "javascript import that leaves the package",
+			setup: func(t *testing.T, root string) []string {
+				return []string{filepath.Join("..", "..", "testdata", "skills", "js", "escape-parent")}
+			},
+			is:    skillpkg.ErrModuleRefused,
+			parts: []string{"skill package", `import "../../outside.mjs" from lib/util.mjs is refused`},
+		},
+		{
 			name: "tool name collision between two skills",
 			setup: func(t *testing.T, root string) []string {
 				writePackage(t, root, "a", skillMD("a"), "runners:\n  main:\n    default: true\n    "+catRunner+"  b_c:\n    "+catRunner, nil)
