@@ -17,6 +17,7 @@ import (
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
 )
 
 // Host metadata keys a run records for resume.
@@ -93,9 +94,11 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 			Image     string  `json:"image"`
 			Status    string  `json:"status"`
 			Waiting   *string `json:"waiting_on"`
-			Reason    string  `json:"reason,omitempty"`
-			ResultOID string  `json:"result_oid,omitempty"`
-			Turn      int     `json:"turn"`
+			// NextAttempt is when a provider backoff asks again.
+			NextAttempt *time.Time `json:"next_attempt_at,omitempty"`
+			Reason      string     `json:"reason,omitempty"`
+			ResultOID   string     `json:"result_oid,omitempty"`
+			Turn        int        `json:"turn"`
 		}
 		rows := make([]row, 0, len(resp.Processes))
 		for _, p := range resp.Processes {
@@ -106,6 +109,10 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 			}
 			if w := waitingOn(p); w != "" {
 				r.Waiting = &w
+			}
+			if p.Wait != nil && p.Wait.Kind == process.WaitProvider && !p.Wait.Until.IsZero() {
+				at := p.Wait.Until.UTC()
+				r.NextAttempt = &at
 			}
 			rows = append(rows, r)
 		}
@@ -121,8 +128,11 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 			parent = strconv.FormatInt(p.ParentPID, 10)
 		}
 		w := waitingOn(p)
-		if w == "" {
+		switch {
+		case w == "":
 			w = "-"
+		case p.Wait.Kind == process.WaitProvider && !p.Wait.Until.IsZero():
+			w += ", next attempt " + p.Wait.Until.UTC().Format(time.RFC3339)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\n", p.PID, parent, p.Image, p.Status, w, p.Turn)
 	}
