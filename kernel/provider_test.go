@@ -193,3 +193,83 @@ func TestProviderFaultsDoNotChangeResults(t *testing.T) {
 		}
 	}
 }
+
+// windowProvider answers from a replay script, except that pid 1's request
+// at turn refuseAt (and, when always, every later one) is refused as longer
+// than the model's window.
+type windowProvider struct {
+	llm.Provider
+	refuseAt int
+	always   bool
+	mu       sync.Mutex
+	refused  int
+}
+
+func (w *windowProvider) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	w.mu.Lock()
+	refuse := req.Process.PID == 1 && req.Turn >= w.refuseAt && (w.always || w.refused == 0)
+	if refuse {
+		w.refused++
+	}
+	w.mu.Unlock()
+	if refuse {
+		return llm.Response{}, &llm.CallError{Settlement: llm.SettlementRejected, Permanent: true, ContextTooLong: true, StatusCode: 400,
+			Hint: "the prompt is longer than the model's context window", Err: fmt.Errorf("server answered 400: maximum context length exceeded")}
+	}
+	return w.Provider.Complete(ctx, req)
+}
+
+// A server that refuses the prompt as over its window: maintenance compacts
+// the context and the call is asked again; without the authority, or when
+// the server refuses again, the process fails saying the context no longer
+// fits.
+func TestPromptOverTheWindow(t *testing.T) {
+	script := `
+processes:
+  - image: base:v0
+    turns:
+` + chattyTurns(10) + `
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+  - image: context-compressor:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {payload: ` + summaryPayload + `}}]
+  - image: context-compressor:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {payload: ` + summaryPayload + `}}]
+`
+	maintenance := capabilities.Grant{Resource: "context:maintenance", Rights: []capabilities.Right{capabilities.Execute}}
+	cases := []struct {
+		name   string
+		grants []capabilities.Grant
+		always bool
+		want   process.State
+		reason string
+	}{
+		{"compacted and asked again", append(compactionGrants(), maintenance), false, process.Exited, ""},
+		{"no maintenance right", compactionGrants(), false, process.Failed, "lacks execute on context:maintenance"},
+		{"refused again", append(compactionGrants(), maintenance), true, process.Failed, "refused again after maintenance"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var wp *windowProvider
+			h := newHarness(t, script, func(o *Options) {
+				wp = &windowProvider{Provider: o.Provider, refuseAt: 8, always: tc.always}
+				o.Provider = wp
+			})
+			pid := h.spawn(tc.grants)
+			h.run()
+			info := h.info(pid)
+			if info.Status != tc.want || !strings.Contains(info.Reason, tc.reason) {
+				t.Fatalf("status %s (%s), want %s (%s)", info.Status, info.Reason, tc.want, tc.reason)
+			}
+			if tc.want == process.Failed && !strings.Contains(info.Reason, "the context no longer fits") {
+				t.Fatalf("reason %q", info.Reason)
+			}
+			if tc.want == process.Exited {
+				if c := contextOf(t, h, pid); c.generation() == 0 || wp.refused != 1 {
+					t.Fatalf("generation %d after %d refusals: the context was not compacted", c.generation(), wp.refused)
+				}
+			}
+		})
+	}
+}

@@ -105,13 +105,16 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		}
 		if im.Context.Object {
 			projected := c.tokens + k.tokens.Estimate(im.SystemPrompt) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens
+			window := im.Context.WindowTokens
 			if r.ForceMaintenance {
 				// The server refused the prompt as over its window: its word
-				// beats the estimate.
+				// beats the image's, so the window is taken to be what the
+				// context holds now, and maintenance aims well under it.
 				r.ForceMaintenance, r.PressureEpisode = false, false
-				projected = max(projected, im.Context.WindowTokens)
+				window = min(window, max(c.tokens, 1))
+				projected = max(projected, window)
 			}
-			waiting, err := k.maintain(tx, r, c, projected, im.Context.WindowTokens)
+			waiting, err := k.maintain(tx, r, c, projected, window)
 			if err != nil || waiting {
 				return err
 			}
