@@ -1,0 +1,5 @@
+import { secret } from "../outside/secret.mjs";
+
+export default function () {
+  return { secret };
+}

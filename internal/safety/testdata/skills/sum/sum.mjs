@@ -1,0 +1,3 @@
+export function add(inputs) {
+  return { sum: inputs.a + inputs.b };
+}
