@@ -2,12 +2,19 @@ package crashtest
 
 import (
 	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 )
 
-// randomKills is how many invocations in a row the randomized loop kills.
-const randomKills = 50
+// randomKills is how many invocations in a row the randomized loop kills:
+// a short loop by default, the full one with LIBOS_LONG_TESTS=1.
+var randomKills = func() int {
+	if os.Getenv("LIBOS_LONG_TESTS") == "1" {
+		return 50
+	}
+	return 12
+}()
 
 // maxKillDelay bounds the random delay before SIGKILL.
 const maxKillDelay = 30 * time.Millisecond
