@@ -106,23 +106,29 @@ type walLoss struct {
 
 // scanWAL reports whether the log numbered num, whose bytes are data, lost
 // acknowledged commits: whether the first place where the log stops
-// verifying is followed by something that proves the place had been
-// written, and so acknowledged, before:
+// verifying was synced, and so acknowledged, before the crash or close
+// that left the log. Proof of that, after the place:
 //
-//   - the place holds a chunk that fails its checksum (not zeros, not a
-//     whole chunk of another log left in a recycled file) and a valid chunk
-//     of this log follows: a write only reaches a later offset after this
-//     one, and every commit is synced before it is acknowledged;
-//   - or the log's end-of-log trailer follows: the log was closed cleanly
-//     after the place was written;
-//   - or a later chunk says the log was synced beyond the place. Pebble
-//     under-reports that offset by up to the blocks of one flush, so this
-//     proof alone would miss damage near the end of the log.
+//   - the log's end-of-log trailer: the log was closed cleanly, after every
+//     commit in it was synced;
+//   - a chunk that says the log was synced beyond the place;
+//   - chunks that show two syncs completing after the first of them was
+//     written. The second sync's flush began after the first sync ended, so
+//     after the damaged chunk was written, and covered it. (Pebble
+//     under-reports synced offsets, so the previous proof alone would miss
+//     damage near the end of a log.)
+//   - in a log written before the store used WAL sync chunks, which carry
+//     no synced offsets: the place holds a chunk that fails its checksum
+//     (not zeros, not a whole chunk of another log left in a recycled file)
+//     and a valid chunk of this log follows. A crash that persisted
+//     unsynced writes out of order could leave the same; such logs come
+//     only from older versions, and a store moves to the new format at its
+//     first open.
 //
 // The end of a log (zeros, leftovers of a recycled file, the trailer, a
-// torn last write) is never loss. Damage to the last record of a log that
-// was not closed cleanly looks exactly like a torn last write and is not
-// found.
+// torn write) is never loss. Damage to the last commits of a log that was
+// not closed cleanly, within two syncs of its end, looks exactly like an
+// unsynced write a crash tore or persisted out of order, and is not found.
 func scanWAL(data []byte, num uint32) *walLoss {
 	off := 0
 	for off < len(data) {
@@ -161,11 +167,13 @@ func scanWAL(data []byte, num uint32) *walLoss {
 		damaged = false // a leftover of a recycled log
 	}
 
-	// Look for a chunk of this log after the bad place: its header holds the
+	// Look for chunks of this log after the bad place: a header holds the
 	// log number 7 bytes in, which finds candidates fast; the checksum
-	// confirms them.
+	// confirms them. They come in the order they were written, so their
+	// synced offsets never decrease.
 	var pattern [4]byte
 	binary.LittleEndian.PutUint32(pattern[:], num)
+	syncs, last := 0, uint64(0) // distinct synced offsets seen, the last one
 	from := bad + 1 + 7
 	for from < len(data) {
 		i := bytes.Index(data[from:], pattern[:])
@@ -178,13 +186,23 @@ func scanWAL(data []byte, num uint32) *walLoss {
 		if !ok || c.logNum != num {
 			continue
 		}
-		switch {
-		case c.synced && c.syncedOffset > uint64(bad):
+		if !c.synced {
+			if damaged {
+				return &walLoss{badOffset: bad,
+					proof: fmt.Sprintf("valid records written after it follow (the first at offset %d)", at)}
+			}
+			continue
+		}
+		if c.syncedOffset > uint64(bad) {
 			return &walLoss{badOffset: bad,
 				proof: fmt.Sprintf("the record at offset %d says the log was synced up to offset %d", at, c.syncedOffset)}
-		case damaged:
+		}
+		if syncs == 0 || c.syncedOffset != last {
+			syncs, last = syncs+1, c.syncedOffset
+		}
+		if syncs == 3 {
 			return &walLoss{badOffset: bad,
-				proof: fmt.Sprintf("valid records written after it follow (the first at offset %d)", at)}
+				proof: fmt.Sprintf("records written after it show two later syncs of the log (the second seen at offset %d)", at)}
 		}
 	}
 	// The trailer found after the bad place proves the log was written past
