@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -69,4 +70,16 @@ func summarize(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// maxLoggedArguments bounds the arguments a tool.call event keeps in full;
+// larger ones (which the call's schema refuses anyway) are described.
+const maxLoggedArguments = 64 << 10
+
+// loggedArguments is a call's arguments as the event log keeps them.
+func loggedArguments(args json.RawMessage) json.RawMessage {
+	if len(args) > maxLoggedArguments || !json.Valid(args) {
+		return truncatedArgs(args)
+	}
+	return args
 }

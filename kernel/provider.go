@@ -39,6 +39,9 @@ func providerEvent(pid int64, turn, attempt int, cr callRecord, perr error, resp
 		detail["finish_reason"] = resp.FinishReason
 	}
 	ev.Summary = summarize(resp.Text, providerTextPreview)
+	if resp.Text != "" {
+		detail["text"] = resp.Text // the model's words in full, for the log
+	}
 	return ev
 }
 

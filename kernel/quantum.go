@@ -362,7 +362,8 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			}
 			continue
 		}
-		if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: d.Turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120)}); err != nil {
+		if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: d.Turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120),
+			Detail: map[string]any{"arguments": loggedArguments(call.Arguments)}}); err != nil {
 			return nil, err
 		}
 		sp := tx.Savepoint()
@@ -562,7 +563,8 @@ func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn
 		// The status decides what a result means (exited or a review): lead with it.
 		summary = "status " + st + " " + summary
 	}
-	ev := Event{Kind: EventToolDone, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, OK: boolPtr(ok), Code: code, Summary: summarize(summary, 160)}
+	ev := Event{Kind: EventToolDone, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, OK: boolPtr(ok), Code: code, Summary: summarize(summary, 160),
+		Detail: map[string]any{"result": json.RawMessage(body)}}
 	if err := k.emit(tx, ev); err != nil {
 		return err
 	}
