@@ -101,7 +101,6 @@ func TestRefusedCallThenEffectCrash(t *testing.T) {
 		}
 	}
 	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
-	durableDir(t, mem, h.dir)
 	h.open(refusedThenEffectScript, mutate(mem, func() {
 		crashed = mem.CrashClone(vfs.CrashCloneCfg{})
 	}))
@@ -128,28 +127,6 @@ func TestRefusedCallThenEffectCrash(t *testing.T) {
 	}
 	if runs.Load() != 1 {
 		t.Fatalf("effect ran %d times", runs.Load())
-	}
-}
-
-// durableDir creates dir on a crashable MemFS and syncs every level, so a
-// crash clone keeps it as a real disk keeps a directory created long ago.
-func durableDir(t *testing.T, fs *vfs.MemFS, dir string) {
-	t.Helper()
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for d := dir; ; d = fs.PathDir(d) {
-		f, err := fs.OpenDir(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		if fs.PathDir(d) == d {
-			return
-		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -132,7 +131,7 @@ func Open(dir string, opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
 	}
 	if opts.FS == nil && !opts.ReadOnly {
-		if err := os.MkdirAll(abs, 0o700); err != nil {
+		if err := objects.MkdirDurable(vfs.Default, abs, 0o700); err != nil {
 			return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
 		}
 	}

@@ -137,7 +137,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		if _, err := fs.Stat(dir); err != nil {
 			return nil, fmt.Errorf("objects: open %s read-only: %w", dir, err)
 		}
-	} else if err := fs.MkdirAll(dir, 0o755); err != nil {
+	} else if err := MkdirDurable(fs, dir, 0o755); err != nil {
 		if isDiskFull(err) {
 			err = diskFullError("create directory", dir, err)
 		} else {

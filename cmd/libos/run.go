@@ -390,8 +390,10 @@ func printOutcome(rt *kernel.Runtime, pid int64, stdout, stderr io.Writer) int {
 		out.ResultOID = &oid
 		_, payload, err := rt.ReadObject(oid)
 		switch {
-		case errors.Is(err, objects.ErrPayloadLost):
+		case errors.Is(err, objects.ErrCorrupt):
+			// A store that cannot be trusted cannot report success.
 			fmt.Fprintf(stderr, "libos: result %s: %v\n", oid, err)
+			return exitFailed
 		case err != nil:
 			fmt.Fprintf(stderr, "libos: result %s: %v\n", oid, err)
 		case json.Valid(payload):
