@@ -64,6 +64,9 @@ func Attenuate(holder, requested []Grant) error {
 		if req.Effect == Deny {
 			continue
 		}
+		// An ask grant handed down is covered by what covers an allow, or by
+		// an ask of the holder: it narrows either.
+
 		for _, right := range req.Rights {
 			if rule := coverRule(holder, req, right); rule != "" {
 				return &WideningError{Index: i, GrantID: req.ID, Resource: req.Resource, Right: right, Rule: rule}
@@ -79,10 +82,23 @@ func coverRule(holder []Grant, req Grant, right Right) string {
 		if h.effectiveEffect() == Deny && h.Has(right) && overlaps(h.Resource, req.Resource) {
 			return fmt.Sprintf("the holder is denied it on %s by grant %s", h.Resource, h.ID)
 		}
+		if h.effectiveEffect() == Ask && req.Effect != Ask && h.Has(right) && overlaps(h.Resource, req.Resource) {
+			return fmt.Sprintf("the holder must ask for it on %s (grant %s); hand down an ask grant", h.Resource, h.ID)
+		}
 	}
 	bestOneShot, bestID := -1, ""
+	var notDelegable, expiresTooLate string
 	for _, h := range holder {
-		if h.effectiveEffect() != Allow || !h.Has(right) || !h.usable() || !covers(h.Resource, req.Resource) {
+		eff := h.effectiveEffect()
+		if (eff != Allow && !(eff == Ask && req.Effect == Ask)) || !h.Has(right) || !h.usable() || !covers(h.Resource, req.Resource) {
+			continue
+		}
+		if !h.CanDelegate() {
+			notDelegable = h.ID
+			continue
+		}
+		if h.ExpiresAt != nil && (req.ExpiresAt == nil || req.ExpiresAt.After(*h.ExpiresAt)) {
+			expiresTooLate = h.ID
 			continue
 		}
 		if h.UsesRemaining == nil {
@@ -93,6 +109,10 @@ func coverRule(holder []Grant, req Grant, right Right) string {
 		}
 	}
 	switch {
+	case bestOneShot < 0 && expiresTooLate != "":
+		return fmt.Sprintf("the holder's grant %s expires; a grant handed down must expire no later", expiresTooLate)
+	case bestOneShot < 0 && notDelegable != "":
+		return fmt.Sprintf("the holder's grant %s is not delegable", notDelegable)
 	case bestOneShot < 0:
 		return fmt.Sprintf("no usable grant of the holder covers %s", req.Resource)
 	case req.UsesRemaining == nil:
@@ -106,24 +126,28 @@ func coverRule(holder []Grant, req Grant, right Right) string {
 // InheritedDenyPrefix starts the id of every grant InheritedDenies returns.
 const InheritedDenyPrefix = "inherited:"
 
-// InheritedDenies returns copies of the holder's deny grants (grants with an
-// unknown effect count as denies), with ids prefixed by InheritedDenyPrefix
-// (once: a deny inherited again keeps its id).
+// InheritedDenies returns copies of the holder's deny and ask grants (grants
+// with an unknown effect count as denies), with ids prefixed by
+// InheritedDenyPrefix (once: a grant inherited again keeps its id).
 // Appended to the grants a holder hands down, they make sure the receiver is
-// never allowed anything the holder is denied, whatever names the target
-// answers to.
+// never allowed anything the holder is denied, nor without asking anything
+// the holder must ask for, whatever names the target answers to.
 func InheritedDenies(holder []Grant) []Grant {
 	var out []Grant
 	for _, h := range holder {
-		if h.effectiveEffect() != Deny {
+		eff := h.effectiveEffect()
+		if eff != Deny && eff != Ask {
 			continue
 		}
 		g := h.Clone()
 		if !strings.HasPrefix(h.ID, InheritedDenyPrefix) {
 			g.ID = InheritedDenyPrefix + h.ID
 		}
-		g.Effect = Deny
-		g.UsesRemaining = nil
+		g.Effect = eff
+		g.UsesRemaining, g.Delegable = nil, nil
+		if eff == Deny {
+			g.ExpiresAt = nil
+		}
 		out = append(out, g)
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMatchesCoversOverlaps(t *testing.T) {
@@ -96,7 +97,7 @@ func TestGrantJSON(t *testing.T) {
 }
 
 func TestParseGrantSpec(t *testing.T) {
-	g, err := ParseGrantSpec("cli-1", "object_namespace:a=b=read,write", Allow)
+	g, err := ParseGrantSpec("cli-1", "object_namespace:a=b=read,write", Allow, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestParseGrantSpec(t *testing.T) {
 	if !reflect.DeepEqual(g, want) {
 		t.Fatalf("got %+v, want %+v", g, want)
 	}
-	one, err := ParseGrantSpec("cli-2", "clock:sleep=read@3", Allow)
+	one, err := ParseGrantSpec("cli-2", "clock:sleep=read@3", Allow, time.Time{})
 	if err != nil || one.UsesRemaining == nil || *one.UsesRemaining != 3 || one.Resource != "clock:sleep" {
 		t.Fatalf("one-shot spec: %+v %v", one, err)
 	}
@@ -116,7 +117,7 @@ func TestParseGrantSpec(t *testing.T) {
 		{"clock:now=fly", `"fly"`},
 		{"clock:later=read", "clock:now or clock:sleep"},
 	} {
-		_, err := ParseGrantSpec("x", bad.spec, Deny)
+		_, err := ParseGrantSpec("x", bad.spec, Deny, time.Time{})
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("ParseGrantSpec(%q) = %v, want an error containing %q", bad.spec, err, bad.want)
 		}

@@ -21,8 +21,11 @@ var (
 
 // Decision is the outcome of Check.
 type Decision struct {
-	// Allowed is true when an allowing grant applies and no deny does.
+	// Allowed is true when an allowing grant applies and no deny or ask does.
 	Allowed bool
+	// Ask is true when an ask grant applies and no deny does: the call waits
+	// for a Human's approval (GrantID names the ask grant).
+	Ask bool
 	// GrantID is the allowing grant when Allowed, or the denying grant when a
 	// deny decided; empty when no grant applied.
 	GrantID string
@@ -43,8 +46,10 @@ type Decision struct {
 // "object:<oid>" and then "object_namespace:<ns>" (see ObjectNames), so a right
 // on the namespace covers every Object in it.
 //
-// A deny grant listing right on any of the names beats every allow. Nothing is
-// allowed without an allow grant. An exhausted one-shot (UsesRemaining == 0)
+// A deny grant listing right on any of the names beats every other grant; an
+// ask grant beats every allow (the Decision asks instead of allowing). Nothing
+// is allowed without an allow grant. Check does not look at expiry: decide
+// on Live(grants, now). An exhausted one-shot (UsesRemaining == 0)
 // does not count. Among several allowing grants an unlimited one is preferred,
 // so that a one-shot is not consumed needlessly; otherwise the first by name
 // order, then grant order. A grant with an unknown effect is treated as a deny.
@@ -61,6 +66,13 @@ func Check(grants []Grant, right Right, names ...string) Decision {
 		for _, g := range grants {
 			if g.effectiveEffect() == Deny && g.Has(right) && Matches(g.Resource, name) {
 				return Decision{Right: right, Name: name, GrantID: g.ID, Reason: "denied by grant " + g.ID}
+			}
+		}
+	}
+	for _, name := range names {
+		for _, g := range grants {
+			if g.effectiveEffect() == Ask && g.Has(right) && Matches(g.Resource, name) {
+				return Decision{Ask: true, Right: right, Name: name, GrantID: g.ID, Reason: "needs a Human's approval: grant " + g.ID + " asks"}
 			}
 		}
 	}
@@ -172,4 +184,16 @@ func plural(n int, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// Approved is the decision for a call a Human approved: ask grants allow it.
+// A deny still refuses it.
+func Approved(grants []Grant, right Right, names ...string) Decision {
+	asAllow := CloneGrants(grants)
+	for i := range asAllow {
+		if asAllow[i].effectiveEffect() == Ask {
+			asAllow[i].Effect = Allow
+		}
+	}
+	return Check(asAllow, right, names...)
 }

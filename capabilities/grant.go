@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -36,10 +37,13 @@ func (r Right) Valid() bool {
 // Effect says whether a grant gives or takes away its rights.
 type Effect string
 
-// The two effects. Deny beats allow wherever both apply.
+// The effects. Deny beats ask, and ask beats allow, wherever they apply: a
+// call covered by an ask grant waits for a Human's approval even where an
+// allow grant covers it too.
 const (
 	Allow Effect = "allow"
 	Deny  Effect = "deny"
+	Ask   Effect = "ask"
 )
 
 // Sentinel errors a caller may need to tell apart.
@@ -63,6 +67,32 @@ type Grant struct {
 	Rights        []Right `json:"rights"`
 	Effect        Effect  `json:"effect"`
 	UsesRemaining *int    `json:"uses_remaining,omitempty"`
+	// ExpiresAt, when set, ends an allow or ask grant at that time on the
+	// runtime's clock (Live drops it); deny grants never expire.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Delegable false means the holder cannot hand the grant (or anything it
+	// covers) to a child; nil means it can.
+	Delegable *bool `json:"delegable,omitempty"`
+}
+
+// CanDelegate reports whether the holder may hand g down.
+func (g Grant) CanDelegate() bool { return g.Delegable == nil || *g.Delegable }
+
+// Expired reports whether g has expired at now.
+func (g Grant) Expired(now time.Time) bool { return g.ExpiresAt != nil && !now.Before(*g.ExpiresAt) }
+
+// Live returns the grants in force at now: every grant but expired allow and
+// ask grants. Decide with Check on Live(grants, now); one-shot reservations
+// name grants by id, so they apply to the full list.
+func Live(grants []Grant, now time.Time) []Grant {
+	out := make([]Grant, 0, len(grants))
+	for _, g := range grants {
+		if g.effectiveEffect() != Deny && g.Expired(now) {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // UnmarshalJSON decodes a grant, reading a missing or empty effect as Allow.
@@ -98,6 +128,8 @@ func (g Grant) effectiveEffect() Effect {
 	switch g.Effect {
 	case Allow, "":
 		return Allow
+	case Ask:
+		return Ask
 	default:
 		return Deny
 	}
@@ -115,6 +147,14 @@ func (g Grant) Clone() Grant {
 	if g.UsesRemaining != nil {
 		n := *g.UsesRemaining
 		c.UsesRemaining = &n
+	}
+	if g.ExpiresAt != nil {
+		t := *g.ExpiresAt
+		c.ExpiresAt = &t
+	}
+	if g.Delegable != nil {
+		d := *g.Delegable
+		c.Delegable = &d
 	}
 	return c
 }
@@ -161,21 +201,32 @@ func ParseRights(s string) ([]Right, error) {
 	return rights, nil
 }
 
-// ParseGrantSpec parses "RESOURCE=RIGHTS[@USES]" (as given to --grant and --deny;
-// @USES makes a one-shot grant with that many uses)
-// into a grant with the given id and effect. The resource is everything before
-// the last '=' and is validated.
-func ParseGrantSpec(id, spec string, effect Effect) (Grant, error) {
+// ParseGrantSpec parses "RESOURCE=RIGHTS[@USES][~DURATION]" (as given to
+// --grant, --ask and --deny; @USES makes a one-shot grant with that many
+// uses, ~DURATION one that expires that long after now, e.g.
+// clock:sleep=read~10m) into a grant with the given id and effect. The
+// resource is everything before the last '=' and is validated.
+func ParseGrantSpec(id, spec string, effect Effect, now time.Time) (Grant, error) {
 	i := strings.LastIndexByte(spec, '=')
 	if i < 0 {
-		return Grant{}, fmt.Errorf("%w %q: want RESOURCE=RIGHTS[@USES], e.g. clock:now=read or clock:sleep=read@1", ErrInvalidGrant, spec)
+		return Grant{}, fmt.Errorf("%w %q: want RESOURCE=RIGHTS[@USES][~DURATION], e.g. clock:now=read, clock:sleep=read@1 or clock:sleep=read~10m", ErrInvalidGrant, spec)
 	}
-	rightsPart, usesPart, oneShot := strings.Cut(spec[i+1:], "@")
+	rest, ttlPart, expires := strings.Cut(spec[i+1:], "~")
+	var expiresAt *time.Time
+	if expires {
+		ttl, err := time.ParseDuration(ttlPart)
+		if err != nil || ttl <= 0 {
+			return Grant{}, fmt.Errorf("%w %q: ~DURATION must be a positive duration such as 30s, 10m or 2h", ErrInvalidGrant, spec)
+		}
+		t := now.Add(ttl)
+		expiresAt = &t
+	}
+	rightsPart, usesPart, oneShot := strings.Cut(rest, "@")
 	rights, err := ParseRights(rightsPart)
 	if err != nil {
 		return Grant{}, fmt.Errorf("grant %q: %w", spec, err)
 	}
-	g := Grant{ID: id, Resource: spec[:i], Rights: rights, Effect: effect}
+	g := Grant{ID: id, Resource: spec[:i], Rights: rights, Effect: effect, ExpiresAt: expiresAt}
 	if oneShot {
 		n, err := strconv.Atoi(usesPart)
 		if err != nil || n < 1 {
@@ -245,12 +296,15 @@ func validateGrantBody(g Grant) error {
 	}
 	switch g.Effect {
 	case Allow, "":
-	case Deny:
+	case Deny, Ask:
 		if g.UsesRemaining != nil {
 			return fmt.Errorf("%w %q: field uses_remaining: only allow grants can be one-shot", ErrInvalidGrant, g.ID)
 		}
+		if g.Effect == Deny && g.ExpiresAt != nil {
+			return fmt.Errorf("%w %q: field expires_at: a deny grant does not expire", ErrInvalidGrant, g.ID)
+		}
 	default:
-		return fmt.Errorf("%w %q: field effect: %q must be %q or %q", ErrInvalidGrant, g.ID, g.Effect, Allow, Deny)
+		return fmt.Errorf("%w %q: field effect: %q must be %q, %q or %q", ErrInvalidGrant, g.ID, g.Effect, Allow, Ask, Deny)
 	}
 	if g.UsesRemaining != nil && *g.UsesRemaining < 0 {
 		return fmt.Errorf("%w %q: field uses_remaining: %d must not be negative", ErrInvalidGrant, g.ID, *g.UsesRemaining)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // scriptState is what a capabilities script carries from case to case.
@@ -52,7 +53,18 @@ func (st *scriptState) run(c *datadriven.Case) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return formatDecision(Check(st.grants, right, names...)), nil
+		grants := st.grants
+		if at, ok := c.Arg("at"); ok {
+			now, err := time.Parse(time.RFC3339, at)
+			if err != nil {
+				return "", err
+			}
+			grants = Live(grants, now)
+		}
+		if v, _ := c.Arg("approved"); v == "true" {
+			return formatDecision(Approved(grants, right, names...)), nil
+		}
+		return formatDecision(Check(grants, right, names...)), nil
 	case "reserve":
 		right, names, err := rightAndNames(c)
 		if err != nil {
@@ -171,7 +183,8 @@ func rightAndNames(c *datadriven.Case) (Right, []string, error) {
 	return Right(w[0]), w[1:], nil
 }
 
-// parseGrantLines reads "<id> <effect> <resource> <rights> [uses=N]" per line;
+// parseGrantLines reads "<id> <effect> <resource> <rights> [uses=N]
+// [expires=RFC3339] [delegable=false]" per line;
 // id "-" means empty, effect "-" means the zero effect.
 func parseGrantLines(input string) ([]Grant, error) {
 	var grants []Grant
@@ -194,15 +207,26 @@ func parseGrantLines(input string) ([]Grant, error) {
 			g.Rights = append(g.Rights, Right(r))
 		}
 		for _, extra := range f[4:] {
-			v, ok := strings.CutPrefix(extra, "uses=")
-			if !ok {
+			key, v, _ := strings.Cut(extra, "=")
+			switch key {
+			case "uses":
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return nil, err
+				}
+				g.UsesRemaining = Uses(n)
+			case "expires":
+				t, err := time.Parse(time.RFC3339, v)
+				if err != nil {
+					return nil, err
+				}
+				g.ExpiresAt = &t
+			case "delegable":
+				d := v == "true"
+				g.Delegable = &d
+			default:
 				return nil, fmt.Errorf("grant line %q: unknown %q", line, extra)
 			}
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return nil, err
-			}
-			g.UsesRemaining = Uses(n)
 		}
 		grants = append(grants, g)
 	}
@@ -223,8 +247,11 @@ func formatGrants(grants []Grant) string {
 
 func formatDecision(d Decision) string {
 	verdict := "refused"
-	if d.Allowed {
+	switch {
+	case d.Allowed:
 		verdict = "allowed"
+	case d.Ask:
+		verdict = "ask"
 	}
 	return fmt.Sprintf("%s grant=%q one-shot=%v name=%q: %s", verdict, d.GrantID, d.OneShot, d.Name, d.Reason)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	_ "embed"
 
@@ -37,7 +38,7 @@ type grantFlag struct {
 func (g *grantFlag) String() string { return "" }
 
 func (g *grantFlag) Set(v string) error {
-	grant, err := capabilities.ParseGrantSpec(fmt.Sprintf("cli-%s-%d", g.name, len(g.grants)+1), v, g.effect)
+	grant, err := capabilities.ParseGrantSpec(fmt.Sprintf("cli-%s-%d", g.name, len(g.grants)+1), v, g.effect, time.Now())
 	if err != nil {
 		return fmt.Errorf("--%s %q: %w", g.name, v, err)
 	}

@@ -515,14 +515,14 @@ func (w *world) expandAll(list []string) []string {
 func parseGrants(allow, deny []string) ([]capabilities.Grant, error) {
 	var out []capabilities.Grant
 	for i, s := range allow {
-		g, err := capabilities.ParseGrantSpec(fmt.Sprintf("task-%d", i+1), s, capabilities.Allow)
+		g, err := capabilities.ParseGrantSpec(fmt.Sprintf("task-%d", i+1), s, capabilities.Allow, time.Time{})
 		if err != nil {
 			return nil, fmt.Errorf("grant %q: %w", s, err)
 		}
 		out = append(out, g)
 	}
 	for i, s := range deny {
-		g, err := capabilities.ParseGrantSpec(fmt.Sprintf("task-deny-%d", i+1), s, capabilities.Deny)
+		g, err := capabilities.ParseGrantSpec(fmt.Sprintf("task-deny-%d", i+1), s, capabilities.Deny, time.Time{})
 		if err != nil {
 			return nil, fmt.Errorf("deny %q: %w", s, err)
 		}
