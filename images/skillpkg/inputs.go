@@ -14,8 +14,9 @@ import (
 // ValueType is the declared JSON type of an input or output.
 type ValueType string
 
-// The value types a runner may declare. TypeAny accepts every JSON value,
-// including null; the others refuse null.
+// The value types a runner may declare. TypeJSON (runx's name) and TypeAny
+// (libos's) accept every JSON value, including null; the others refuse null
+// for a required input.
 const (
 	TypeString  ValueType = "string"
 	TypeNumber  ValueType = "number"
@@ -24,9 +25,10 @@ const (
 	TypeObject  ValueType = "object"
 	TypeArray   ValueType = "array"
 	TypeAny     ValueType = "any"
+	TypeJSON    ValueType = "json"
 )
 
-var valueTypes = []ValueType{TypeString, TypeNumber, TypeInteger, TypeBoolean, TypeObject, TypeArray, TypeAny}
+var valueTypes = []ValueType{TypeString, TypeNumber, TypeInteger, TypeBoolean, TypeObject, TypeArray, TypeJSON, TypeAny}
 
 func validValueType(t ValueType) bool {
 	for _, v := range valueTypes {
@@ -46,6 +48,13 @@ type InputDecl struct {
 	// when the input has no default. A required input never has one.
 	Default     json.RawMessage
 	Description string
+	// Schema, when declared, is checked after the type (nil otherwise).
+	Schema *Schema
+	// Packet names a runx packet schema this json input carries; libos
+	// records it and checks only the JSON type.
+	Packet string
+	// Artifact is runx's artifact flag, recorded as metadata.
+	Artifact bool
 }
 
 // ResolveInputs checks raw, which must be a JSON object, against decls and
@@ -88,8 +97,19 @@ func ResolveInputs(decls []InputDecl, raw json.RawMessage) (map[string]json.RawM
 			}
 			continue
 		}
+		// runx renders a null optional input as an empty value, so null is
+		// accepted wherever the input may be left out.
+		if !d.Required && string(v) == "null" {
+			out[d.Name] = v
+			continue
+		}
 		if err := CheckType(d.Type, v); err != nil {
 			return nil, fmt.Errorf("%w: input %q %v", ErrInvalidInputs, d.Name, err)
+		}
+		if d.Schema != nil {
+			if err := d.Schema.Validate(v); err != nil {
+				return nil, fmt.Errorf("%w: input %q breaks its schema: %v", ErrInvalidInputs, d.Name, err)
+			}
 		}
 		out[d.Name] = v
 	}
@@ -171,7 +191,7 @@ func CheckType(t ValueType, v json.RawMessage) error {
 		return errors.New("must be a valid JSON value")
 	}
 	switch t {
-	case TypeAny:
+	case TypeAny, TypeJSON:
 		return nil
 	case TypeInteger:
 		if got == "number" && isIntegral(v) {
@@ -235,4 +255,15 @@ func EncodeInputs(inputs map[string]json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%w: encoding inputs: %v", ErrInvalidInputs, err)
 	}
 	return raw, nil
+}
+
+// decodeNumbers decodes one JSON value keeping numbers exact (json.Number).
+func decodeNumbers(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }

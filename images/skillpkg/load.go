@@ -30,8 +30,11 @@ type Package struct {
 	Skill Skill
 	// Manual is the Markdown after the front matter of SKILL.md.
 	Manual string
-	// Runners are the runners of skill.yaml in document order; empty when the
-	// package has no skill.yaml.
+	// Manifest is the runner manifest (X.yaml or skill.yaml); nil when the
+	// package has neither.
+	Manifest *Manifest
+	// Runners are the manifest's runners in document order; empty when the
+	// package has no manifest.
 	Runners []*Runner
 	// Tools are the bundled tools sorted by name.
 	Tools []*Tool
@@ -41,7 +44,7 @@ type Package struct {
 // empty. The error matches ErrNoSuchRunner.
 func (p *Package) Runner(name string) (*Runner, error) {
 	if len(p.Runners) == 0 {
-		return nil, fmt.Errorf("%w: package %q has no %s", ErrNoSuchRunner, p.Skill.Name, RunnerFile)
+		return nil, fmt.Errorf("%w: package %q has no %s or %s", ErrNoSuchRunner, p.Skill.Name, XManifestFile, RunnerFile)
 	}
 	names := make([]string, 0, len(p.Runners))
 	for _, r := range p.Runners {
@@ -49,6 +52,9 @@ func (p *Package) Runner(name string) (*Runner, error) {
 			return r, nil
 		}
 		names = append(names, r.Name)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: package %q marks no runner default: true; name one (runners: %s)", ErrNoSuchRunner, p.Skill.Name, strings.Join(names, ", "))
 	}
 	return nil, fmt.Errorf("%w: package %q has no runner %q (runners: %s)", ErrNoSuchRunner, p.Skill.Name, name, strings.Join(names, ", "))
 }
@@ -92,16 +98,29 @@ func Load(dir string) (*Package, error) {
 		return nil, err
 	}
 
-	data, err = readContained(root, RunnerFile, false)
+	xdata, err := readContained(root, XManifestFile, false)
 	if err != nil {
 		return nil, err
 	}
-	if data != nil {
-		if pkg.Runners, err = ParseRunnerManifest(data); err != nil {
+	ydata, err := readContained(root, RunnerFile, false)
+	if err != nil {
+		return nil, err
+	}
+	file := XManifestFile
+	switch {
+	case xdata != nil && ydata != nil:
+		// Silently preferring one would run what the author did not edit.
+		return nil, &AdmissionError{File: ".", Rule: fmt.Sprintf("holds both %s (runx's manifest) and %s (libos's name for it); keep exactly one", XManifestFile, RunnerFile)}
+	case ydata != nil:
+		xdata, file = ydata, RunnerFile
+	}
+	if xdata != nil {
+		if pkg.Manifest, err = ParseManifest(file, xdata); err != nil {
 			return nil, err
 		}
+		pkg.Runners = pkg.Manifest.Runners
 		for _, r := range pkg.Runners {
-			if err := checkModule(root, RunnerFile, moduleField(r), r); err != nil {
+			if err := checkModule(root, file, moduleField(r), r); err != nil {
 				return nil, err
 			}
 		}

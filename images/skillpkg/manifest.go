@@ -4,12 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
 
-// RunnerFile is the name of a package's runner manifest.
+// RunnerFile is libos's name for a package's runner manifest.
 const RunnerFile = "skill.yaml"
+
+// XManifestFile is runx's name for a package's runner manifest. A package
+// holds at most one of XManifestFile and RunnerFile.
+const XManifestFile = "X.yaml"
 
 // DefaultRunnerName names the single runner of a run: block.
 const DefaultRunnerName = "default"
@@ -20,13 +25,51 @@ const ToolManifestFile = "manifest.json"
 
 var packageRunnerTypes = []RunnerType{TypeJavaScript, TypeCLITool, TypeAgentTask}
 
-// ParseRunnerManifest parses a skill.yaml holding either run: (one runner,
-// named DefaultRunnerName) or runners: (named runners, exactly one marked
-// default: true). Runners are returned in document order. It does no I/O:
-// module paths are checked to stay inside the package lexically here and on
-// disk by Load.
+// manifestFields are the top-level keys of a runner manifest: runx's set
+// (skill, version, runx, policy, emits, catalog, credentials,
+// input_definitions, runners, harness) plus libos's run: shorthand.
+var manifestFields = []string{"skill", "version", "runx", "policy", "emits", "catalog", "credentials", "input_definitions", "runners", "harness", "run"}
+
+// Manifest is an admitted runner manifest (X.yaml or skill.yaml).
+type Manifest struct {
+	// File is the manifest's file name (XManifestFile or RunnerFile).
+	File string
+	// Skill and Version are runx's optional skill identity fields.
+	Skill   string
+	Version string
+	// Catalog is the catalog: block as compact JSON, nil when absent.
+	Catalog json.RawMessage
+	// Metadata holds the other top-level blocks libos carries without
+	// interpreting them (runx, policy, emits, credentials), as compact JSON.
+	Metadata map[string]json.RawMessage
+	// InputDefinitions are the shared input declarations runners refer to
+	// with {definition: NAME}.
+	InputDefinitions []InputDecl
+	// Harness holds the package's test cases; nil when absent.
+	Harness *Harness
+	// Runners are in document order.
+	Runners []*Runner
+}
+
+// ParseRunnerManifest parses a skill.yaml and returns its runners (see
+// ParseManifest).
 func ParseRunnerManifest(data []byte) ([]*Runner, error) {
-	r := nodeReader{file: RunnerFile}
+	m, err := ParseManifest(RunnerFile, data)
+	if err != nil {
+		return nil, err
+	}
+	return m.Runners, nil
+}
+
+// ParseManifest parses a runner manifest named file (X.yaml or skill.yaml)
+// with runx's schema: skill, version, catalog, harness, input_definitions,
+// runners (exactly one marked default: true when there are several) and the
+// metadata blocks runx, policy, emits and credentials; or libos's run: (one
+// runner, named DefaultRunnerName). Unknown keys are refused with the file,
+// line and key. It does no I/O: module paths are checked to stay inside the
+// package lexically here and on disk by Load.
+func ParseManifest(file string, data []byte) (*Manifest, error) {
+	r := nodeReader{file: file}
 	if len(data) > MaxManifestBytes {
 		return nil, r.fail(nil, "", "must be at most %d bytes", MaxManifestBytes)
 	}
@@ -44,34 +87,88 @@ func ParseRunnerManifest(data []byte) ([]*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	var run, runners *keyValue
-	for i, e := range entries {
-		switch e.key {
-		case "run":
-			run = &entries[i]
-		case "runners":
-			runners = &entries[i]
-		default:
-			return nil, r.fail(e.keyAt, join("", e.key), "is not a known field (allowed: run, runners)")
+	m := &Manifest{File: file}
+	byKey := map[string]keyValue{}
+	for _, e := range entries {
+		if !slices.Contains(manifestFields, e.key) {
+			return nil, r.fail(e.keyAt, join("", e.key), "is not a known field (allowed: %s)", strings.Join(manifestFields, ", "))
+		}
+		byKey[e.key] = e
+	}
+	if e, ok := byKey["skill"]; ok {
+		if m.Skill, err = r.nonEmptyStr(e.value, "skill"); err != nil {
+			return nil, err
 		}
 	}
+	if e, ok := byKey["version"]; ok {
+		if m.Version, err = r.nonEmptyStr(e.value, "version"); err != nil {
+			return nil, err
+		}
+	}
+	if e, ok := byKey["catalog"]; ok {
+		if _, err := r.mapping(e.value, "catalog"); err != nil {
+			return nil, err
+		}
+		if m.Catalog, err = r.jsonValue(e.value, "catalog"); err != nil {
+			return nil, err
+		}
+	}
+	for _, key := range []string{"runx", "policy", "emits", "credentials"} {
+		e, ok := byKey[key]
+		if !ok {
+			continue
+		}
+		if key == "runx" || key == "credentials" {
+			if _, err := r.mapping(e.value, key); err != nil {
+				return nil, err
+			}
+		}
+		raw, err := r.jsonValue(e.value, key)
+		if err != nil {
+			return nil, err
+		}
+		if m.Metadata == nil {
+			m.Metadata = map[string]json.RawMessage{}
+		}
+		m.Metadata[key] = raw
+	}
+	defs := map[string]InputDecl{}
+	if e, ok := byKey["input_definitions"]; ok {
+		if m.InputDefinitions, err = r.parseInputs(e.value, "input_definitions", nil); err != nil {
+			return nil, err
+		}
+		for _, d := range m.InputDefinitions {
+			defs[d.Name] = d
+		}
+	}
+	run, haveRun := byKey["run"]
+	runners, haveRunners := byKey["runners"]
 	switch {
-	case run != nil && runners != nil:
+	case haveRun && haveRunners:
 		return nil, r.fail(runners.keyAt, "runners", "must not be given together with run")
-	case run != nil:
-		one, err := r.parseRunner(run.value, "run", DefaultRunnerName, "", false, packageRunnerTypes)
+	case haveRun:
+		one, err := r.parseRunner(run.value, "run", DefaultRunnerName, "", false, packageRunnerTypes, defs)
 		if err != nil {
 			return nil, err
 		}
 		one.Default = true
-		return []*Runner{one}, nil
-	case runners != nil:
-		return r.parseNamedRunners(runners)
+		m.Runners = []*Runner{one}
+	case haveRunners:
+		if m.Runners, err = r.parseNamedRunners(&runners, defs); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, r.fail(root, "", "must hold run: or runners:")
 	}
-	return nil, r.fail(root, "", "must hold run: or runners:")
+	if e, ok := byKey["harness"]; ok {
+		if m.Harness, err = r.parseHarness(e.value, m.Runners); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
-func (r nodeReader) parseNamedRunners(block *keyValue) ([]*Runner, error) {
+func (r nodeReader) parseNamedRunners(block *keyValue, defs map[string]InputDecl) ([]*Runner, error) {
 	entries, err := r.mapping(block.value, "runners")
 	if err != nil {
 		return nil, err
@@ -86,7 +183,7 @@ func (r nodeReader) parseNamedRunners(block *keyValue) ([]*Runner, error) {
 		if !runnerNamePattern.MatchString(e.key) {
 			return nil, r.fail(e.keyAt, f, "runner names must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit")
 		}
-		one, err := r.parseRunner(e.value, f, e.key, "", true, packageRunnerTypes)
+		one, err := r.parseRunner(e.value, f, e.key, "", true, packageRunnerTypes, defs)
 		if err != nil {
 			return nil, err
 		}
@@ -95,9 +192,15 @@ func (r nodeReader) parseNamedRunners(block *keyValue) ([]*Runner, error) {
 		}
 		out = append(out, one)
 	}
-	if len(defaults) != 1 {
-		return nil, r.fail(block.value, "runners", "exactly one runner must be marked default: true, found %d (%s)", len(defaults), strings.Join(defaults, ", "))
+	switch {
+	case len(defaults) > 1:
+		return nil, r.fail(block.value, "runners", "at most one runner may be marked default: true, found %d (%s)", len(defaults), strings.Join(defaults, ", "))
+	case len(defaults) == 0 && len(out) == 1:
+		// runx runs a lone runner without default: true as the default.
+		out[0].Default = true
 	}
+	// Several runners and none marked default is admitted, as runx admits
+	// it: every call must then name its runner.
 	return out, nil
 }
 
@@ -169,7 +272,7 @@ func ParseToolManifest(namespace, tool string, data []byte) (*Tool, error) {
 		case "description":
 			t.Description, err = r.str(e.value, "description")
 		case "runner":
-			t.Runner, err = r.parseRunner(e.value, "runner", want, dir, false, toolRunnerTypes)
+			t.Runner, err = r.parseRunner(e.value, "runner", want, dir, false, toolRunnerTypes, nil)
 		default:
 			err = r.fail(e.keyAt, join("", e.key), "is not a known field (allowed: name, description, runner)")
 		}

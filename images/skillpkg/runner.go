@@ -1,9 +1,12 @@
 package skillpkg
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -13,12 +16,22 @@ import (
 // RunnerType selects how a runner executes.
 type RunnerType string
 
-// The runner types a package may declare.
+// The runner types libos runs.
 const (
 	TypeJavaScript RunnerType = "javascript"
 	TypeCLITool    RunnerType = "cli-tool"
 	TypeAgentTask  RunnerType = "agent-task"
 )
+
+// UnsupportedRunnerTypes are runx's runner types that libos admits (so a
+// runx package loads unchanged) but does not run: a call to such a runner
+// fails with invalid_request naming the type.
+var UnsupportedRunnerTypes = []RunnerType{"graph", "mcp", "a2a", "agent", "agent-step", "external-adapter", "thread-outbox-provider"}
+
+// Supported reports whether libos runs runners of type t.
+func (t RunnerType) Supported() bool {
+	return t == TypeJavaScript || t == TypeCLITool || t == TypeAgentTask
+}
 
 // InputMode selects what a cli-tool process receives on stdin.
 type InputMode string
@@ -115,9 +128,60 @@ type Runner struct {
 	InputMode    InputMode
 	Scopes       []string
 	AllowedTools []string
+	// Agent and Task are runx's agent-task fields: the agent role and the
+	// task, whose "### `task`" section of the manual the child is given.
+	Agent string
+	Task  string
 	// Inputs is nil when the runner declares none, in which case any JSON
 	// object is accepted as its inputs.
 	Inputs []InputDecl
+	// OutputDecls are the declared outputs with their schemas, in document
+	// order; Outputs maps the same names to their types.
+	OutputDecls []OutputDecl
+	// Retry is the declared retry policy; nil means one attempt.
+	Retry *Retry
+	// Mutating is runx's mutating flag (mutating:, risk.mutating or
+	// runx.mutating); nil when undeclared.
+	Mutating *bool
+	// IdempotencyKey is runx's idempotency key (idempotency: KEY or
+	// {key: KEY}); "" when undeclared.
+	IdempotencyKey string
+	// Credential names a runx credential requirement; libos delivers no
+	// credentials, so such a runner is refused when run.
+	Credential string
+	// Metadata holds the runner fields libos carries without interpreting
+	// them (artifacts, examples, risk, execution, runx, and for a type libos
+	// does not run, everything but type, default, inputs and scopes), as
+	// compact JSON by field name.
+	Metadata map[string]json.RawMessage
+}
+
+// OutputDecl declares one named output of a runner.
+type OutputDecl struct {
+	Name        string
+	Type        ValueType
+	Description string
+	// Schema is nil when the output declares none.
+	Schema *Schema
+}
+
+// Retry is runx's retry policy: at most MaxAttempts runs, BackoffMS apart.
+type Retry struct {
+	MaxAttempts int
+	BackoffMS   int64
+}
+
+// Attempts returns how many runs a failure may take and, when the policy is
+// cut to one, why: runx never retries a mutating runner unless it declares
+// an idempotency key.
+func (r *Runner) Attempts() (int, string) {
+	if r.Retry == nil || r.Retry.MaxAttempts <= 1 {
+		return 1, ""
+	}
+	if r.Mutating != nil && *r.Mutating && r.IdempotencyKey == "" {
+		return 1, fmt.Sprintf("retry of %d attempts denied: the runner is mutating and declares no idempotency key", r.Retry.MaxAttempts)
+	}
+	return r.Retry.MaxAttempts, ""
 }
 
 var (
@@ -125,15 +189,33 @@ var (
 	envNamePattern    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// runnerFields lists the known runner fields and the runner types that
-// accept each; nil means every type.
+// runnerFields lists the runner fields (runx's set, plus libos's inputMode
+// spelling) and the runner types that accept each; nil means every type.
+// Fields libos does not interpret are carried as metadata.
 var runnerFields = map[string][]RunnerType{
 	"type":            nil,
+	"default":         nil,
 	"environment":     nil,
 	"timeout_seconds": nil,
 	"scopes":          nil,
 	"inputs":          nil,
 	"outputs":         nil,
+	"retry":           nil,
+	"risk":            nil,
+	"mutating":        nil,
+	"idempotency":     nil,
+	"artifacts":       nil,
+	"examples":        nil,
+	"execution":       nil,
+	"runx":            nil,
+	"policy":          nil,
+	"runtime":         nil,
+	"auth":            nil,
+	"credential":      nil,
+	"context":         nil,
+	"context_skills":  nil,
+	"act":             nil,
+	"source":          nil,
 	"module":          {TypeJavaScript},
 	"export":          {TypeJavaScript},
 	"pages":           {TypeJavaScript},
@@ -143,32 +225,69 @@ var runnerFields = map[string][]RunnerType{
 	"input_mode":      {TypeCLITool},
 	"inputMode":       {TypeCLITool},
 	"allowed_tools":   {TypeAgentTask},
+	"agent":           {TypeAgentTask},
+	"task":            {TypeAgentTask},
+	// The fields of runner types libos does not run.
+	"graph":                  {},
+	"server":                 {},
+	"tool":                   {},
+	"arguments":              {},
+	"agent_card_url":         {},
+	"agent_identity":         {},
+	"external_adapter":       {},
+	"thread_outbox_provider": {},
+	"headers":                {},
+	"hook":                   {},
+	"http":                   {},
+	"method":                 {},
+	"url":                    {},
+	"allow_private_network":  {},
 }
 
-const knownRunnerFields = "type, module, export, outputs, environment, timeout_seconds, pages, command, args, cwd, input_mode, scopes, allowed_tools, inputs"
+// metadataRunnerFields are carried into Runner.Metadata for every type.
+var metadataRunnerFields = []string{"artifacts", "examples", "risk", "execution", "runx", "policy", "runtime", "auth", "context", "context_skills", "act", "idempotency", "retry"}
+
+func knownRunnerFields() string {
+	names := make([]string, 0, len(runnerFields))
+	for k := range runnerFields {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// sourceFields may appear inside runx's nested source: block instead of on
+// the runner itself.
+var sourceFields = []string{"act", "agent", "agent_card_url", "agent_identity", "args", "arguments", "command", "cwd", "environment", "external_adapter", "export", "graph", "input_mode", "module", "outputs", "pages", "server", "task", "thread_outbox_provider", "timeout_seconds", "tool", "type"}
 
 // parseRunner reads one runner mapping. base is the package-relative folder
 // its relative paths resolve from; allowDefault permits the default: key;
 // types lists the runner types accepted here.
-func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDefault bool, types []RunnerType) (*Runner, error) {
+func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDefault bool, types []RunnerType, defs map[string]InputDecl) (*Runner, error) {
 	entries, err := r.mapping(n, field)
+	if err != nil {
+		return nil, err
+	}
+	entries, err = r.flattenSource(entries, field)
 	if err != nil {
 		return nil, err
 	}
 	byKey := make(map[string]keyValue, len(entries))
 	run := &Runner{Name: name, Base: base}
 	for _, e := range entries {
-		if e.key == "default" {
+		switch e.key {
+		case "instructions":
+			return nil, r.fail(e.keyAt, join(field, e.key), "is not supported; put agent operating instructions in the owning SKILL.md")
+		case "default":
 			if !allowDefault {
 				return nil, r.fail(e.keyAt, join(field, e.key), "applies only to a runner under runners:")
 			}
 			if run.Default, err = r.boolean(e.value, join(field, e.key)); err != nil {
 				return nil, err
 			}
-			continue
 		}
 		if _, ok := runnerFields[e.key]; !ok {
-			return nil, r.fail(e.keyAt, join(field, e.key), "is not a known runner field (allowed: %s)", knownRunnerFields)
+			return nil, r.fail(e.keyAt, join(field, e.key), "is not a known runner field (allowed: %s)", knownRunnerFields())
 		}
 		byKey[e.key] = e
 	}
@@ -181,12 +300,29 @@ func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDef
 		return nil, err
 	}
 	run.Type = RunnerType(t)
-	if !containsType(types, run.Type) {
+	switch {
+	case t == "http":
+		return nil, r.fail(typeEntry.value, join(field, "type"), "http was removed; compose http.read, http.query, or http.execute in a graph")
+	case t == "catalog":
+		return nil, r.fail(typeEntry.value, join(field, "type"), "catalog was removed; invoke catalog tools from a graph tool step")
+	case slices.Contains(types, run.Type):
+	case allowDefault || name == DefaultRunnerName && base == "":
+		// A package runner may be of a type libos admits but does not run.
+		if !slices.Contains(UnsupportedRunnerTypes, run.Type) {
+			return nil, r.fail(typeEntry.value, join(field, "type"), "must be one of %s (or a runx type libos admits but does not run: %s), got %q", typeList(types), typeList(UnsupportedRunnerTypes), t)
+		}
+	default:
 		return nil, r.fail(typeEntry.value, join(field, "type"), "must be one of %s, got %q", typeList(types), t)
 	}
+	if !run.Type.Supported() {
+		return r.parseUnsupportedRunner(run, entries, byKey, field, defs)
+	}
 	for _, e := range entries {
-		applies, known := runnerFields[e.key]
-		if known && applies != nil && !containsType(applies, run.Type) {
+		applies := runnerFields[e.key]
+		if applies != nil && !containsType(applies, run.Type) {
+			if len(applies) == 0 {
+				return nil, r.fail(e.keyAt, join(field, e.key), "applies only to runner types libos does not run (%s), not %s", typeList(UnsupportedRunnerTypes), run.Type)
+			}
 			return nil, r.fail(e.keyAt, join(field, e.key), "applies only to %s runners, not %s", typeList(applies), run.Type)
 		}
 	}
@@ -202,17 +338,21 @@ func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDef
 		}
 	}
 	if e, ok := byKey["inputs"]; ok {
-		if run.Inputs, err = r.parseInputs(e.value, join(field, "inputs")); err != nil {
+		if run.Inputs, err = r.parseInputs(e.value, join(field, "inputs"), defs); err != nil {
 			return nil, err
 		}
 	}
 	if e, ok := byKey["outputs"]; ok {
-		if run.Outputs, err = r.parseOutputs(e.value, join(field, "outputs")); err != nil {
+		if run.OutputDecls, err = r.parseOutputs(e.value, join(field, "outputs")); err != nil {
 			return nil, err
+		}
+		run.Outputs = make(map[string]ValueType, len(run.OutputDecls))
+		for _, o := range run.OutputDecls {
+			run.Outputs[o.Name] = o.Type
 		}
 	}
 	if e, ok := byKey["scopes"]; ok {
-		if run.Scopes, err = r.uniqueWords(e.value, join(field, "scopes")); err != nil {
+		if run.Scopes, err = r.scopes(e.value, join(field, "scopes")); err != nil {
 			return nil, err
 		}
 	}
@@ -220,6 +360,9 @@ func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDef
 		if run.AllowedTools, err = r.words(e.value, join(field, "allowed_tools")); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.parseGovernance(run, byKey, field); err != nil {
+		return nil, err
 	}
 	if err := r.parseTimeout(run, byKey, field); err != nil {
 		return nil, err
@@ -230,11 +373,331 @@ func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDef
 		err = r.parseJavaScript(run, n, byKey, field)
 	case TypeCLITool:
 		err = r.parseCLITool(run, n, byKey, field)
+	case TypeAgentTask:
+		err = r.parseAgentTask(run, byKey, field)
 	}
 	if err != nil {
 		return nil, err
 	}
+	if e, ok := byKey["examples"]; ok {
+		if err := r.checkExamples(run, e.value, join(field, "examples")); err != nil {
+			return nil, err
+		}
+	}
 	return run, nil
+}
+
+// flattenSource merges runx's nested source: block into the runner's own
+// fields, refusing a field given in both places and a key that is not a
+// source field.
+func (r nodeReader) flattenSource(entries []keyValue, field string) ([]keyValue, error) {
+	var src *keyValue
+	for i := range entries {
+		if entries[i].key == "source" {
+			src = &entries[i]
+		}
+	}
+	if src == nil {
+		return entries, nil
+	}
+	f := join(field, "source")
+	inner, err := r.mapping(src.value, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]keyValue, 0, len(entries)+len(inner))
+	for _, e := range entries {
+		if e.key != "source" {
+			out = append(out, e)
+		}
+	}
+	for _, e := range inner {
+		if !slices.Contains(sourceFields, e.key) {
+			return nil, r.fail(e.keyAt, join(f, e.key), "is not a known source field (allowed: %s)", strings.Join(sourceFields, ", "))
+		}
+		for _, o := range out {
+			if o.key == e.key {
+				return nil, r.fail(e.keyAt, join(f, e.key), "is also given on the runner at line %d; give it once", o.keyAt.Line)
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// parseUnsupportedRunner admits a runner of a type libos does not run: its
+// inputs, scopes and governance are checked as for any runner, the rest is
+// kept as metadata so that skill check can show it.
+func (r nodeReader) parseUnsupportedRunner(run *Runner, entries []keyValue, byKey map[string]keyValue, field string, defs map[string]InputDecl) (*Runner, error) {
+	var err error
+	if e, ok := byKey["inputs"]; ok {
+		if run.Inputs, err = r.parseInputs(e.value, join(field, "inputs"), defs); err != nil {
+			return nil, err
+		}
+	}
+	if e, ok := byKey["scopes"]; ok {
+		if run.Scopes, err = r.scopes(e.value, join(field, "scopes")); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.parseGovernance(run, byKey, field); err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		switch e.key {
+		case "type", "default", "inputs", "scopes":
+			continue
+		}
+		if _, done := run.Metadata[e.key]; done {
+			continue
+		}
+		raw, err := r.jsonValue(e.value, join(field, e.key))
+		if err != nil {
+			return nil, err
+		}
+		if run.Metadata == nil {
+			run.Metadata = map[string]json.RawMessage{}
+		}
+		run.Metadata[e.key] = raw
+	}
+	return run, nil
+}
+
+// parseGovernance reads runx's retry, mutating/risk, idempotency, credential
+// and artifacts rules, and keeps the metadata fields as JSON.
+func (r nodeReader) parseGovernance(run *Runner, byKey map[string]keyValue, field string) error {
+	var err error
+	for _, key := range metadataRunnerFields {
+		e, ok := byKey[key]
+		if !ok {
+			continue
+		}
+		raw, err := r.jsonValue(e.value, join(field, key))
+		if err != nil {
+			return err
+		}
+		if run.Metadata == nil {
+			run.Metadata = map[string]json.RawMessage{}
+		}
+		run.Metadata[key] = raw
+	}
+	if e, ok := byKey["retry"]; ok {
+		rt, err := r.parseRetry(e.value, join(field, "retry"))
+		if err != nil {
+			return err
+		}
+		run.Retry = rt
+	}
+	if e, ok := byKey["risk"]; ok {
+		entries, err := r.mapping(e.value, join(field, "risk"))
+		if err != nil {
+			return err
+		}
+		for _, re := range entries {
+			if re.key == "mutating" {
+				b, err := r.boolean(re.value, join(join(field, "risk"), "mutating"))
+				if err != nil {
+					return err
+				}
+				run.Mutating = &b
+			}
+		}
+	}
+	if e, ok := byKey["mutating"]; ok {
+		// runx reads mutating: before risk.mutating.
+		b, err := r.boolean(e.value, join(field, "mutating"))
+		if err != nil {
+			return err
+		}
+		run.Mutating = &b
+	}
+	if e, ok := byKey["idempotency"]; ok {
+		f := join(field, "idempotency")
+		switch {
+		case e.value.Kind == yaml.ScalarNode && e.value.ShortTag() == "!!null":
+		case e.value.Kind == yaml.ScalarNode:
+			if run.IdempotencyKey, err = r.nonEmptyStr(e.value, f); err != nil {
+				return err
+			}
+		default:
+			entries, err := r.mapping(e.value, f)
+			if err != nil {
+				return err
+			}
+			for _, ie := range entries {
+				if ie.key != "key" {
+					return r.fail(ie.keyAt, join(f, ie.key), "is not a known field (allowed: key)")
+				}
+				if run.IdempotencyKey, err = r.nonEmptyStr(ie.value, join(f, "key")); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if e, ok := byKey["credential"]; ok {
+		if run.Credential, err = r.nonEmptyStr(e.value, join(field, "credential")); err != nil {
+			return err
+		}
+		if run.Type == TypeJavaScript {
+			return r.fail(e.keyAt, join(field, "credential"), "is not valid for a pure javascript source; route credentials through a native provider tool")
+		}
+	}
+	if e, ok := byKey["artifacts"]; ok {
+		if err := r.checkArtifacts(e.value, join(field, "artifacts"), run.Type); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r nodeReader) parseRetry(n *yaml.Node, field string) (*Retry, error) {
+	entries, err := r.mapping(n, field)
+	if err != nil {
+		return nil, err
+	}
+	rt := &Retry{MaxAttempts: 1}
+	for _, e := range entries {
+		f := join(field, e.key)
+		switch e.key {
+		case "max_attempts":
+			v, err := r.integer(e.value, f)
+			if err != nil {
+				return nil, err
+			}
+			if v < 1 || v > 100 {
+				return nil, r.fail(e.value, f, "must be a positive integer of at most 100, got %d", v)
+			}
+			rt.MaxAttempts = int(v)
+		case "backoff_ms":
+			v, err := r.integer(e.value, f)
+			if err != nil {
+				return nil, err
+			}
+			if v < 0 || v > 3_600_000 {
+				return nil, r.fail(e.value, f, "must be a non-negative integer of at most 3600000, got %d", v)
+			}
+			rt.BackoffMS = v
+		default:
+			return nil, r.fail(e.keyAt, f, "is not a known field (allowed: max_attempts, backoff_ms)")
+		}
+	}
+	return rt, nil
+}
+
+// checkArtifacts applies runx's artifact contract rules: emits (a string or
+// a list), named_emits and packets (name -> non-empty string, packets only
+// for named outputs), wrap_as, and packet (only with wrap_as). A graph
+// runner declares none.
+func (r nodeReader) checkArtifacts(n *yaml.Node, field string, t RunnerType) error {
+	if t == "graph" {
+		return r.fail(n, field, "is ambiguous for a graph source; declare the packet on the graph's terminal output-producing step")
+	}
+	entries, err := r.mapping(n, field)
+	if err != nil {
+		return err
+	}
+	named := map[string]bool{}
+	var packets *keyValue
+	var packet *keyValue
+	haveWrap := false
+	for i, e := range entries {
+		f := join(field, e.key)
+		switch e.key {
+		case "emits":
+			if e.value.Kind == yaml.ScalarNode {
+				_, err = r.nonEmptyStr(e.value, f)
+			} else {
+				_, err = r.strList(e.value, f)
+			}
+		case "named_emits", "namedEmits", "packets":
+			var m []keyValue
+			if m, err = r.mapping(e.value, f); err == nil {
+				for _, x := range m {
+					if _, err = r.nonEmptyStr(x.value, join(f, x.key)); err != nil {
+						break
+					}
+					if e.key != "packets" {
+						named[x.key] = true
+					}
+				}
+			}
+			if e.key == "packets" {
+				packets = &entries[i]
+			}
+		case "wrap_as", "wrapAs":
+			_, err = r.nonEmptyStr(e.value, f)
+			haveWrap = true
+		case "packet":
+			_, err = r.nonEmptyStr(e.value, f)
+			packet = &entries[i]
+		default:
+			err = r.fail(e.keyAt, f, "is not a known field (allowed: emits, named_emits, packets, wrap_as, packet)")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if packets != nil {
+		if len(named) == 0 {
+			return r.fail(packets.keyAt, join(field, "packets"), "requires %s", join(field, "named_emits"))
+		}
+		m, _ := r.mapping(packets.value, "")
+		for _, x := range m {
+			if !named[x.key] {
+				return r.fail(x.keyAt, join(join(field, "packets"), x.key), "must name an output declared by %s", join(field, "named_emits"))
+			}
+		}
+	}
+	if packet != nil && !haveWrap {
+		return r.fail(packet.keyAt, join(field, "packet"), "requires %s; use named_emits for named packet outputs", join(field, "wrap_as"))
+	}
+	return nil
+}
+
+// checkExamples checks runx's examples: a list of complete calls, each of
+// which must satisfy the runner's input contract.
+func (r nodeReader) checkExamples(run *Runner, n *yaml.Node, field string) error {
+	if err := r.plain(n, field); err != nil {
+		return err
+	}
+	if n.Kind != yaml.SequenceNode {
+		return r.fail(n, field, "must be a list of input objects, got %s", kindName(n))
+	}
+	for i, item := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if _, err := r.mapping(item, f); err != nil {
+			return err
+		}
+		raw, err := r.jsonValue(item, f)
+		if err != nil {
+			return err
+		}
+		if _, err := ResolveInputs(run.Inputs, raw); err != nil {
+			return r.fail(item, f, "does not match the runner's input contract: %v", err)
+		}
+	}
+	return nil
+}
+
+func (r nodeReader) parseAgentTask(run *Runner, byKey map[string]keyValue, field string) error {
+	var err error
+	if e, ok := byKey["agent"]; ok {
+		if run.Agent, err = r.nonEmptyStr(e.value, join(field, "agent")); err != nil {
+			return err
+		}
+	}
+	if e, ok := byKey["task"]; ok {
+		if run.Task, err = r.nonEmptyStr(e.value, join(field, "task")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scopes reads runx's opaque scope strings: a list (or libos's
+// space-separated string) of non-blank names, duplicates refused.
+func (r nodeReader) scopes(n *yaml.Node, field string) ([]string, error) {
+	return r.uniqueWords(n, field)
 }
 
 func (r nodeReader) parseTimeout(run *Runner, byKey map[string]keyValue, field string) error {
@@ -258,8 +721,15 @@ func (r nodeReader) parseTimeout(run *Runner, byKey map[string]keyValue, field s
 			return r.fail(e.value, f, "must be from %g through %g seconds for a javascript runner, got %g",
 				MinJavaScriptTimeout.Seconds(), MaxJavaScriptTimeout.Seconds(), secs)
 		}
-	} else if secs <= 0 || secs > MaxTimeout.Seconds() {
-		return r.fail(e.value, f, "must be greater than 0 and at most %g seconds, got %g", MaxTimeout.Seconds(), secs)
+	} else if secs < 0 || secs > MaxTimeout.Seconds() {
+		return r.fail(e.value, f, "must be from 0 through %g seconds, got %g", MaxTimeout.Seconds(), secs)
+	} else if secs == 0 {
+		// runx admits 0 (its parser reads an unsigned integer and checks
+		// only javascript's range) and runs the call with the default wall.
+		if run.Type == TypeCLITool {
+			run.Timeout = DefaultCLIToolTimeout
+		}
+		return nil
 	}
 	run.Timeout = time.Duration(secs * float64(time.Second))
 	if run.Timeout <= 0 {
@@ -505,27 +975,68 @@ func valueTypeList() string {
 	return strings.Join(names, ", ")
 }
 
-func (r nodeReader) parseOutputs(n *yaml.Node, field string) (map[string]ValueType, error) {
+// parseOutputs reads name -> type (shorthand) or name -> {type, schema,
+// description, packet}, in document order.
+func (r nodeReader) parseOutputs(n *yaml.Node, field string) ([]OutputDecl, error) {
 	entries, err := r.mapping(n, field)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]ValueType, len(entries))
+	out := make([]OutputDecl, 0, len(entries))
 	for _, e := range entries {
+		f := join(field, e.key)
 		if strings.TrimSpace(e.key) == "" {
 			return nil, r.fail(e.keyAt, field, "output names must not be empty")
 		}
-		if out[e.key], err = r.valueType(e.value, join(field, e.key)); err != nil {
-			return nil, err
+		d := OutputDecl{Name: e.key}
+		if e.value.Kind == yaml.ScalarNode && e.value.Anchor == "" {
+			if d.Type, err = r.valueType(e.value, f); err != nil {
+				return nil, err
+			}
+			out = append(out, d)
+			continue
 		}
+		props, err := r.mapping(e.value, f)
+		if err != nil {
+			return nil, r.fail(e.value, f, "must be a type name or a mapping of type, schema, description, packet")
+		}
+		d.Type = TypeJSON
+		var schemaNode *yaml.Node
+		for _, p := range props {
+			pf := join(f, p.key)
+			switch p.key {
+			case "type":
+				d.Type, err = r.valueType(p.value, pf)
+			case "description":
+				d.Description, err = r.str(p.value, pf)
+			case "packet":
+				_, err = r.nonEmptyStr(p.value, pf)
+			case "schema":
+				schemaNode = p.value
+				_, err = r.mapping(p.value, pf)
+			default:
+				err = r.fail(p.keyAt, pf, "is not a known field (allowed: type, schema, description, packet)")
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		if schemaNode != nil {
+			if d.Schema, err = r.compileDeclSchema(schemaNode, join(f, "schema"), d.Type, "", nil, false); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, d)
 	}
 	return out, nil
 }
 
-// parseInputs reads name -> type (shorthand) or name -> {type, required,
-// default, description}. An empty mapping declares no inputs (nil), so the
-// runner accepts any JSON object.
-func (r nodeReader) parseInputs(n *yaml.Node, field string) ([]InputDecl, error) {
+// parseInputs reads runx's input declarations: name -> {type, required,
+// default, description, schema, packet, artifact} (type defaults to string,
+// as in runx), name -> {definition: NAME} for a shared declaration of
+// input_definitions, or libos's shorthand name -> type. An empty mapping
+// declares no inputs (nil), so the runner accepts any JSON object.
+func (r nodeReader) parseInputs(n *yaml.Node, field string, defs map[string]InputDecl) ([]InputDecl, error) {
 	entries, err := r.mapping(n, field)
 	if err != nil {
 		return nil, err
@@ -536,7 +1047,7 @@ func (r nodeReader) parseInputs(n *yaml.Node, field string) ([]InputDecl, error)
 		if strings.TrimSpace(e.key) == "" {
 			return nil, r.fail(e.keyAt, field, "input names must not be empty")
 		}
-		d := InputDecl{Name: e.key}
+		d := InputDecl{Name: e.key, Type: TypeString}
 		if e.value.Kind == yaml.ScalarNode && e.value.Anchor == "" {
 			if d.Type, err = r.valueType(e.value, f); err != nil {
 				return nil, err
@@ -546,16 +1057,27 @@ func (r nodeReader) parseInputs(n *yaml.Node, field string) ([]InputDecl, error)
 		}
 		props, err := r.mapping(e.value, f)
 		if err != nil {
-			return nil, r.fail(e.value, f, "must be a type name or a mapping of type, required, default, description")
+			return nil, r.fail(e.value, f, "must be a type name or a mapping of type, required, default, description, schema")
 		}
-		haveType := false
-		var defaultNode *yaml.Node
+		if len(props) == 1 && props[0].key == "definition" && defs != nil {
+			ref, err := r.nonEmptyStr(props[0].value, join(f, "definition"))
+			if err != nil {
+				return nil, err
+			}
+			def, ok := defs[ref]
+			if !ok {
+				return nil, r.fail(props[0].value, join(f, "definition"), "references unknown input_definitions.%s", ref)
+			}
+			def.Name = e.key
+			decls = append(decls, def)
+			continue
+		}
+		var defaultNode, schemaNode, packetNode *yaml.Node
 		for _, p := range props {
 			pf := join(f, p.key)
 			switch p.key {
 			case "type":
 				d.Type, err = r.valueType(p.value, pf)
-				haveType = true
 			case "required":
 				d.Required, err = r.boolean(p.value, pf)
 			case "description":
@@ -563,22 +1085,43 @@ func (r nodeReader) parseInputs(n *yaml.Node, field string) ([]InputDecl, error)
 			case "default":
 				defaultNode = p.value
 				d.Default, err = r.jsonValue(p.value, pf)
+			case "artifact":
+				d.Artifact, err = r.boolean(p.value, pf)
+			case "packet":
+				packetNode = p.value
+				d.Packet, err = r.nonEmptyStr(p.value, pf)
+			case "schema":
+				schemaNode = p.value
+				_, err = r.mapping(p.value, pf)
+			case "definition":
+				err = r.fail(p.keyAt, pf, "is not supported together with other fields; a {definition: NAME} reference takes the shared declaration exactly")
 			default:
-				err = r.fail(p.keyAt, pf, "is not a known field (allowed: type, required, default, description)")
+				err = r.fail(p.keyAt, pf, "is not a known field (allowed: type, required, default, description, schema, packet, artifact)")
 			}
 			if err != nil {
 				return nil, err
 			}
 		}
-		if !haveType {
-			return nil, r.fail(e.value, join(f, "type"), "is required (one of %s)", valueTypeList())
+		switch {
+		case packetNode != nil && d.Type != TypeJSON:
+			return nil, r.fail(packetNode, join(f, "packet"), "requires %s to be json", join(f, "type"))
+		case packetNode != nil && schemaNode != nil:
+			return nil, r.fail(schemaNode, join(f, "schema"), "and %s are mutually exclusive; the packet catalog owns the schema", join(f, "packet"))
+		case packetNode != nil && defaultNode != nil:
+			return nil, r.fail(defaultNode, join(f, "default"), "cannot be given for a packet input")
 		}
-		if defaultNode != nil {
-			if d.Required {
-				return nil, r.fail(defaultNode, join(f, "default"), "must not be given for a required input")
+		if schemaNode != nil {
+			if d.Schema, err = r.compileDeclSchema(schemaNode, join(f, "schema"), d.Type, d.Description, d.Default, true); err != nil {
+				return nil, err
 			}
+			if defaultNode != nil {
+				if err := d.Schema.Validate(d.Default); err != nil {
+					return nil, r.fail(defaultNode, join(f, "default"), "must match the declared input schema: %v", err)
+				}
+			}
+		} else if defaultNode != nil {
 			if err := CheckType(d.Type, d.Default); err != nil {
-				return nil, r.fail(defaultNode, join(f, "default"), "%v", err)
+				return nil, r.fail(defaultNode, join(f, "default"), "must match declared type %s: %v", d.Type, err)
 			}
 		}
 		decls = append(decls, d)
@@ -587,6 +1130,140 @@ func (r nodeReader) parseInputs(n *yaml.Node, field string) ([]InputDecl, error)
 		return nil, nil
 	}
 	return decls, nil
+}
+
+// compileDeclSchema builds a declaration's effective JSON Schema (the
+// author's schema plus the declared type, description and default, which
+// the schema must not repeat) and compiles it once. For inputs it also
+// applies runx's rule that an object schema states its shape, and checks
+// schema.examples.
+func (r nodeReader) compileDeclSchema(n *yaml.Node, field string, t ValueType, description string, def json.RawMessage, input bool) (*Schema, error) {
+	entries, err := r.mapping(n, field)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		switch e.key {
+		case "type", "description", "default":
+			// runx refuses an input schema that restates its declaration.
+			if input {
+				parent := strings.TrimSuffix(field, ".schema")
+				return nil, r.fail(e.keyAt, join(field, e.key), "duplicates %s", join(parent, e.key))
+			}
+		case "examples":
+			if e.value.Kind != yaml.SequenceNode {
+				return nil, r.fail(e.value, join(field, e.key), "must be an array")
+			}
+		}
+	}
+	raw, err := r.jsonValue(n, field)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := decodeNumbers(raw)
+	if err != nil {
+		return nil, r.fail(n, field, "is not JSON: %v", err)
+	}
+	obj := doc.(map[string]any)
+	if _, has := obj["type"]; !has {
+		if jt := jsonSchemaType(t); jt != "" {
+			obj["type"] = jt
+		}
+	}
+	if description != "" {
+		obj["description"] = description
+	}
+	if def != nil {
+		dv, err := decodeNumbers(def)
+		if err != nil {
+			return nil, r.fail(n, field, "default is not JSON: %v", err)
+		}
+		obj["default"] = dv
+	}
+	if input {
+		if at, ok := implicitObject(obj, field); !ok {
+			return nil, r.fail(n, at, "declares an object without a shape; define its properties or set additionalProperties explicitly for an intentional open object")
+		}
+	}
+	sch, err := CompileSchema(obj)
+	if err != nil {
+		return nil, r.fail(n, field, "is invalid JSON Schema: %v", err)
+	}
+	if ex, ok := obj["examples"].([]any); ok {
+		for i, v := range ex {
+			if err := sch.ValidateDecoded(v); err != nil {
+				return nil, r.fail(n, fmt.Sprintf("%s.examples[%d]", field, i), "must match the declared schema: %v", err)
+			}
+		}
+	}
+	return sch, nil
+}
+
+// jsonSchemaType maps a declared type onto JSON Schema's type keyword; json
+// and any constrain nothing.
+func jsonSchemaType(t ValueType) string {
+	switch t {
+	case TypeJSON, TypeAny, "":
+		return ""
+	}
+	return string(t)
+}
+
+// implicitObject walks a schema as runx does and reports the first
+// subschema that declares type object without stating any shape keyword.
+func implicitObject(s any, field string) (string, bool) {
+	obj, ok := s.(map[string]any)
+	if !ok {
+		return "", true
+	}
+	declares := false
+	switch t := obj["type"].(type) {
+	case string:
+		declares = t == "object"
+	case []any:
+		declares = slices.Contains(t, any("object"))
+	}
+	if declares {
+		explicit := false
+		for _, k := range []string{"$ref", "additionalProperties", "allOf", "anyOf", "const", "enum", "if", "maxProperties", "minProperties", "not", "oneOf", "patternProperties", "properties", "propertyNames", "unevaluatedProperties"} {
+			if _, ok := obj[k]; ok {
+				explicit = true
+				break
+			}
+		}
+		if !explicit {
+			return field, false
+		}
+	}
+	for _, k := range []string{"additionalProperties", "contains", "else", "if", "items", "not", "propertyNames", "then", "unevaluatedProperties"} {
+		if at, ok := implicitObject(obj[k], field+"."+k); !ok {
+			return at, false
+		}
+	}
+	for _, k := range []string{"allOf", "anyOf", "oneOf", "prefixItems"} {
+		if list, ok := obj[k].([]any); ok {
+			for i, c := range list {
+				if at, ok := implicitObject(c, fmt.Sprintf("%s.%s[%d]", field, k, i)); !ok {
+					return at, false
+				}
+			}
+		}
+	}
+	for _, k := range []string{"$defs", "definitions", "dependentSchemas", "patternProperties", "properties"} {
+		if m, ok := obj[k].(map[string]any); ok {
+			names := make([]string, 0, len(m))
+			for name := range m {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				if at, ok := implicitObject(m[name], join(field+"."+k, name)); !ok {
+					return at, false
+				}
+			}
+		}
+	}
+	return "", true
 }
 
 func (r nodeReader) parsePages(n *yaml.Node, field string, inputs []InputDecl) (*Pages, error) {
@@ -649,7 +1326,7 @@ func (r nodeReader) parsePages(n *yaml.Node, field string, inputs []InputDecl) (
 			if !ok {
 				return nil, r.fail(nodes[key], join(field, key), "names input %q, which the runner does not declare", name)
 			}
-			if d.Type != TypeString && d.Type != TypeAny {
+			if d.Type != TypeString && d.Type != TypeAny && d.Type != TypeJSON {
 				return nil, r.fail(nodes[key], join(field, key), "names input %q of type %s; a path input must be a string", name, d.Type)
 			}
 		}

@@ -2,6 +2,7 @@ package skillpkg
 
 import (
 	"bytes"
+	"encoding/json"
 	"regexp"
 	"unicode/utf8"
 )
@@ -21,6 +22,10 @@ type Skill struct {
 	Description string
 	// AllowedTools lists tool names, from a space-separated string or a list.
 	AllowedTools []string
+	// Metadata holds every other front matter key (runx:, registry_owner:,
+	// links:, ...) as compact JSON. They are shown, never refused: the front
+	// matter is the operator manual's header, and other tools own its keys.
+	Metadata map[string]json.RawMessage
 }
 
 var skillNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -66,7 +71,13 @@ func ParseSkillMarkdown(data []byte) (Skill, string, error) {
 		case "allowed-tools":
 			s.AllowedTools, err = r.words(e.value, e.key)
 		default:
-			err = r.fail(e.keyAt, join("", e.key), "is not a known field (allowed: name, description, allowed-tools)")
+			var raw json.RawMessage
+			if raw, err = r.jsonValue(e.value, join("", e.key)); err == nil {
+				if s.Metadata == nil {
+					s.Metadata = map[string]json.RawMessage{}
+				}
+				s.Metadata[e.key] = raw
+			}
 		}
 		if err != nil {
 			return Skill{}, "", shiftLine(err, 1)

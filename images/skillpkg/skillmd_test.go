@@ -44,7 +44,6 @@ func TestParseSkillMarkdown(t *testing.T) {
 		{name: "unclosed front matter", doc: "---\nname: x\n", wantErr: "must begin with a YAML front matter block"},
 		{name: "empty front matter", doc: "---\n---\n", wantErr: "name: is required", wantLine: 1},
 		{name: "missing name", doc: "---\ndescription: d\n---\n", wantErr: "name: is required", wantLine: 2},
-		{name: "unknown field", doc: "---\nname: x\nlicense: MIT\n---\n", wantErr: "license: is not a known field", wantLine: 3},
 		{name: "name of the wrong type", doc: "---\nname: 12\n---\n", wantErr: "name: must be a string, got a number", wantLine: 2},
 		{name: "name with a space", doc: "---\nname: my skill\n---\n", wantErr: "name: must be 1 to 64 letters"},
 		{name: "name too long", doc: "---\nname: " + strings.Repeat("a", 65) + "\n---\n", wantErr: "name: must be 1 to 64 letters"},

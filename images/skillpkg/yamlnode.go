@@ -286,6 +286,9 @@ func (r nodeReader) toJSONValue(n *yaml.Node, field string) (any, error) {
 			return r.number(n, field)
 		case "!!float":
 			return r.number(n, field)
+		case "!!timestamp", "!!binary":
+			// JSON has no such types; runx reads them as the text written.
+			return n.Value, nil
 		}
 	}
 	return nil, r.fail(n, field, "must be a JSON-compatible value, got %s", kindName(n))
