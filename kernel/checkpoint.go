@@ -637,7 +637,7 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord)
 				g.Resource = "object_namespace:" + r.Namespace
 			}
 			if caller != nil && g.Resource != "object_namespace:"+r.Namespace {
-				if capabilities.Attenuate(caller.Grants, []capabilities.Grant{g}) != nil {
+				if capabilities.Attenuate(capabilities.Live(caller.Grants, k.now()), []capabilities.Grant{g}) != nil {
 					continue // more than the caller holds: not handed to its fork
 				}
 			}

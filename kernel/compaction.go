@@ -235,7 +235,7 @@ func (k *Runtime) startCompaction(tx *objects.Txn, r *procRecord, c *llmContext,
 		right capabilities.Right
 		name  string
 	}{{capabilities.Write, "process:spawn"}, {capabilities.Read, "image:" + compressorImage}} {
-		if d := capabilities.Check(r.Grants, need.right, need.name); !d.Allowed {
+		if d := k.decide(r, false, need.right, need.name); !d.Allowed {
 			return tools.Outcome{}, fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, need.right, need.name, d.Reason)
 		}
 	}
@@ -444,7 +444,7 @@ func (k *Runtime) maintain(tx *objects.Txn, r *procRecord, c *llmContext, projec
 	}
 	r.PressureEpisode = true
 	reason := "it lacks execute on context:maintenance"
-	if capabilities.Check(r.Grants, capabilities.Execute, "context:maintenance").Allowed {
+	if k.decide(r, false, capabilities.Execute, "context:maintenance").Allowed {
 		sp := tx.Savepoint()
 		saved := r.snapshot()
 		if err := k.authorize(tx, r, capabilities.Execute, "context:maintenance"); err != nil {

@@ -73,7 +73,7 @@ func (k *Runtime) providerFailed(tx *objects.Txn, r *procRecord, im *images.Imag
 		r.ProviderFailures++
 		return k.waitForProvider(tx, r, time.Time{}, fmt.Sprintf("provider unavailable: %s (%v); fix it, then libos resume", hint, perr))
 	case llm.DispositionCompact:
-		if r.WindowRetried || !im.Context.Object || !capabilities.Check(r.Grants, capabilities.Execute, "context:maintenance").Allowed {
+		if r.WindowRetried || !im.Context.Object || !k.decide(r, false, capabilities.Execute, "context:maintenance").Allowed {
 			why := "it lacks execute on context:maintenance"
 			switch {
 			case r.WindowRetried:

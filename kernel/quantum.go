@@ -64,6 +64,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		turn     int  // the call's number among the process's provider calls
 		called   bool // phase A dispatched the process: the provider call goes ahead
 	)
+	var effect effectFunc
 	err := k.update(func(tx *objects.Txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
@@ -77,7 +78,8 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 			return k.failProcess(tx, r, fmt.Sprintf("image %s: %v", r.Image, err))
 		}
 		if r.ResumePending != "" {
-			return k.resumePending(ctx, tx, r)
+			effect, err = k.resumePending(ctx, tx, r)
+			return err
 		}
 		c, err := k.loadContext(tx, r)
 		if err != nil {
@@ -162,12 +164,11 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		return nil
 	}
 	if err != nil || !called {
-		return err
+		return k.runEffects(ctx, pid, effect, err)
 	}
 
 	resp, perr := k.provider().Complete(ctx, req)
 
-	var effect effectFunc
 	err = k.update(func(tx *objects.Txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
@@ -249,7 +250,12 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		effect, err = k.dispatch(ctx, tx, r, c, im)
 		return err
 	})
-	// Outside effects run between commits, never under the store lock.
+	return k.runEffects(ctx, pid, effect, err)
+}
+
+// runEffects runs pid's outside effects between commits, never under the
+// store lock, recording each result before the dispatch goes on.
+func (k *Runtime) runEffects(ctx context.Context, pid int64, effect effectFunc, err error) error {
 	for err == nil && effect != nil {
 		failpoint.Hit("effect:started")
 		res, effErr := effect(ctx)
@@ -303,6 +309,9 @@ type dispatchState struct {
 	Notices []mailbox.Message `json:"notices,omitempty"`
 	// Truncated says the reply was cut off at the output token limit.
 	Truncated bool `json:"truncated,omitempty"`
+	// EffectAuthority is the authority decisions of the call whose effect
+	// runs, for its tool record.
+	EffectAuthority []string `json:"effect_authority,omitempty"`
 }
 
 // effectCallID is the id of the call whose outside effect is running, or "".
@@ -368,12 +377,26 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 		}
 		sp := tx.Savepoint()
 		saved := r.snapshot()
+		r.decisions = nil
 		out, terr := k.invoke(ctx, tx, r, c, table, call)
+		authority := r.decisions
 		if terr != nil {
 			// Nothing of a failed call stays: staged writes, reserved
 			// one-shot uses and budget charges all go back.
 			tx.RollbackTo(sp)
 			r.restore(saved)
+			r.ApprovedCall, r.decisions = "", authority
+			var need *ApprovalRequiredError
+			if errors.As(terr, &need) {
+				// Held for a Human: the call waits, and the batch ends
+				// with it as with a wait.
+				block, blockCall, d.EndedBy = k.approvalBlock(need), call, call.Name+" (waiting for approval)"
+				if err := k.emit(tx, Event{Kind: EventApproval, PID: r.PID, CallID: call.ID, Tool: call.Name, Reason: "requested: " + need.Error(),
+					Detail: map[string]any{"decision": "requested", "resource": need.Resource, "right": string(need.Right), "grant_id": need.GrantID}}); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			k.shrinkRefusedCall(tx, r, c, call.ID)
 			te := tools.AsError(terr)
 			// A refused call started nothing, so even a wait or an exit
@@ -383,11 +406,12 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			}
 			continue
 		}
+		r.ApprovedCall = ""
 		switch {
 		case out.Effect != nil:
 			// Durable before the effect starts: a crash from here on leaves
 			// the call's settlement unknown, and recovery says so.
-			d.EffectCall = d.Next
+			d.EffectCall, d.EffectAuthority = d.Next, authority
 			d.Next++
 			if err := saveProc(tx, r); err != nil {
 				return nil, err
@@ -473,7 +497,7 @@ func (k *Runtime) finishEffect(ctx context.Context, tx *objects.Txn, r *procReco
 		return nil, fmt.Errorf("pid %d: no outside effect in flight", r.PID)
 	}
 	call := d.Calls[d.EffectCall]
-	d.EffectCall = -1
+	d.EffectCall, r.decisions, d.EffectAuthority = -1, d.EffectAuthority, nil
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return nil, err
@@ -552,9 +576,11 @@ func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn
 	k.markCommit(tx, commitToolResult)
 	if err := putJSON(tx, toolRecKey(r.PID, r.ToolCalls), toolRecord{
 		Turn: turn, CallID: call.ID, Tool: call.Name, OK: ok, ArgsSHA256: sha(call.Arguments), ResultSHA256: sha(body), Code: code,
+		Authority: r.decisions,
 	}); err != nil {
 		return err
 	}
+	r.decisions = nil
 	if ok {
 		r.ObservedTools = addObserved(r.ObservedTools, call.Name)
 	}
@@ -602,7 +628,7 @@ func callInContext(c *llmContext, id string) bool {
 // process wait. The pending action is durable before timing starts.
 func (k *Runtime) blockProcess(tx *objects.Txn, r *procRecord, turn int, call llm.ToolCall, b *tools.Block) error {
 	id := fmt.Sprintf("t%d-%s", turn, call.ID)
-	p := &pendingAction{ID: id, PID: r.PID, Tool: call.Name, CallID: call.ID, Args: call.Arguments, State: pendingStatePending, Data: b.Data, StartedAt: k.now()}
+	p := &pendingAction{ID: id, PID: r.PID, Tool: call.Name, CallID: call.ID, Kind: b.Wait.Kind, Args: call.Arguments, State: pendingStatePending, Data: b.Data, StartedAt: k.now()}
 	if err := savePending(tx, p); err != nil {
 		return err
 	}
@@ -613,14 +639,27 @@ func (k *Runtime) blockProcess(tx *objects.Txn, r *procRecord, turn int, call ll
 }
 
 // resumePending produces the result of a pending action whose wait ended.
-func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRecord) error {
+// An approved call is dispatched again, and may return its outside effect.
+func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRecord) (effectFunc, error) {
 	p, err := loadPending(tx, r.PID, r.ResumePending)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if p.State == pendingStateResuming {
-		return k.failProcess(tx, r, fmt.Sprintf("pending %s action %s was found resuming after a restart; its settlement is unknown, so it is not replayed", p.Tool, p.ID))
+		return nil, k.failProcess(tx, r, fmt.Sprintf("pending %s action %s was found resuming after a restart; its settlement is unknown, so it is not replayed", p.Tool, p.ID))
 	}
+	if p.Kind == process.WaitApproval {
+		c, err := k.loadContext(tx, r)
+		if err != nil {
+			return nil, err
+		}
+		return k.resumeApproval(ctx, tx, r, p, c)
+	}
+	return nil, k.resumeAction(ctx, tx, r, p)
+}
+
+// resumeAction produces the result of a tool's pending action whose wait ended.
+func (k *Runtime) resumeAction(ctx context.Context, tx *objects.Txn, r *procRecord, p *pendingAction) error {
 	t, ok := k.broker.Lookup(p.Tool)
 	if !ok || t.Resume == nil {
 		return k.failProcess(tx, r, fmt.Sprintf("pending action %s: tool %q cannot resume", p.ID, p.Tool))

@@ -102,6 +102,17 @@ type procRecord struct {
 	ForceMaintenance bool `json:"force_maintenance,omitempty"`
 	// TextOnlyTurns counts consecutive replies without a tool call.
 	TextOnlyTurns int `json:"text_only_turns,omitempty"`
+	// ApprovedCall is the call a Human approved, while it runs: its ask
+	// grants count as allow.
+	ApprovedCall string `json:"approved_call,omitempty"`
+	// decisions are the authority decisions of the call being dispatched,
+	// for its tool record; never stored on the record itself.
+	decisions []string
+}
+
+// noteDecision keeps d for the tool record of the call being made.
+func (r *procRecord) noteDecision(d capabilities.Decision) {
+	r.decisions = append(r.decisions, d.Reason)
 }
 
 // snapshot returns a deep copy of r, so that a call rolled back to its
@@ -229,6 +240,8 @@ type pendingAction struct {
 	PID    int64  `json:"pid"`
 	Tool   string `json:"tool"`
 	CallID string `json:"call_id"`
+	// Kind is the kind of wait the action belongs to.
+	Kind process.WaitKind `json:"kind,omitempty"`
 	// Args are the call's arguments, so its result can be paired with a
 	// restated call when the history that held it was lost.
 	Args      json.RawMessage `json:"args,omitempty"`
@@ -295,6 +308,10 @@ type toolRecord struct {
 	ArgsSHA256   string `json:"arguments_sha256"`
 	ResultSHA256 string `json:"result_sha256"`
 	Code         string `json:"code,omitempty"`
+	// Authority is the decisions that allowed or refused the call, in the
+	// order its checks ran (the grant that allowed it, or the rule that
+	// refused it).
+	Authority []string `json:"authority,omitempty"`
 }
 
 func putJSON(tx *objects.Txn, key []byte, v any) error {

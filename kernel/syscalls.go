@@ -45,13 +45,38 @@ func (s *syscalls) Config() tools.Config {
 // allows the call, consumes one use in the call's transaction: if the call
 // later fails before its effect, the kernel rolls the transaction back to
 // the call's savepoint and the use is restored with it.
+//
+// A call an ask grant covers is refused with an *ApprovalRequiredError, and
+// the kernel holds it for a Human; once approved, the same call is run again
+// with its ask grants counting as allow.
 func (s *syscalls) Authorize(right capabilities.Right, names ...string) error {
-	return s.k.authorize(s.tx, s.r, right, names...)
+	d := s.k.decide(s.r, s.callID != "" && s.r.ApprovedCall == s.callID, right, names...)
+	return s.k.apply(s.tx, s.r, d, right, names...)
 }
 
-// authorize checks (and for a one-shot, reserves) a right of r in tx.
+// authorize checks (and for a one-shot, reserves) a right of r in tx, for
+// the kernel's own stages: nothing is approved there.
 func (k *Runtime) authorize(tx *objects.Txn, r *procRecord, right capabilities.Right, names ...string) error {
-	d := capabilities.Check(r.Grants, right, names...)
+	return k.apply(tx, r, k.decide(r, false, right, names...), right, names...)
+}
+
+// decide is the one authority decision of the kernel: r's grants in force
+// now, with ask grants allowing when a Human approved the call.
+func (k *Runtime) decide(r *procRecord, approved bool, right capabilities.Right, names ...string) capabilities.Decision {
+	live := capabilities.Live(r.Grants, k.now())
+	if approved {
+		return capabilities.Approved(live, right, names...)
+	}
+	return capabilities.Check(live, right, names...)
+}
+
+// apply acts on decision d for r: a refusal, a request for approval, or an
+// allow that reserves a one-shot use.
+func (k *Runtime) apply(tx *objects.Txn, r *procRecord, d capabilities.Decision, right capabilities.Right, names ...string) error {
+	r.noteDecision(d)
+	if d.Ask {
+		return &ApprovalRequiredError{GrantID: d.GrantID, Right: right, Resource: d.Name}
+	}
 	if !d.Allowed {
 		return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, right, names[0], d.Reason)
 	}

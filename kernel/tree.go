@@ -57,7 +57,7 @@ func (k *Runtime) spawnChild(tx *objects.Txn, parent *procRecord, spec tools.Chi
 	if err != nil {
 		return nil, tools.Errorf(tools.CodeInvalidArguments, "image: %v", err)
 	}
-	if err := capabilities.Attenuate(parent.Grants, spec.Grants); err != nil {
+	if err := capabilities.Attenuate(capabilities.Live(parent.Grants, k.now()), spec.Grants); err != nil {
 		return nil, err
 	}
 	if err := transferOneShots(parent, spec.Grants); err != nil {

@@ -55,10 +55,13 @@ const (
 	// With Until, the next attempt is due then (a backoff); without, the
 	// process waits for the Host to resume it with working settings.
 	WaitProvider WaitKind = "provider"
+	// WaitApproval: a call an ask grant covers waits for a Human to approve
+	// or deny it (its pending action holds the call).
+	WaitApproval WaitKind = "approval"
 )
 
 // WaitKinds lists every wait kind.
-var WaitKinds = []WaitKind{WaitTimer, WaitChild, WaitMessage, WaitHuman, WaitCompaction, WaitProvider}
+var WaitKinds = []WaitKind{WaitTimer, WaitChild, WaitMessage, WaitHuman, WaitCompaction, WaitProvider, WaitApproval}
 
 // Wait is the typed wait of a waiting process. Only the fields of its kind may
 // be set: Until for a timer (and, optionally, a provider wait), ChildPID for a
@@ -94,6 +97,10 @@ func (w Wait) Validate() error {
 			return errors.New("wait.filter: must be valid JSON")
 		}
 	case WaitCompaction:
+	case WaitApproval:
+		if w.PendingID == "" {
+			return errors.New("wait.pending_id: required for an approval wait (it holds the call)")
+		}
 	case WaitProvider:
 		if strings.TrimSpace(w.Reason) == "" {
 			return errors.New("wait.reason: required for a provider wait")

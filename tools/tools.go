@@ -65,7 +65,7 @@ func AsError(err error) *Error {
 		return te
 	case errors.Is(err, schema.ErrInvalid):
 		return &Error{Code: CodeInvalidArguments, Message: err.Error(), Err: err}
-	case errors.Is(err, ErrDenied):
+	case errors.Is(err, ErrDenied), errors.Is(err, ErrApprovalRequired):
 		return &Error{Code: CodeDenied, Message: err.Error(), Err: err}
 	case errors.Is(err, capabilities.ErrBudgetExhausted):
 		return &Error{Code: CodeBudgetExhausted, Message: err.Error(), Err: err}
@@ -83,6 +83,10 @@ func AsError(err error) *Error {
 
 // ErrDenied is wrapped by every authority refusal.
 var ErrDenied = errors.New("capability denied")
+
+// ErrApprovalRequired is wrapped by the refusal of a call an ask grant
+// covers: the kernel holds such a call for a Human's decision.
+var ErrApprovalRequired = errors.New("approval required")
 
 // StatAuthorized stats oid and checks right on it (on the Object or its
 // namespace): a caller without that right gets the same denial whether or

@@ -1,0 +1,191 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+)
+
+// ErrNoApproval says no call of the process waits for the decision given:
+// it was answered already, never asked, or the pid has no such call.
+var ErrNoApproval = errors.New("no pending approval")
+
+// EventApproval is an approval asked for, approved or denied.
+const EventApproval = "approval"
+
+// ApprovalRequiredError refuses a call an ask grant covers: the kernel holds
+// the call until a Human approves or denies it. It wraps
+// tools.ErrApprovalRequired.
+type ApprovalRequiredError struct {
+	GrantID  string
+	Right    capabilities.Right
+	Resource string
+}
+
+func (e *ApprovalRequiredError) Error() string {
+	return fmt.Sprintf("%v: %s on %s (grant %s asks)", tools.ErrApprovalRequired, e.Right, e.Resource, e.GrantID)
+}
+
+// Unwrap returns tools.ErrApprovalRequired.
+func (e *ApprovalRequiredError) Unwrap() error { return tools.ErrApprovalRequired }
+
+// approvalData is what a pending approval holds beside its call.
+type approvalData struct {
+	GrantID     string    `json:"grant_id"`
+	Right       string    `json:"right"`
+	Resource    string    `json:"resource"`
+	RequestedAt time.Time `json:"requested_at"`
+	// Decision is "" while pending, then "approved" or "denied".
+	Decision string `json:"decision,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Approval is a call waiting for a Human's decision.
+type Approval struct {
+	PID         int64           `json:"pid"`
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Resource    string          `json:"resource"`
+	Rights      []string        `json:"rights"`
+	GrantID     string          `json:"grant_id"`
+	RequestedAt time.Time       `json:"requested_at"`
+}
+
+// approvalBlock is the wait a call the need refused enters.
+func (k *Runtime) approvalBlock(need *ApprovalRequiredError) *tools.Block {
+	data, _ := json.Marshal(approvalData{GrantID: need.GrantID, Right: string(need.Right), Resource: need.Resource, RequestedAt: k.now()})
+	return &tools.Block{Wait: process.Wait{Kind: process.WaitApproval}, Data: data}
+}
+
+// Approvals lists every call waiting for a Human's decision, by pid.
+func (k *Runtime) Approvals() ([]Approval, error) {
+	var out []Approval
+	err := k.store.View(func(tx *objects.Txn) error {
+		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
+			var r procRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode process record: %w", err)
+			}
+			if r.Wait == nil || r.Wait.Kind != process.WaitApproval || r.State.Terminal() {
+				return nil
+			}
+			p, a, err := loadApproval(tx, &r)
+			if err != nil {
+				return err
+			}
+			out = append(out, Approval{PID: r.PID, CallID: p.CallID, Tool: p.Tool, Arguments: p.Args, Resource: a.Resource,
+				Rights: []string{a.Right}, GrantID: a.GrantID, RequestedAt: a.RequestedAt})
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out, err
+}
+
+func loadApproval(tx *objects.Txn, r *procRecord) (*pendingAction, approvalData, error) {
+	var a approvalData
+	p, err := loadPending(tx, r.PID, r.Wait.PendingID)
+	if err != nil {
+		return nil, a, err
+	}
+	if err := json.Unmarshal(p.Data, &a); err != nil {
+		return nil, a, fmt.Errorf("decode approval %s of pid %d: %w", p.ID, r.PID, err)
+	}
+	return p, a, nil
+}
+
+// Approve lets the call callID of pid run: its next quantum runs it once,
+// with its ask grants counting as allow. The decision is durable before the
+// call runs, so it survives a reopen.
+func (k *Runtime) Approve(pid int64, callID string) error {
+	return k.decideApproval(pid, callID, "approved", "")
+}
+
+// DenyApproval answers the call callID of pid with a denied tool error
+// carrying reason; the call never runs.
+func (k *Runtime) DenyApproval(pid int64, callID, reason string) error {
+	return k.decideApproval(pid, callID, "denied", reason)
+}
+
+func (k *Runtime) decideApproval(pid int64, callID, decision, reason string) error {
+	return k.update(func(tx *objects.Txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		if r.State.Terminal() || r.Wait == nil || r.Wait.Kind != process.WaitApproval {
+			return fmt.Errorf("%w: pid %d has no call waiting for approval (it is %s)", ErrNoApproval, pid, r.State)
+		}
+		p, a, err := loadApproval(tx, r)
+		if err != nil {
+			return err
+		}
+		if p.CallID != callID {
+			return fmt.Errorf("%w: call %q of pid %d does not wait for approval (call %q does)", ErrNoApproval, callID, pid, p.CallID)
+		}
+		a.Decision, a.Reason = decision, reason
+		if p.Data, err = json.Marshal(a); err != nil {
+			return err
+		}
+		if err := savePending(tx, p); err != nil {
+			return err
+		}
+		if err := k.emit(tx, Event{Kind: EventApproval, PID: pid, CallID: callID, Tool: p.Tool, Reason: decision + optional(": ", reason),
+			Detail: map[string]any{"decision": decision, "resource": a.Resource, "right": a.Right, "grant_id": a.GrantID}}); err != nil {
+			return err
+		}
+		return k.step(tx, r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: process.WaitApproval})
+	})
+}
+
+func optional(sep, s string) string {
+	if s == "" {
+		return ""
+	}
+	return sep + s
+}
+
+// resumeApproval ends an approval wait: a denied call is answered with a
+// denied error; an approved one is dispatched again as a batch of one, with
+// its approval, and may return an outside effect to run.
+func (k *Runtime) resumeApproval(ctx context.Context, tx *objects.Txn, r *procRecord, p *pendingAction, c *llmContext) (effectFunc, error) {
+	var a approvalData
+	if err := json.Unmarshal(p.Data, &a); err != nil {
+		return nil, fmt.Errorf("decode approval %s of pid %d: %w", p.ID, r.PID, err)
+	}
+	p.State = pendingStateCompleted
+	if err := savePending(tx, p); err != nil {
+		return nil, err
+	}
+	r.ResumePending = ""
+	call := llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}
+	if a.Decision != "approved" {
+		te := &tools.Error{Code: tools.CodeDenied, Message: fmt.Sprintf("%s on %s: a Human denied this call%s", a.Right, a.Resource, optional(": ", a.Reason))}
+		if err := k.recordCall(tx, r, c, r.Turn-1, call, tools.ErrorResult(te), false, te.Code); err != nil {
+			return nil, err
+		}
+		pid := r.PID
+		tx.AfterCommit(func() { k.sched.enqueue(pid) })
+		return nil, saveProc(tx, r)
+	}
+	im, err := k.image(r.Image)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.step(tx, r, process.Input{Kind: process.Dispatch}); err != nil {
+		return nil, err
+	}
+	r.ApprovedCall = call.ID
+	r.Dispatch = &dispatchState{Turn: r.Turn - 1, Calls: []llm.ToolCall{call}, EffectCall: -1}
+	return k.dispatch(ctx, tx, r, c, im)
+}
