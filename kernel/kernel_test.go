@@ -382,22 +382,30 @@ func TestExitPrecedence(t *testing.T) {
 	}
 }
 
+// After a reopen a process stays ended with its result, which is durable;
+// other runtime-local payloads (the goal) are reported lost.
 func TestReopenKeepsTerminalStateAndReportsLostPayload(t *testing.T) {
 	h := newHarness(t, clockScript)
 	pid := h.spawn(clockGrants())
 	h.run()
 	resultOID := h.info(pid).ResultOID
-	if err := h.rt.Close(); err != nil {
-		t.Fatal(err)
+	want := h.result(pid)
+	for range 2 {
+		if err := h.rt.Close(); err != nil {
+			t.Fatal(err)
+		}
+		h.open(clockScript)
 	}
-	h.open(clockScript)
 	info := h.info(pid)
 	if info.Status != process.Exited || info.ResultOID != resultOID {
 		t.Fatalf("after reopen: %+v", info)
 	}
-	meta, _, err := h.rt.ReadObject(resultOID)
+	if got := h.result(pid); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("result after two reopens %v, want %v", got, want)
+	}
+	meta, _, err := h.rt.ReadObject(info.GoalOID)
 	if !errors.Is(err, objects.ErrPayloadLost) || meta.Version != 1 {
-		t.Fatalf("runtime-local result after reopen: meta %+v err %v", meta, err)
+		t.Fatalf("runtime-local goal after reopen: meta %+v err %v", meta, err)
 	}
 	// The context is rebuilt from retained evidence.
 	res := h.toolResults(pid)

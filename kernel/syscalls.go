@@ -103,6 +103,9 @@ func (s *syscalls) StatObject(oid string) (objects.Meta, error) { return s.tx.St
 
 func (s *syscalls) ReadObject(oid string) (objects.Meta, []byte, error) { return s.tx.Read(oid) }
 
+// maxDurableResult bounds a result payload kept in the store.
+const maxDurableResult = 1 << 20
+
 func (s *syscalls) CreateResult(data json.RawMessage) (objects.Meta, error) {
 	if !json.Valid(data) {
 		return objects.Meta{}, tools.Errorf(tools.CodeInvalidArguments, "result: not valid JSON")
@@ -111,8 +114,15 @@ func (s *syscalls) CreateResult(data json.RawMessage) (objects.Meta, error) {
 	if _, err := s.tx.Lookup(s.r.Namespace, name); err == nil {
 		name = fmt.Sprintf("%s:%d", resultName, s.k.now().UnixNano())
 	}
+	// A result is what an operator comes back for: it outlives a reopen
+	// up to maxDurableResult; a larger one stays runtime-local, its identity
+	// and hash durable.
+	tier := objects.TierRuntimeLocal
+	if len(data) <= maxDurableResult {
+		tier = objects.TierDurable
+	}
 	return s.tx.Create(objects.CreateSpec{
-		Namespace: s.r.Namespace, Name: name, Kind: "result", Owner: fmt.Sprint(s.r.PID), Payload: data,
+		Namespace: s.r.Namespace, Name: name, Kind: "result", Owner: fmt.Sprint(s.r.PID), Payload: data, Tier: tier,
 	})
 }
 
