@@ -564,6 +564,11 @@ func (w *world) eventLine(ev kernel.Event) string {
 		// the cut: such a summary is not decided by the seed.
 		ev.Summary = "(a timed result)"
 	}
+	if ev.Kind == kernel.EventToolDone {
+		// A full result can describe a context Object, whose size and hash
+		// hold a cli-tool's measured duration: the summary stands for it.
+		ev.Detail = nil
+	}
 	b, _ := json.Marshal(ev)
 	return string(b)
 }
