@@ -22,10 +22,15 @@ const maxInputsBytes = 64 << 20
 const skillUsage = `usage:
   libos skill run <dir> [--runner NAME] [--inputs FILE|-] [--workspace DIR]
   libos skill check <dir>
+  libos skill test <dir> [--runner NAME] [--workspace DIR] [--json]
 
 run prints one libos.skill_run.v1 envelope and exits 0 when it is sealed,
 1 when it is a failure (a refused package included). check admits the
 package and prints what it found, exiting 0 when admitted and 1 when refused.
+test runs the harness cases of the package (harness.cases and runx's
+fixtures/*.yaml), or of every package below dir, printing one line per case
+(pass, fail with the first difference, skipped with the reason) or, with
+--json, one libos.skill_test.v1 report; it exits 0 only when no case failed.
 Exit status 2 means the command line itself was wrong.
 `
 
@@ -41,6 +46,8 @@ func runSkillCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 		return runSkillRun(args[1:], stdin, stdout, stderr)
 	case "check":
 		return runSkillCheck(args[1:], stdout, stderr)
+	case "test":
+		return runSkillTest(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, skillUsage)
 		return 0
@@ -142,22 +149,39 @@ func printEnvelope(stdout, stderr io.Writer, env skills.Envelope) int {
 
 // checkReport is what "libos skill check" prints.
 type checkReport struct {
-	Schema       string         `json:"schema"`
-	Status       string         `json:"status"`
-	Dir          string         `json:"dir,omitempty"`
-	Name         string         `json:"name,omitempty"`
-	Description  string         `json:"description,omitempty"`
-	AllowedTools []string       `json:"allowed_tools,omitempty"`
-	ManualBytes  int            `json:"manual_bytes,omitempty"`
-	Runners      []runnerReport `json:"runners,omitempty"`
-	Tools        []toolReport   `json:"tools,omitempty"`
-	Error        *skills.Error  `json:"error,omitempty"`
+	Schema       string   `json:"schema"`
+	Status       string   `json:"status"`
+	Dir          string   `json:"dir,omitempty"`
+	Name         string   `json:"name,omitempty"`
+	Description  string   `json:"description,omitempty"`
+	AllowedTools []string `json:"allowed_tools,omitempty"`
+	// Metadata is the SKILL.md front matter beyond name, description and
+	// allowed-tools.
+	Metadata     map[string]json.RawMessage `json:"metadata,omitempty"`
+	ManualBytes  int                        `json:"manual_bytes,omitempty"`
+	Manifest     *manifestReport            `json:"manifest,omitempty"`
+	HarnessCases int                        `json:"harness_cases,omitempty"`
+	Runners      []runnerReport             `json:"runners,omitempty"`
+	Tools        []toolReport               `json:"tools,omitempty"`
+	Error        *skills.Error              `json:"error,omitempty"`
+}
+
+type manifestReport struct {
+	File     string                     `json:"file"`
+	Skill    string                     `json:"skill,omitempty"`
+	Version  string                     `json:"version,omitempty"`
+	Catalog  json.RawMessage            `json:"catalog,omitempty"`
+	Metadata map[string]json.RawMessage `json:"metadata,omitempty"`
 }
 
 type runnerReport struct {
-	Name           string                        `json:"name"`
-	Type           skillpkg.RunnerType           `json:"type"`
+	Name string              `json:"name"`
+	Type skillpkg.RunnerType `json:"type"`
+	// Unsupported is set for a runner type libos admits but does not run.
+	Unsupported    bool                          `json:"unsupported,omitempty"`
 	Default        bool                          `json:"default,omitempty"`
+	Agent          string                        `json:"agent,omitempty"`
+	Task           string                        `json:"task,omitempty"`
 	Module         string                        `json:"module,omitempty"`
 	Export         string                        `json:"export,omitempty"`
 	Command        string                        `json:"command,omitempty"`
@@ -171,6 +195,10 @@ type runnerReport struct {
 	Pages          *pagesReport                  `json:"pages,omitempty"`
 	Scopes         []string                      `json:"scopes,omitempty"`
 	AllowedTools   []string                      `json:"allowed_tools,omitempty"`
+	OutputSchemas  map[string]json.RawMessage    `json:"output_schemas,omitempty"`
+	Retry          *skillpkg.Retry               `json:"retry,omitempty"`
+	Mutating       *bool                         `json:"mutating,omitempty"`
+	Metadata       map[string]json.RawMessage    `json:"metadata,omitempty"`
 }
 
 type environmentReport struct {
@@ -192,6 +220,8 @@ type inputReport struct {
 	Required    bool               `json:"required,omitempty"`
 	Default     json.RawMessage    `json:"default,omitempty"`
 	Description string             `json:"description,omitempty"`
+	Schema      json.RawMessage    `json:"schema,omitempty"`
+	Packet      string             `json:"packet,omitempty"`
 }
 
 type toolReport struct {
@@ -206,6 +236,16 @@ func reportRunner(r *skillpkg.Runner) runnerReport {
 		Command: r.Command, Args: r.Args, Cwd: r.Cwd, InputMode: r.InputMode,
 		TimeoutSeconds: r.Timeout.Seconds(), Outputs: r.Outputs,
 		Scopes: r.Scopes, AllowedTools: r.AllowedTools,
+		Unsupported: !r.Type.Supported(), Agent: r.Agent, Task: r.Task,
+		Retry: r.Retry, Mutating: r.Mutating, Metadata: r.Metadata,
+	}
+	for _, o := range r.OutputDecls {
+		if o.Schema != nil {
+			if rep.OutputSchemas == nil {
+				rep.OutputSchemas = map[string]json.RawMessage{}
+			}
+			rep.OutputSchemas[o.Name] = o.Schema.Raw
+		}
 	}
 	if p := r.Pages; p != nil {
 		rep.Pages = &pagesReport{PathFrom: p.PathFrom, PathScopeFrom: p.PathScopeFrom, MediaType: p.MediaType, Framing: p.Framing, PageBytes: p.PageBytes}
@@ -214,7 +254,11 @@ func reportRunner(r *skillpkg.Runner) runnerReport {
 		rep.Environment = &environmentReport{Required: r.Environment.Required, Optional: r.Environment.Optional}
 	}
 	for _, d := range r.Inputs {
-		rep.Inputs = append(rep.Inputs, inputReport{Name: d.Name, Type: d.Type, Required: d.Required, Default: d.Default, Description: d.Description})
+		in := inputReport{Name: d.Name, Type: d.Type, Required: d.Required, Default: d.Default, Description: d.Description, Packet: d.Packet}
+		if d.Schema != nil {
+			in.Schema = d.Schema.Raw
+		}
+		rep.Inputs = append(rep.Inputs, in)
 	}
 	return rep
 }
@@ -234,6 +278,13 @@ func runSkillCheck(args []string, stdout, stderr io.Writer) int {
 		rep.Status = "admitted"
 		rep.Dir, rep.Name, rep.Description = pkg.Dir, pkg.Skill.Name, pkg.Skill.Description
 		rep.AllowedTools, rep.ManualBytes = pkg.Skill.AllowedTools, len(pkg.Manual)
+		rep.Metadata = pkg.Skill.Metadata
+		if m := pkg.Manifest; m != nil {
+			rep.Manifest = &manifestReport{File: m.File, Skill: m.Skill, Version: m.Version, Catalog: m.Catalog, Metadata: m.Metadata}
+			if m.Harness != nil {
+				rep.HarnessCases = len(m.Harness.Cases)
+			}
+		}
 		for _, r := range pkg.Runners {
 			rep.Runners = append(rep.Runners, reportRunner(r))
 		}

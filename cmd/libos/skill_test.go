@@ -260,9 +260,9 @@ func TestSkillCheck(t *testing.T) {
 		t.Fatalf("typed runner = %+v", typed)
 	}
 
-	refused := skillPackage(t, "runners:\n  a: {type: cli-tool, command: x}\n")
+	refused := skillPackage(t, "runners:\n  a: {type: cli-tool, command: x, default: true}\n  b: {type: cli-tool, command: x, default: true}\n")
 	code, stdout, _ = runSkill(t, "", "check", refused)
-	if code != 1 || !strings.Contains(stdout, `"status": "refused"`) || !strings.Contains(stdout, "exactly one runner must be marked default: true") {
+	if code != 1 || !strings.Contains(stdout, `"status": "refused"`) || !strings.Contains(stdout, "at most one runner may be marked default: true") {
 		t.Fatalf("refused check: exit %d, %s", code, stdout)
 	}
 }

@@ -88,6 +88,10 @@ type Envelope struct {
 	Stderr       *string         `json:"stderr,omitempty"`
 	DurationMS   int64           `json:"duration_ms"`
 	Error        *Error          `json:"error,omitempty"`
+	// Metadata carries what the package declares about the run without
+	// libos acting on it (skill, version, runner, catalog, artifacts,
+	// examples, risk, ...) and the attempts a retry policy took.
+	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
 // RunOptions are the caller's side of a run.
@@ -107,6 +111,14 @@ type RunOptions struct {
 	// TempDir is where cli-tool input folders are created; "" selects
 	// clitool's default.
 	TempDir string
+	// AgentAnswer, when set, answers an agent-task runner in place of a
+	// model (runx's caller.answers, used by "libos skill test"): it returns
+	// the output the task would have produced. Without it an agent-task
+	// runner is refused: it runs as a child agent process of a runtime.
+	AgentAnswer func(skill, runner string) (json.RawMessage, bool)
+	// Sleep waits between retry attempts; nil means a timer that honours
+	// ctx. Tests replace it.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 // Run runs the runner called runner ("" for the default one) of pkg with the
@@ -177,6 +189,90 @@ func ResolveWorkspace(explicit string, lookup func(string) (string, bool)) (stri
 }
 
 func run(ctx context.Context, start time.Time, pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage, opts RunOptions) Envelope {
+	meta := envelopeMetadata(pkg, r)
+	attempts, denied := r.Attempts()
+	if denied != "" {
+		meta["retry"] = map[string]any{"max_attempts": r.Retry.MaxAttempts, "denied": denied}
+	}
+	var env Envelope
+	for attempt := 1; ; attempt++ {
+		env = runOnce(ctx, start, pkg, r, inputs, opts)
+		if env.Status == StatusSealed || attempt >= attempts || !retryable(env.Error.Code) || ctx.Err() != nil {
+			if attempts > 1 {
+				meta["retry"] = map[string]any{"max_attempts": attempts, "attempts": attempt}
+			}
+			break
+		}
+		if r.Retry.BackoffMS > 0 {
+			sleep := opts.Sleep
+			if sleep == nil {
+				sleep = sleepCtx
+			}
+			if err := sleep(ctx, time.Duration(r.Retry.BackoffMS)*time.Millisecond); err != nil {
+				meta["retry"] = map[string]any{"max_attempts": attempts, "attempts": attempt}
+				break
+			}
+		}
+	}
+	env.DurationMS = time.Since(start).Milliseconds()
+	if len(meta) > 0 {
+		env.Metadata = meta
+	}
+	return env
+}
+
+// retryable reports whether a failure may be retried: runs that failed or
+// ran out of time; never a request refused before it ran, whose answer a
+// second attempt could not change.
+func retryable(c Code) bool {
+	return c == CodeExecutionFailed || c == CodeResourceLimit
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// envelopeMetadata is what the package declares about the runner that the
+// envelope carries as it is.
+func envelopeMetadata(pkg *skillpkg.Package, r *skillpkg.Runner) map[string]any {
+	meta := map[string]any{"skill": pkg.Skill.Name, "runner": r.Name, "runner_type": string(r.Type)}
+	if m := pkg.Manifest; m != nil {
+		if m.Version != "" {
+			meta["version"] = m.Version
+		}
+		if m.Catalog != nil {
+			meta["catalog"] = m.Catalog
+		}
+	}
+	for k, v := range r.Metadata {
+		if k == "retry" {
+			continue // reported with the attempts taken
+		}
+		meta[k] = v
+	}
+	if r.Agent != "" {
+		meta["agent"] = r.Agent
+	}
+	if r.Task != "" {
+		meta["task"] = r.Task
+	}
+	return meta
+}
+
+func runOnce(ctx context.Context, start time.Time, pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage, opts RunOptions) Envelope {
+	if !r.Type.Supported() {
+		return failure(start, CodeInvalidRequest, fmt.Sprintf("runner type %q is not supported", r.Type))
+	}
+	if r.Credential != "" {
+		return failure(start, CodeInvalidRequest, fmt.Sprintf("runner %s declares credential %q; libos delivers no credentials to runners", r.Name, r.Credential))
+	}
 	lookup := opts.LookupEnv
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -193,6 +289,7 @@ func run(ctx context.Context, start time.Time, pkg *skillpkg.Package, r *skillpk
 	if err != nil {
 		return failure(start, CodeInvalidRequest, fmt.Sprintf("runner %s: %v", r.Name, err))
 	}
+	var out Envelope
 	switch r.Type {
 	case skillpkg.TypeCLITool:
 		call := clitool.CallFor(pkg, r)
@@ -201,11 +298,63 @@ func run(ctx context.Context, start time.Time, pkg *skillpkg.Package, r *skillpk
 		call.Environment = env
 		call.LookupEnv = lookup
 		call.TempDir = opts.TempDir
-		return cliEnvelope(ctx, clitool.Run(ctx, call))
+		out = cliEnvelope(ctx, clitool.Run(ctx, call))
 	case skillpkg.TypeJavaScript:
-		return runJavaScript(ctx, start, pkg, r, resolved, env, workspace, opts.JavaScript)
+		out = runJavaScript(ctx, start, pkg, r, resolved, env, workspace, opts.JavaScript)
+	case skillpkg.TypeAgentTask:
+		answer, ok := json.RawMessage(nil), false
+		if opts.AgentAnswer != nil {
+			answer, ok = opts.AgentAnswer(pkg.Skill.Name, r.Name)
+		}
+		if !ok {
+			return failure(start, CodeInvalidRequest, fmt.Sprintf("runner %s: %s runners run as child agent processes, not through skill run", r.Name, r.Type))
+		}
+		out = Envelope{Schema: Schema, Status: StatusSealed, Output: answer}
 	}
-	return failure(start, CodeInvalidRequest, fmt.Sprintf("runner %s: %s runners run as child agent processes, not through skill run", r.Name, r.Type))
+	if out.Status == StatusSealed {
+		if err := CheckOutputs(r, out.Output); err != nil {
+			out.Status = StatusFailure
+			out.Error = &Error{Code: CodeOutputRejected, Message: fmt.Sprintf("runner %s: %v", r.Name, err)}
+		}
+	}
+	return out
+}
+
+// CheckOutputs validates a sealed result against the runner's declared
+// outputs: the result must be a JSON object holding every declared output
+// with its declared type and schema. Members the runner does not declare
+// are allowed. A runner that declares no outputs accepts any result.
+func CheckOutputs(r *skillpkg.Runner, output json.RawMessage) error {
+	if len(r.OutputDecls) == 0 {
+		return nil
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(output, &members); err != nil || members == nil {
+		return fmt.Errorf("the result must be a JSON object holding the declared outputs (%s)", outputNames(r))
+	}
+	for _, o := range r.OutputDecls {
+		v, ok := members[o.Name]
+		if !ok {
+			return fmt.Errorf("output %q is declared but missing from the result", o.Name)
+		}
+		if err := skillpkg.CheckType(o.Type, v); err != nil {
+			return fmt.Errorf("output %q %v", o.Name, err)
+		}
+		if o.Schema != nil {
+			if err := o.Schema.Validate(v); err != nil {
+				return fmt.Errorf("output %q breaks its schema: %v", o.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func outputNames(r *skillpkg.Runner) string {
+	names := make([]string, len(r.OutputDecls))
+	for i, o := range r.OutputDecls {
+		names[i] = o.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 func failure(start time.Time, code Code, message string) Envelope {

@@ -97,7 +97,10 @@ func members(t *testing.T, env Envelope) map[string]json.RawMessage {
 	return m
 }
 
+// keys lists the envelope members other than metadata (which every run
+// carries, tested on its own).
 func keys(m map[string]json.RawMessage) string {
+	delete(m, "metadata")
 	var out []string
 	for _, k := range []string{"schema", "status", "output", "exit_code", "stdout_bytes", "stdout_sha256", "stderr", "duration_ms", "error"} {
 		if _, ok := m[k]; ok {

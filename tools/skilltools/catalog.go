@@ -277,9 +277,6 @@ func checkPackage(e *skillEntry) error {
 				return fmt.Errorf("skill package %s: %w: %s.scopes[%d]: %v", e.origin, ErrInvalidPackage, field, i, err)
 			}
 		}
-		if r.Type == skillpkg.TypeAgentTask && len(r.AllowedTools) == 0 {
-			return fmt.Errorf("skill package %s: %w: %s.allowed_tools: an agent-task runner needs at least one tool (process_exit lets its child finish)", e.origin, ErrInvalidPackage, field)
-		}
 		return nil
 	}
 	for _, r := range e.pkg.Runners {
@@ -329,6 +326,11 @@ func (c *Catalog) skillTools(e *skillEntry, claim func(name, owner string) error
 	var out []*tools.Tool
 	skill := e.pkg.Skill.Name
 	for _, r := range e.pkg.Runners {
+		if !r.Type.Supported() {
+			// A runx runner type libos does not run (graph, mcp, ...) gets no
+			// tool: every call would fail. skill check lists it as unsupported.
+			continue
+		}
 		name := ToolName(skill, r)
 		if err := claim(name, fmt.Sprintf("skill %s runner %s (%s)", skill, r.Name, e.origin)); err != nil {
 			return nil, err
@@ -369,7 +371,7 @@ func runnerDescription(pkg *skillpkg.Package, r *skillpkg.Runner) string {
 	fmt.Fprintf(&b, "Skill %s, runner %s (%s).", pkg.Skill.Name, r.Name, r.Type)
 	if r.Type == skillpkg.TypeAgentTask {
 		fmt.Fprintf(&b, " Starts a child agent process (%s) whose tools are exactly %s, waits for it, and returns its status and result. Needs write on %s; call it alone in its turn.",
-			SkillAgentImage, strings.Join(r.AllowedTools, ", "), capabilities.ProcessSpawn)
+			SkillAgentImage, strings.Join(agentTools(r), ", "), capabilities.ProcessSpawn)
 	}
 	b.WriteString(scopeNote(r))
 	return b.String()
@@ -397,7 +399,7 @@ func InputSchema(r *skillpkg.Runner) (*schema.Schema, error) {
 	var required []string
 	for _, d := range r.Inputs {
 		p := &schema.Schema{Description: d.Description}
-		if d.Type != skillpkg.TypeAny {
+		if d.Type != skillpkg.TypeAny && d.Type != skillpkg.TypeJSON {
 			p.Type = string(d.Type)
 		}
 		if d.Default != nil {
@@ -484,4 +486,14 @@ func (c *Catalog) Close() error {
 		}
 	}
 	return nil
+}
+
+// agentTools is the tool table of an agent-task runner's child: its
+// allowed_tools, or only process_exit when it declares none (runx's agent
+// tasks commonly answer from their inputs alone).
+func agentTools(r *skillpkg.Runner) []string {
+	if len(r.AllowedTools) == 0 {
+		return []string{"process_exit"}
+	}
+	return append([]string{}, r.AllowedTools...)
 }

@@ -279,14 +279,6 @@ func TestLoadCatalogRefusals(t *testing.T) {
 			parts: []string{"runners.default.scopes[0]", "net.*", "pattern"},
 		},
 		{
-			name: "agent-task without tools",
-			setup: func(t *testing.T, root string) []string {
-				return []string{writePackage(t, root, "p", skillMD("p"), "run:\n  type: agent-task\n  allowed_tools: []\n", nil)}
-			},
-			is:    skilltools.ErrInvalidPackage,
-			parts: []string{"allowed_tools", "at least one tool"},
-		},
-		{
 			name: "bad workspace",
 			setup: func(t *testing.T, root string) []string {
 				return nil

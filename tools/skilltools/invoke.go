@@ -213,7 +213,7 @@ func startAgentTask(sys tools.Syscalls, pkg *skillpkg.Package, r *skillpkg.Runne
 		Goal:      agentGoal(pkg, r, encoded),
 		Grants:    grants,
 		Budget:    budget,
-		ToolTable: append([]string{}, r.AllowedTools...),
+		ToolTable: agentTools(r),
 		Scopes:    append([]string{}, r.Scopes...),
 	})
 	if err != nil {
@@ -230,6 +230,17 @@ func startAgentTask(sys tools.Syscalls, pkg *skillpkg.Package, r *skillpkg.Runne
 func agentGoal(pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "You are running the %s runner of the skill %s.\n\n", r.Name, pkg.Skill.Name)
+	if r.Agent != "" {
+		fmt.Fprintf(&b, "Your role: %s.\n", r.Agent)
+	}
+	if r.Task != "" {
+		// runx's task names a "### `task`" section of the manual, which
+		// the manual below holds in full.
+		fmt.Fprintf(&b, "Your task: %s (see its section of the manual below).\n", r.Task)
+	}
+	if r.Agent != "" || r.Task != "" {
+		b.WriteString("\n")
+	}
 	if m := strings.TrimSpace(pkg.Manual); m != "" {
 		b.WriteString("Skill manual:\n\n")
 		b.WriteString(m)
@@ -245,7 +256,13 @@ func agentGoal(pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage
 		for _, n := range names {
 			fmt.Fprintf(&b, " %s (%s)", n, r.Outputs[n])
 		}
-		b.WriteString(".\n\n")
+		b.WriteString(".\n")
+		for _, o := range r.OutputDecls {
+			if o.Schema != nil {
+				fmt.Fprintf(&b, "%s must match this JSON Schema: %s\n", o.Name, o.Schema.Raw)
+			}
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("Inputs of this call (JSON):\n")
 	b.Write(inputs)

@@ -60,6 +60,7 @@ func discoverSkills() *tools.Tool {
 					"description": s.Description,
 					"tools":       nonNil(s.Tools),
 					"active":      slices.Contains(active, s.Name),
+					"metadata":    skillMetadata(s.Dir),
 				})
 			}
 			return tools.Outcome{Result: map[string]any{"skills": list, "count": len(list)}}, nil
@@ -91,13 +92,18 @@ func activateSkill() *tools.Tool {
 			if err != nil {
 				return tools.Outcome{}, err
 			}
-			manual, err := readManual(info.Dir)
+			skill, manual, err := readSkillMarkdown(info.Dir)
 			if err != nil {
 				return tools.Outcome{}, fmt.Errorf("activate_skill: skill %s: %w", info.Name, err)
+			}
+			meta := skill.Metadata
+			if meta == nil {
+				meta = map[string]json.RawMessage{}
 			}
 			return tools.Outcome{Result: map[string]any{
 				"name":        info.Name,
 				"description": info.Description,
+				"metadata":    meta,
 				"manual":      manual,
 				"tools":       nonNil(info.Tools),
 				"note":        activationNote,
@@ -210,15 +216,28 @@ func resourceError(p string, err error) error {
 // readManual reads the manual (the Markdown after the front matter) of the
 // package in dir.
 func readManual(dir string) (string, error) {
+	_, manual, err := readSkillMarkdown(dir)
+	return manual, err
+}
+
+// readSkillMarkdown reads and parses the SKILL.md of the package in dir.
+func readSkillMarkdown(dir string) (skillpkg.Skill, string, error) {
 	data, err := readPackageFile(dir, skillpkg.SkillFile, skillpkg.MaxManifestBytes)
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", skillpkg.SkillFile, err)
+		return skillpkg.Skill{}, "", fmt.Errorf("reading %s: %w", skillpkg.SkillFile, err)
 	}
-	_, manual, err := skillpkg.ParseSkillMarkdown(data)
-	if err != nil {
-		return "", err
+	return skillpkg.ParseSkillMarkdown(data)
+}
+
+// skillMetadata is the front matter of a skill beyond name, description and
+// allowed-tools (runx:, links:, ...), read from its SKILL.md: {} when there
+// is none or the file cannot be read now (activation reports that error).
+func skillMetadata(dir string) map[string]json.RawMessage {
+	s, _, err := readSkillMarkdown(dir)
+	if err != nil || s.Metadata == nil {
+		return map[string]json.RawMessage{}
 	}
-	return manual, nil
+	return s.Metadata
 }
 
 // readPackageFile reads the regular file rel (a valid fs path) of the
