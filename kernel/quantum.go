@@ -125,6 +125,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		req = llm.Request{
 			Process:   llm.ProcessInfo{PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
 			Turn:      r.Replies,
+			Attempt:   r.ProviderFailures + 1,
 			Messages:  k.materialize(r, c, system, goal),
 			Tools:     k.toolSchemas(im, r),
 			MaxTokens: im.Context.MaxOutputTokens,

@@ -74,6 +74,9 @@ type Request struct {
 	// Turn is the 0-based count of this process's previous provider calls. It is durable and
 	// continues after a reopen.
 	Turn int
+	// Attempt is the 1-based attempt of this request: a request asked again after a failure
+	// keeps its Turn and counts up here (0 means the caller does not count attempts).
+	Attempt int
 	// Messages starts with the system prompt. Tool results are role "tool" messages whose
 	// Content is the JSON result object exactly as the model sees it.
 	Messages  []Message

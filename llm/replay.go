@@ -26,6 +26,7 @@ type compiledProcess struct {
 type compiledTurn struct {
 	text  string
 	calls []compiledCall
+	fault *ScriptFault
 }
 
 type compiledCall struct {
@@ -63,7 +64,7 @@ func compileScript(s *Script) (*Replay, error) {
 		}
 		cp := &compiledProcess{index: i, turns: make([]compiledTurn, len(p.Turns))}
 		for j, t := range p.Turns {
-			ct := compiledTurn{text: t.Text, calls: make([]compiledCall, len(t.ToolCalls))}
+			ct := compiledTurn{text: t.Text, calls: make([]compiledCall, len(t.ToolCalls)), fault: t.Fault}
 			for k, c := range t.ToolCalls {
 				cpath := fmt.Sprintf("%s.turns[%d].tool_calls[%d]", path, j, k)
 				if strings.TrimSpace(c.Name) == "" {
@@ -111,6 +112,9 @@ func (r *Replay) Complete(ctx context.Context, req Request) (Response, error) {
 			ErrScriptExhausted, req.Process.PID, req.Process.Image, entry.index, req.Turn, len(entry.turns))}
 	}
 	turn := &entry.turns[req.Turn]
+	if turn.fault != nil && max(req.Attempt, 1) <= turn.fault.Attempts {
+		return Response{}, turn.fault.err(&req)
+	}
 	env := refEnv{req: &req}
 	resp := Response{Text: turn.text, Model: r.model, FinishReason: "stop"}
 	completionBytes := len(turn.text)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -377,4 +378,50 @@ func BenchmarkReplayComplete(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/call")
+}
+
+// A scripted fault answers the first attempts of its turn as the server
+// would, then the turn's reply; the script round-trips with it.
+func TestReplayScriptedFault(t *testing.T) {
+	s, err := ParseScript([]byte(`
+processes:
+  - image: base:v0
+    turns:
+      - fault: {status: 503, attempts: 2, retry_after: 3}
+        tool_calls: [{name: process_exit, arguments: {message: done}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReplay(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Process: ProcessInfo{PID: 1, Image: "base:v0"}, Messages: []Message{{Role: RoleSystem, Content: "s"}}}
+	for attempt := 1; attempt <= 2; attempt++ {
+		req.Attempt = attempt
+		_, err := r.Complete(context.Background(), req)
+		var ce *CallError
+		if !errors.As(err, &ce) || ce.StatusCode != 503 || !ce.Transient || ce.RetryAfter != 3*time.Second || DispositionOf(err) != DispositionRetry {
+			t.Fatalf("attempt %d: %#v", attempt, err)
+		}
+	}
+	req.Attempt = 3
+	if resp, err := r.Complete(context.Background(), req); err != nil || len(resp.ToolCalls) != 1 {
+		t.Fatalf("attempt 3: %v %v", resp, err)
+	}
+	out, err := MarshalScript(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ParseScript(out)
+	if err != nil || *again.Processes[0].Turns[0].Fault != *s.Processes[0].Turns[0].Fault {
+		t.Fatalf("round trip: %v\n%s", err, out)
+	}
+	for _, bad := range []string{`{status: 418}`, `{attempts: 1}`, `{status: 503, attempts: 0}`, `{status: 503, extra: 1}`} {
+		_, err := ParseScript([]byte("processes:\n  - image: base:v0\n    turns:\n      - fault: " + bad + "\n"))
+		if !errors.Is(err, ErrScriptInvalid) || !strings.Contains(err.Error(), "fault") {
+			t.Errorf("fault %s: %v", bad, err)
+		}
+	}
 }

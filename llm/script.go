@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -55,6 +57,20 @@ type ScriptProcess struct {
 type ScriptTurn struct {
 	Text      string
 	ToolCalls []ScriptToolCall
+	// Fault, when set, makes the first attempts of this turn fail as a
+	// server would, so scripts can show and test how failures are ridden.
+	Fault *ScriptFault
+}
+
+// ScriptFault is a server failure a turn answers with before its reply.
+type ScriptFault struct {
+	// Status is the HTTP status the server answers: 408, 409, 429, 500,
+	// 502, 503 or 504 (transient), 401, 403 or 404 (settings to fix).
+	Status int
+	// Attempts is how many attempts of the turn fail (default 1).
+	Attempts int
+	// RetryAfter is the server's Retry-After in seconds (0: none).
+	RetryAfter int
 }
 
 // ScriptToolCall is one scripted tool call. Arguments is a JSON object (canonical: compact,
@@ -335,12 +351,17 @@ func parseProcess(n *yaml.Node, path string) (ScriptProcess, error) {
 
 func parseTurn(n *yaml.Node, path string) (ScriptTurn, error) {
 	var t ScriptTurn
-	f, err := fields(n, path, "text", "tool_calls")
+	f, err := fields(n, path, "text", "tool_calls", "fault")
 	if err != nil {
 		return t, err
 	}
 	if t.Text, _, err = stringField(f, "text", path); err != nil {
 		return t, err
+	}
+	if fn, ok := f["fault"]; ok {
+		if t.Fault, err = parseFault(fn, joinPath(path, "fault")); err != nil {
+			return t, err
+		}
 	}
 	calls, _, err := sequenceField(f, "tool_calls", path)
 	if err != nil {
@@ -354,6 +375,51 @@ func parseTurn(n *yaml.Node, path string) (ScriptTurn, error) {
 		t.ToolCalls = append(t.ToolCalls, c)
 	}
 	return t, nil
+}
+
+func parseFault(n *yaml.Node, path string) (*ScriptFault, error) {
+	f, err := fields(n, path, "status", "attempts", "retry_after")
+	if err != nil {
+		return nil, err
+	}
+	fault := &ScriptFault{Attempts: 1}
+	for key, dst := range map[string]*int{"status": &fault.Status, "attempts": &fault.Attempts, "retry_after": &fault.RetryAfter} {
+		v, ok := f[key]
+		if !ok {
+			continue
+		}
+		if err := v.Decode(dst); err != nil {
+			return nil, scriptFail(v, joinPath(path, key), "must be a whole number")
+		}
+	}
+	if _, ok := f["status"]; !ok {
+		return nil, scriptFail(n, joinPath(path, "status"), "required")
+	}
+	if !transientStatus(fault.Status) && fault.Status != 401 && fault.Status != 403 && fault.Status != 404 {
+		return nil, scriptFail(f["status"], joinPath(path, "status"), "%d must be 408, 409, 429, 500, 502, 503, 504, 401, 403 or 404", fault.Status)
+	}
+	if fault.Attempts < 1 || fault.Attempts > 100 {
+		return nil, scriptFail(n, joinPath(path, "attempts"), "%d must be 1..100", fault.Attempts)
+	}
+	if fault.RetryAfter < 0 || fault.RetryAfter > 3600 {
+		return nil, scriptFail(n, joinPath(path, "retry_after"), "%d must be 0..3600 seconds", fault.RetryAfter)
+	}
+	return fault, nil
+}
+
+// err is the failure a fault answers with.
+func (f *ScriptFault) err(req *Request) *CallError {
+	ce := &CallError{Settlement: SettlementRejected, StatusCode: f.Status, Transient: transientStatus(f.Status),
+		RetryAfter: time.Duration(f.RetryAfter) * time.Second,
+		Err:        fmt.Errorf("replay: scripted fault: server answered %d %s (attempt %d of turn %d)", f.Status, http.StatusText(f.Status), max(req.Attempt, 1), req.Turn)}
+	ce.Permanent = !ce.Transient
+	switch f.Status {
+	case 401, 403:
+		ce.NeedsHost, ce.Hint = true, "authentication failed: check "+EnvOpenAIAPIKey
+	case 404:
+		ce.NeedsHost, ce.Hint = true, "model not found: check "+EnvModel+" / --model"
+	}
+	return ce
 }
 
 func parseToolCall(n *yaml.Node, path string) (ScriptToolCall, error) {
@@ -493,6 +559,15 @@ func MarshalScript(s *Script) ([]byte, error) {
 				tn := &yaml.Node{Kind: yaml.MappingNode}
 				if t.Text != "" {
 					add(tn, "text", strNode(t.Text))
+				}
+				if t.Fault != nil {
+					fn := &yaml.Node{Kind: yaml.MappingNode}
+					add(fn, "status", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(t.Fault.Status)})
+					add(fn, "attempts", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(t.Fault.Attempts)})
+					if t.Fault.RetryAfter > 0 {
+						add(fn, "retry_after", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprint(t.Fault.RetryAfter)})
+					}
+					add(tn, "fault", fn)
 				}
 				if len(t.ToolCalls) > 0 {
 					calls := &yaml.Node{Kind: yaml.SequenceNode}

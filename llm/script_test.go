@@ -133,7 +133,7 @@ func TestParseScriptRejects(t *testing.T) {
 		{"image not a string", "processes:\n  - image: 5\n", "processes[0].image: must be a string, not a number", 2},
 		{"unknown process field", "processes:\n  - image: a\n    turn: []\n", "processes[0].turn: unknown field (known fields: image, turns)", 3},
 		{"turns not a sequence", "processes:\n  - image: a\n    turns: {text: x}\n", "processes[0].turns: must be a sequence", 3},
-		{"unknown turn field", "processes:\n  - image: a\n    turns:\n      - txt: hi\n", "processes[0].turns[0].txt: unknown field (known fields: text, tool_calls)", 4},
+		{"unknown turn field", "processes:\n  - image: a\n    turns:\n      - txt: hi\n", "processes[0].turns[0].txt: unknown field (known fields: text, tool_calls, fault)", 4},
 		{"text not a string", "processes:\n  - image: a\n    turns:\n      - text: {a: 1}\n", "processes[0].turns[0].text: must be a string, not a mapping", 4},
 		{"tool_calls not a sequence", "processes:\n  - image: a\n    turns:\n      - tool_calls: get_time\n", "processes[0].turns[0].tool_calls: must be a sequence, not a string", 4},
 		{

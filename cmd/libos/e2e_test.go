@@ -147,7 +147,7 @@ func TestDemo(t *testing.T) {
 	if out["status"] != "exited" || result["summary"] != "demo finished" || result["compacted"] != true || result["compressor_pid"] != out["pid"].(float64)+2 {
 		t.Fatalf("demo outcome %v", out)
 	}
-	for _, want := range []string{"call get_current_time", "error invalid_arguments", "call activate_skill", "call create_object", "call spawn_child_process",
+	for _, want := range []string{"attempt 1: failed", "(provider)", "attempt 2: completed", "call get_current_time", "error invalid_arguments", "call activate_skill", "call create_object", "call spawn_child_process",
 		"spawned base:v0 (parent 1)", "call send_process_message", "(child)", "call wait_child_process", "call read_process_messages", "call sleep", "cancelled",
 		"(timer)", "call compact_process_context", "spawned context-compressor:v0", "call process_exit"} {
 		if !strings.Contains(stderr, want) {
