@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,17 +27,21 @@ var ErrNoControl = errors.New("the runtime holding the directory does not answer
 
 // ControlRequest is one request on the control socket.
 type ControlRequest struct {
-	// Op is ps, send, goal_set, checkpoint_create, checkpoint_list,
-	// checkpoint_inspect, checkpoint_restore or checkpoint_fork.
+	// Op is one of ControlOps.
 	Op         string `json:"op"`
 	PID        int64  `json:"pid,omitempty"`
+	OID        string `json:"oid,omitempty"`
 	Checkpoint string `json:"checkpoint,omitempty"`
-	Goal       string `json:"goal,omitempty"`
-	To         int64  `json:"to,omitempty"`
-	From       string `json:"from,omitempty"`
-	Body       string `json:"body,omitempty"`
-	Subject    string `json:"subject,omitempty"`
-	Interrupt  bool   `json:"interrupt,omitempty"`
+	// Since is the event seq logs reads after; All lists every message.
+	Since     uint64 `json:"since,omitempty"`
+	All       bool   `json:"all,omitempty"`
+	Signal    string `json:"signal,omitempty"`
+	Goal      string `json:"goal,omitempty"`
+	To        int64  `json:"to,omitempty"`
+	From      string `json:"from,omitempty"`
+	Body      string `json:"body,omitempty"`
+	Subject   string `json:"subject,omitempty"`
+	Interrupt bool   `json:"interrupt,omitempty"`
 }
 
 // ControlResponse answers a ControlRequest.
@@ -45,6 +50,19 @@ type ControlResponse struct {
 	Result    json.RawMessage  `json:"result,omitempty"`
 	Processes []ProcessInfo    `json:"processes,omitempty"`
 	Message   *mailbox.Message `json:"message,omitempty"`
+}
+
+// ControlOps are the operations of the control socket.
+var ControlOps = []string{
+	"ps", "send", "goal_set", "goal_get", "checkpoint_create", "checkpoint_list", "checkpoint_inspect", "checkpoint_restore",
+	"checkpoint_fork", "inspect", "logs", "objects", "object", "messages", "context", "signal",
+}
+
+// ReadOnlyOps are the operations that only read: a Host may serve them from
+// a directory opened with Options.ReadOnly.
+var ReadOnlyOps = map[string]bool{
+	"ps": true, "checkpoint_list": true, "checkpoint_inspect": true, "inspect": true, "logs": true,
+	"objects": true, "object": true, "messages": true, "context": true, "goal_get": true,
 }
 
 // Control executes a control request against this runtime.
@@ -78,8 +96,24 @@ func (k *Runtime) Control(req ControlRequest) ControlResponse {
 		v, err = k.RestoreCheckpoint(req.Checkpoint)
 	case "checkpoint_fork":
 		v, err = k.ForkCheckpoint(req.Checkpoint)
+	case "inspect":
+		v, err = k.Inspect(req.PID)
+	case "logs":
+		v, err = k.EventLog(EventQuery{PID: req.PID, After: req.Since})
+	case "objects":
+		v, err = k.ObjectsOf(req.PID)
+	case "object":
+		v, err = k.ObjectByID(req.OID)
+	case "messages":
+		v, err = k.Messages(req.PID, req.All)
+	case "context":
+		v, err = k.ContextOf(req.PID)
+	case "goal_get":
+		v, err = k.GoalOf(req.PID)
+	case "signal":
+		v, err = k.Signal(req.PID, req.Signal)
 	default:
-		return ControlResponse{Error: fmt.Sprintf("op %q: must be ps, send, goal_set or checkpoint_create|list|inspect|restore|fork", req.Op)}
+		return ControlResponse{Error: fmt.Sprintf("op %q: must be one of %s", req.Op, strings.Join(ControlOps, ", "))}
 	}
 	if err != nil {
 		return ControlResponse{Error: err.Error()}

@@ -19,6 +19,8 @@ const (
 	EventRecovered  = "runtime.recovered"
 	EventCheckpoint = "checkpoint"
 	EventGoalSet    = "goal.set"
+	// EventMessage is a mailbox change: a message posted, read or acknowledged.
+	EventMessage = "message"
 )
 
 // Event is one entry of the runtime's event log, as a Host observes it.

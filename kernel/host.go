@@ -77,16 +77,133 @@ func (k *Runtime) Kill(pid int64, reason string) error {
 	if strings.TrimSpace(reason) == "" {
 		reason = "killed by the Host"
 	}
+	return k.hostSignal(pid, SignalKill, reason)
+}
+
+// Host signals.
+const (
+	SignalKill     = "kill"     // end the process and its whole subtree
+	SignalPause    = "pause"    // stop scheduling it (a running quantum finishes first)
+	SignalContinue = "continue" // undo a pause
+)
+
+// ErrBadSignal refuses a signal name that is not kill, pause or continue.
+var ErrBadSignal = errors.New("unknown signal")
+
+// SignalReport is what a Host signal left behind: the signalled process and,
+// for kill, its descendants, each with its state after the signal.
+type SignalReport struct {
+	PID    int64  `json:"pid"`
+	Signal string `json:"signal"`
+	// Changed is false when the signal found nothing to do (a process
+	// already ended, paused or not paused).
+	Changed   bool          `json:"changed"`
+	Processes []SignalState `json:"processes"`
+}
+
+// SignalState is one process's state after a signal.
+type SignalState struct {
+	PID            int64         `json:"pid"`
+	Status         process.State `json:"status"`
+	PauseRequested bool          `json:"pause_requested,omitempty"`
+	Reason         string        `json:"reason,omitempty"`
+}
+
+// Signal sends a Host signal to pid: kill ends it and every descendant,
+// pause stops it from being scheduled (a running quantum finishes first and
+// pauses at its end), continue undoes a pause. Unlike a process's own
+// signal_child_process, the Host may signal any process.
+func (k *Runtime) Signal(pid int64, sig string) (SignalReport, error) {
+	switch sig {
+	case SignalKill, SignalPause, SignalContinue:
+	default:
+		return SignalReport{}, fmt.Errorf("%w %q: must be %s, %s or %s", ErrBadSignal, sig, SignalKill, SignalPause, SignalContinue)
+	}
+	before, err := k.signalStates(pid, sig)
+	if err != nil {
+		return SignalReport{}, err
+	}
+	if err := k.hostSignal(pid, sig, "killed by the Host"); err != nil {
+		return SignalReport{}, fmt.Errorf("%s pid %d: %w", sig, pid, err)
+	}
+	after, err := k.signalStates(pid, sig)
+	if err != nil {
+		return SignalReport{}, err
+	}
+	rep := SignalReport{PID: pid, Signal: sig, Processes: after}
+	for i := range after {
+		if i >= len(before) || before[i] != after[i] {
+			rep.Changed = true
+		}
+	}
+	return rep, nil
+}
+
+func (k *Runtime) hostSignal(pid int64, sig, killReason string) error {
+	if sig == SignalContinue {
+		sig = "resume" // the kernel's name for it
+	}
 	return k.update(func(tx *objects.Txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
 		}
-		if r.State.Terminal() {
-			return nil
-		}
-		return k.terminate(tx, r, process.Input{Kind: process.Kill, Reason: reason})
+		return k.applySignal(tx, r, sig, killReason)
 	})
+}
+
+// signalStates reads pid and, for kill, its descendants in pid order.
+func (k *Runtime) signalStates(pid int64, sig string) ([]SignalState, error) {
+	var out []SignalState
+	err := k.store.View(func(tx *objects.Txn) error {
+		queue := []int64{pid}
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			r, err := loadProc(tx, p)
+			if err != nil {
+				return err
+			}
+			out = append(out, SignalState{PID: r.PID, Status: r.State, PauseRequested: r.PauseRequested, Reason: r.Reason})
+			if sig == SignalKill {
+				kids, err := children(tx, p)
+				if err != nil {
+					return err
+				}
+				queue = append(queue, kids...)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// emitPosted records a posted message in the event log, under the
+// recipient's pid.
+func (k *Runtime) emitPosted(tx *objects.Txn, m mailbox.Message) error {
+	return k.emit(tx, Event{Kind: EventMessage, PID: m.Recipient, Detail: map[string]any{
+		"action": "posted", "message_id": m.ID, "sender": m.Sender, "message_kind": m.Kind,
+		"subject": m.Subject, "body": m.Body,
+	}})
+}
+
+// emitRead records a read of pid's mailbox: the messages it returned and
+// those it acknowledged. A read that returned nothing leaves no event.
+func (k *Runtime) emitRead(tx *objects.Txn, pid int64, page mailbox.Page) error {
+	if len(page.Messages) == 0 {
+		return nil
+	}
+	ids := make([]string, len(page.Messages))
+	for i, m := range page.Messages {
+		ids[i] = m.ID
+	}
+	action := "read"
+	if len(page.AckedIDs) > 0 {
+		action = "read_acked"
+	}
+	return k.emit(tx, Event{Kind: EventMessage, PID: pid, Reason: action, Detail: map[string]any{
+		"action": action, "message_ids": ids, "acked_ids": page.AckedIDs,
+	}})
 }
 
 // SetGoal restates a process's goal: a new version of its goal Object (which

@@ -389,12 +389,14 @@ type ProcessInfo struct {
 	Turn      int                 `json:"turn"`
 	Used      capabilities.Budget `json:"used"`
 	Limits    capabilities.Budget `json:"limits"`
+	CreatedAt time.Time           `json:"created_at"`
 }
 
 func (r *procRecord) info() ProcessInfo {
 	info := ProcessInfo{
 		PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, Status: r.State, Wait: r.Wait, Reason: r.Reason,
 		ResultOID: r.ResultOID, GoalOID: r.GoalOID, Namespace: r.Namespace, Turn: r.Turn, Used: r.Used, Limits: r.Limits,
+		CreatedAt: r.CreatedAt,
 	}
 	if r.Wait != nil {
 		info.WaitingOn = r.Wait.Kind

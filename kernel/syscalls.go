@@ -194,6 +194,9 @@ func (s *syscalls) ReadMessages(f mailbox.Filter, ack bool) (mailbox.Page, error
 	if err == nil && len(page.AckedIDs) > 0 {
 		s.k.markCommit(s.tx, commitMessageAck)
 	}
+	if err == nil {
+		err = s.k.emitRead(s.tx, s.r.PID, page)
+	}
 	return page, err
 }
 

@@ -174,12 +174,19 @@ func (k *Runtime) signal(tx *objects.Txn, caller *procRecord, pid int64, sig str
 	if err != nil {
 		return nil, err
 	}
+	return c, k.applySignal(tx, c, sig, fmt.Sprintf("killed by parent pid %d", caller.PID))
+}
+
+// applySignal applies kill (the whole subtree), pause or resume to c, from a
+// parent or the Host; a terminal process is left as it is.
+func (k *Runtime) applySignal(tx *objects.Txn, c *procRecord, sig, killReason string) error {
 	if c.State.Terminal() {
-		return c, nil
+		return nil
 	}
+	var err error
 	switch sig {
 	case "kill":
-		err = k.terminate(tx, c, process.Input{Kind: process.Kill, Reason: fmt.Sprintf("killed by parent pid %d", caller.PID)})
+		err = k.terminate(tx, c, process.Input{Kind: process.Kill, Reason: killReason})
 	case "pause":
 		if c.State == process.Running {
 			// A running quantum finishes first; it pauses at its end.
@@ -196,9 +203,9 @@ func (k *Runtime) signal(tx *objects.Txn, caller *procRecord, pid int64, sig str
 			err = saveProc(tx, c)
 		}
 	default:
-		return nil, tools.Errorf(tools.CodeInvalidArguments, "signal: %q must be kill, pause or resume", sig)
+		return tools.Errorf(tools.CodeInvalidArguments, "signal: %q must be kill, pause or resume", sig)
 	}
-	return c, err
+	return err
 }
 
 // canMessage reports whether sender may send to recipient: itself, its parent
@@ -225,6 +232,9 @@ func (k *Runtime) post(tx *objects.Txn, m mailbox.Message) (mailbox.Message, err
 	}
 	stored, err := mailbox.Post(tx, m, k.now())
 	if err != nil {
+		return mailbox.Message{}, err
+	}
+	if err := k.emitPosted(tx, stored); err != nil {
 		return mailbox.Message{}, err
 	}
 	k.markCommit(tx, commitMessagePost)
