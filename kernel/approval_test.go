@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/clock"
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
@@ -234,5 +237,30 @@ processes:
 	got := h.result(pid)
 	if errorCode(got) != "denied" || !strings.Contains(got["error"].(map[string]any)["message"].(string), "not delegable") {
 		t.Fatalf("result %v", got)
+	}
+}
+
+// An approval decided just before a crash is durable: the reopened runtime
+// runs the approved call once.
+func TestApprovalSurvivesACrash(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	onMem := func(fs vfs.FS) func(*Options) { return func(o *Options) { o.FS = fs } }
+	h := &harness{t: t, dir: "/rt", clock: clock.NewFake(epoch, true)}
+	h.open(approvalScript, onMem(mem))
+	pid := h.spawn(askSpawn())
+	h.run()
+	a := waitingApproval(t, h, pid)
+	if err := h.rt.Approve(pid, a.CallID); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	h.rt.Close()
+	h.open(approvalScript, onMem(crashed))
+	if list, _ := h.rt.Approvals(); len(list) != 0 {
+		t.Fatalf("the approval was lost in the crash: %v", list)
+	}
+	h.run()
+	if ps, _ := h.rt.Processes(); len(ps) != 2 || h.info(pid).Status != process.Exited {
+		t.Fatalf("%d processes, root %s", len(ps), h.info(pid).Status)
 	}
 }
