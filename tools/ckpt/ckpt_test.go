@@ -1,8 +1,6 @@
 package ckpt
 
 import (
-	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -24,17 +22,8 @@ func (s *restoreSys) RestoreCheckpoint(id string) (any, error) {
 
 func restore(t *testing.T, sys tools.Syscalls, id string) (map[string]any, *tools.Error) {
 	t.Helper()
-	for _, tl := range Tools(tools.Config{}) {
-		if tl.Name == "checkpoint_restore" {
-			out, err := tl.Invoke(context.Background(), sys, json.RawMessage(`{"checkpoint_id":"`+id+`"}`))
-			if err != nil {
-				return nil, tools.AsError(err)
-			}
-			return out.Result, nil
-		}
-	}
-	t.Fatal("no checkpoint_restore")
-	return nil, nil
+	out, e := toolstest.Call(Tools(tools.Config{}), sys, "checkpoint_restore", `{"checkpoint_id":"`+id+`"}`)
+	return out.Result, e
 }
 
 // Without rights, an existing checkpoint and a missing one answer alike:

@@ -1,7 +1,6 @@
 package objmem
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -13,26 +12,8 @@ import (
 
 func call(t *testing.T, sys tools.Syscalls, name, args string) (map[string]any, *tools.Error) {
 	t.Helper()
-	for _, tl := range Tools(tools.Config{}) {
-		if tl.Name != name {
-			continue
-		}
-		b, err := tools.NewBroker(tl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, raw, err := b.Prepare(name, json.RawMessage(args))
-		if err != nil {
-			return nil, tools.AsError(err)
-		}
-		out, err := tl.Invoke(context.Background(), sys, raw)
-		if err != nil {
-			return nil, tools.AsError(err)
-		}
-		return out.Result, nil
-	}
-	t.Fatalf("no tool %s", name)
-	return nil, nil
+	out, e := toolstest.Call(Tools(tools.Config{}), sys, name, args)
+	return out.Result, e
 }
 
 func grant(resource string, rights ...capabilities.Right) capabilities.Grant {

@@ -46,8 +46,10 @@ func spawnChild() *tools.Tool {
 			"capabilities": {Type: "array", MaxItems: schema.Ptr(64), Items: schema.Object(map[string]*schema.Schema{
 				"resource":       {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(512)},
 				"rights":         {Type: "array", MinItems: schema.Ptr(1), MaxItems: schema.Ptr(5), Items: &schema.Schema{Type: "string", Enum: rights}},
-				"effect":         {Type: "string", Enum: []any{"allow", "deny"}, Default: "allow"},
+				"effect":         {Type: "string", Enum: []any{"allow", "ask", "deny"}, Default: "allow", Description: "ask: the child's calls that need it wait for a Human's approval."},
 				"uses_remaining": {Type: "integer", Minimum: schema.Ptr(0.0)},
+				"expires_at":     {Type: "string", MinLength: schema.Ptr(20), MaxLength: schema.Ptr(40), Description: "RFC 3339 time the grant ends (no later than yours)."},
+				"delegable":      {Type: "boolean", Description: "false: the child cannot hand it further down."},
 			}, "resource", "rights")},
 			"budget": budgetSchema,
 		}, "image", "goal"),

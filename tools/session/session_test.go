@@ -1,8 +1,6 @@
 package session
 
 import (
-	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -13,26 +11,7 @@ import (
 
 func invoke(t *testing.T, sys tools.Syscalls, name, args string) (tools.Outcome, *tools.Error) {
 	t.Helper()
-	for _, tl := range Tools(tools.Config{MaxSleepSeconds: 60}) {
-		if tl.Name != name {
-			continue
-		}
-		b, err := tools.NewBroker(tl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, raw, err := b.Prepare(name, json.RawMessage(args))
-		if err != nil {
-			return tools.Outcome{}, tools.AsError(err)
-		}
-		out, err := tl.Invoke(context.Background(), sys, raw)
-		if err != nil {
-			return tools.Outcome{}, tools.AsError(err)
-		}
-		return out, nil
-	}
-	t.Fatalf("no tool %s", name)
-	return tools.Outcome{}, nil
+	return toolstest.Call(Tools(tools.Config{MaxSleepSeconds: 60}), sys, name, args)
 }
 
 // process_exit with another process's result_oid answers alike whether the

@@ -3,6 +3,8 @@
 package toolstest
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -140,4 +142,30 @@ func (s *Syscalls) CheckpointRoot(id string) (int64, error) {
 		return 0, tools.Errorf(tools.CodeNotFound, "checkpoint_id: no such checkpoint: %q", id)
 	}
 	return root, nil
+}
+
+// Call runs the tool name of family as the kernel would: its arguments are
+// validated against its schema (typed defaults applied), then it is invoked
+// on sys. A refusal is returned as the tool error the model would see. A
+// name missing from family is a mistake in the test, and panics.
+func Call(family []*tools.Tool, sys tools.Syscalls, name, args string) (tools.Outcome, *tools.Error) {
+	for _, tl := range family {
+		if tl.Name != name {
+			continue
+		}
+		b, err := tools.NewBroker(tl)
+		if err != nil {
+			panic(err)
+		}
+		_, raw, err := b.Prepare(name, json.RawMessage(args))
+		if err != nil {
+			return tools.Outcome{}, tools.AsError(err)
+		}
+		out, err := tl.Invoke(context.Background(), sys, raw)
+		if err != nil {
+			return tools.Outcome{}, tools.AsError(err)
+		}
+		return out, nil
+	}
+	panic("toolstest: no tool " + name)
 }
