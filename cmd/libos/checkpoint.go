@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/libos/libos/kernel"
 )
@@ -39,25 +40,22 @@ func parsePID(s string) (int64, error) {
 	return pid, nil
 }
 
-const checkpointUsage = `usage: libos checkpoint <create <pid> | list [pid] | inspect <id> | restore <id> | fork <id>> [--dir DIR] [--json]`
-
 func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos checkpoint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", "./.libos", "runtime directory")
+	dir := dirFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitUsage
 	}
 	if len(pos) == 0 {
-		fmt.Fprintln(stderr, checkpointUsage)
-		return exitUsage
+		return usageError(stderr, fs.Name(), "want a verb: create, list, inspect, restore or fork")
 	}
 	verb, rest := pos[0], pos[1:]
 	need := func(n int) bool {
 		if len(rest) != n {
-			fmt.Fprintln(stderr, checkpointUsage)
+			usageError(stderr, fs.Name()+" "+verb, "want 1 argument, got %d", len(rest))
 			return false
 		}
 		return true
@@ -75,8 +73,7 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		pid, err := parsePID(rest[0])
 		if err != nil {
-			fmt.Fprintf(stderr, "libos checkpoint create: %v\n", err)
-			return exitUsage
+			return usageError(stderr, "libos checkpoint create", "%v", err)
 		}
 		// The new checkpoint's id alone, for scripts.
 		return controlCommand(*dir, kernel.ControlRequest{Op: "checkpoint_create", PID: pid}, *asJSON, stdout, stderr, "checkpoint create",
@@ -88,24 +85,25 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 	case "list":
 		var pid int64
 		if len(rest) > 1 {
-			fmt.Fprintln(stderr, checkpointUsage)
-			return exitUsage
+			return usageError(stderr, "libos checkpoint list", "want at most one pid, got %d arguments", len(rest))
 		}
 		if len(rest) == 1 {
 			if pid, err = parsePID(rest[0]); err != nil {
-				fmt.Fprintf(stderr, "libos checkpoint list: %v\n", err)
-				return exitUsage
+				return usageError(stderr, "libos checkpoint list", "%v", err)
 			}
 		}
 		return controlCommand(*dir, kernel.ControlRequest{Op: "checkpoint_list", PID: pid}, *asJSON, stdout, stderr, "checkpoint list",
 			func(b json.RawMessage) string {
 				var cps []kernel.Checkpoint
 				json.Unmarshal(b, &cps)
-				var lines []string
+				var sb strings.Builder
+				tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tROOT\tPROCESSES\tOBJECTS\tCREATED")
 				for _, cp := range cps {
-					lines = append(lines, fmt.Sprintf("%s\troot %d\t%d processes\t%d objects\t%s", cp.ID, cp.RootPID, len(cp.PIDs), cp.Objects, cp.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")))
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", cp.ID, cp.RootPID, len(cp.PIDs), cp.Objects, cp.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"))
 				}
-				return strings.Join(lines, "\n")
+				tw.Flush()
+				return strings.TrimRight(sb.String(), "\n")
 			})
 	case "inspect", "restore", "fork":
 		if !need(1) {
@@ -113,27 +111,43 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		return controlCommand(*dir, kernel.ControlRequest{Op: "checkpoint_" + verb, Checkpoint: rest[0]}, *asJSON, stdout, stderr, "checkpoint "+verb, pretty)
 	}
-	fmt.Fprintf(stderr, "libos checkpoint: unknown verb %q\n%s\n", verb, checkpointUsage)
-	return exitUsage
+	return usageError(stderr, fs.Name(), "unknown verb %q: want create, list, inspect, restore or fork", verb)
 }
 
 func goalCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos goal", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", "./.libos", "runtime directory")
+	dir := dirFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitUsage
 	}
-	if len(pos) != 3 || pos[0] != "set" {
-		fmt.Fprintln(stderr, "usage: libos goal set <pid> TEXT [--dir DIR] [--json]")
-		return exitUsage
+	if len(pos) == 0 || (pos[0] != "get" && pos[0] != "set") {
+		return usageError(stderr, fs.Name(), "want get <pid> or set <pid> TEXT")
+	}
+	verb := pos[0]
+	if want := map[string]int{"get": 2, "set": 3}[verb]; len(pos) != want {
+		return usageError(stderr, fs.Name()+" "+verb, "want %s, got %s", map[string]string{"get": "<pid>", "set": "<pid> TEXT"}[verb], countArgs(len(pos)-1))
 	}
 	pid, err := parsePID(pos[1])
 	if err != nil {
-		fmt.Fprintf(stderr, "libos goal set: %v\n", err)
-		return exitUsage
+		return usageError(stderr, fs.Name()+" "+verb, "%v", err)
+	}
+	if verb == "get" {
+		return controlCommand(*dir, kernel.ControlRequest{Op: "goal_get", PID: pid}, *asJSON, stdout, stderr, "goal get",
+			func(b json.RawMessage) string {
+				var g kernel.GoalView
+				json.Unmarshal(b, &g)
+				head := fmt.Sprintf("goal of pid %d: %s version %d", g.PID, g.OID, g.Version)
+				switch {
+				case g.Error != "":
+					return head + "\nunavailable: " + g.Error
+				case g.Recovered:
+					head += " (recovered from retained evidence)"
+				}
+				return head + "\n\n" + g.Text
+			})
 	}
 	return controlCommand(*dir, kernel.ControlRequest{Op: "goal_set", PID: pid, Goal: pos[2]}, *asJSON, stdout, stderr, "goal set",
 		func(b json.RawMessage) string {

@@ -49,18 +49,15 @@ func requireDir(dir string) error {
 	return nil
 }
 
-// readOps are the control requests that only read: on an idle directory
-// they open it read-only, so they never write to it (no recovery, nothing
-// flushed) and work on a full disk.
-var readOps = map[string]bool{"ps": true, "checkpoint_list": true, "checkpoint_inspect": true}
-
-// withRuntime runs fn against dir: opened directly when it is idle, through
-// the control socket of the runtime that holds it otherwise.
+// withRuntime runs req against dir: opened directly when it is idle, through
+// the control socket of the runtime that holds it otherwise. A request that
+// only reads (kernel.ReadOnlyOps) opens an idle directory read-only, so it
+// never writes to it (no recovery, nothing flushed) and works on a full disk.
 func withRuntime(dir string, req kernel.ControlRequest) (kernel.ControlResponse, error) {
 	if err := requireDir(dir); err != nil {
 		return kernel.ControlResponse{}, err
 	}
-	rt, err := kernel.Open(dir, kernel.Options{ReadOnly: readOps[req.Op]})
+	rt, err := kernel.Open(dir, kernel.Options{ReadOnly: kernel.ReadOnlyOps[req.Op]})
 	if errors.Is(err, objects.ErrInUse) {
 		return kernel.DialControl(context.Background(), dir, req, 5*time.Second)
 	}
@@ -74,7 +71,7 @@ func withRuntime(dir string, req kernel.ControlRequest) (kernel.ControlResponse,
 func psCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos ps", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", "./.libos", "runtime directory")
+	dir := dirFlag(fs)
 	asJSON := fs.Bool("json", false, "print a JSON array")
 	if !parseNoPositional(fs, args, stderr) {
 		return exitUsage
@@ -87,6 +84,7 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos ps: %v\n", err)
 		return exitFailed
 	}
+	now := time.Now()
 	if *asJSON {
 		type row struct {
 			PID       int64   `json:"pid"`
@@ -99,10 +97,13 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 			Reason      string     `json:"reason,omitempty"`
 			ResultOID   string     `json:"result_oid,omitempty"`
 			Turn        int        `json:"turn"`
+			CreatedAt   time.Time  `json:"created_at"`
+			AgeSeconds  int64      `json:"age_seconds"`
 		}
 		rows := make([]row, 0, len(resp.Processes))
 		for _, p := range resp.Processes {
-			r := row{PID: p.PID, Image: p.Image, Status: string(p.Status), Reason: p.Reason, ResultOID: p.ResultOID, Turn: p.Turn}
+			r := row{PID: p.PID, Image: p.Image, Status: string(p.Status), Reason: p.Reason, ResultOID: p.ResultOID, Turn: p.Turn,
+				CreatedAt: p.CreatedAt.UTC(), AgeSeconds: int64(now.Sub(p.CreatedAt).Seconds())}
 			if p.ParentPID != 0 {
 				pp := p.ParentPID
 				r.ParentPID = &pp
@@ -121,7 +122,7 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PID\tPARENT\tIMAGE\tSTATUS\tWAITING ON\tTURN")
+	fmt.Fprintln(tw, "PID\tPARENT\tIMAGE\tSTATUS\tWAITING ON\tTURN\tAGE\tREASON")
 	for _, p := range resp.Processes {
 		parent := "-"
 		if p.ParentPID != 0 {
@@ -134,7 +135,11 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 		case p.Wait.Kind == process.WaitProvider && !p.Wait.Until.IsZero():
 			w += ", next attempt " + p.Wait.Until.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\n", p.PID, parent, p.Image, p.Status, w, p.Turn)
+		reason := "-"
+		if p.Reason != "" {
+			reason = shorten(oneLine(p.Reason), 60)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.PID, parent, p.Image, p.Status, w, p.Turn, age(now.Sub(p.CreatedAt)), reason)
 	}
 	tw.Flush()
 	return exitOK
@@ -156,7 +161,7 @@ func waitingOn(p kernel.ProcessInfo) string {
 func sendCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos send", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", "./.libos", "runtime directory")
+	dir := dirFlag(fs)
 	interrupt := fs.Bool("interrupt", false, "deliver before the process's next tool call")
 	from := fs.String("from", "", "sender name (default $USER)")
 	subject := fs.String("subject", "", "message subject")
@@ -165,13 +170,11 @@ func sendCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(stderr, "usage: libos send <pid> TEXT [--interrupt] [--from NAME] [--subject S] [--dir DIR]")
-		return exitUsage
+		return usageError(stderr, fs.Name(), "want <pid> TEXT, got %s", countArgs(len(pos)))
 	}
-	pid, err := strconv.ParseInt(pos[0], 10, 64)
-	if err != nil || pid <= 0 {
-		fmt.Fprintf(stderr, "libos send: pid %q: must be a positive integer\n", pos[0])
-		return exitUsage
+	pid, err := parsePID(pos[0])
+	if err != nil {
+		return usageError(stderr, fs.Name(), "%v", err)
 	}
 	name := *from
 	if name == "" {
@@ -193,7 +196,7 @@ func sendCommand(args []string, stdout, stderr io.Writer) int {
 func resumeCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos resume", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", "./.libos", "runtime directory")
+	dir := dirFlag(fs)
 	var pf providerFlags
 	pf.register(fs)
 	if !parseNoPositional(fs, args, stderr) {

@@ -1,37 +1,22 @@
 // Command libos runs agent processes on a libos runtime directory.
 //
 //	libos run <image> --goal TEXT [flags]   run a process tree to its end
-//	libos demo [--dir DIR]                  the offline demo (replay provider)
-//	libos resume [--dir DIR]                continue a runtime directory
-//	libos ps [--dir DIR] [--json]           list processes
-//	libos send <pid> TEXT [--interrupt]     post a Human message
-//	libos skill run|check <dir> [flags]     run or check a skill package
+//	libos ps | inspect | logs | ...         read a runtime directory, idle or live
+//	libos kill | pause | continue <pid>     signal a process as the Host
+//
+// `libos help` lists every command; `libos help CMD` shows one.
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"text/tabwriter"
 
+	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/skills/jsrunner"
 )
-
-const usage = `usage: libos <command> [arguments]
-
-commands:
-  run <image> --goal TEXT   run a process tree until its root ends or the runtime is idle
-  demo                      run the embedded offline demo
-  resume                    continue a runtime directory with the provider its run recorded
-  ps                        list every process of a runtime directory
-  send <pid> TEXT           post a Human message to a process
-  goal set <pid> TEXT       restate a process's goal (a new goal version)
-  checkpoint create <pid>   snapshot a process subtree (also list, inspect, restore, fork)
-  bench                     run the benchmark scenarios and print their figures
-  skill run <dir>           run a skill package's runner
-  skill check <dir>         admit a skill package and print what it holds
-
-Run 'libos <command> -h' for a command's flags.
-`
 
 // Exit codes.
 const (
@@ -45,6 +30,78 @@ const (
 	exitTerminated  = 143
 )
 
+// command is one libos command.
+type command struct {
+	name string
+	// synopsis is the usage line, positional arguments included.
+	synopsis string
+	summary  string
+	run      func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+// commands are libos's commands, in the order help lists them. A new
+// command is one entry here. (Set in init: the commands print help, which
+// reads this list.)
+var commands []command
+
+func init() {
+	commands = []command{
+		{"run", "libos run <image> --goal TEXT [--dir DIR] [--provider replay|openai] [--script FILE] [--grant R=RIGHTS]... [--deny R=RIGHTS]... [flags]",
+			"Run a process tree until its root ends or the runtime is idle.", noStdin(runCommand)},
+		{"demo", "libos demo [--dir DIR]", "Run the embedded offline demo.", noStdin(demoCommand)},
+		{"resume", "libos resume [--dir DIR] [provider flags]", "Continue a runtime directory with the provider its run recorded.", noStdin(resumeCommand)},
+		{"ps", "libos ps [--dir DIR] [--json]", "List every process of a runtime directory, terminal ones included.", noStdin(psCommand)},
+		{"inspect", "libos inspect <pid> [--dir DIR] [--json]", "Show one process: state, wait, goal, grants, budgets, children, context, result and recent calls.", noStdin(inspectCommand)},
+		{"logs", "libos logs [--pid N] [--follow] [--since SEQ] [--dir DIR] [--json]", "Print the durable event log in commit order; --follow streams a live runtime's new events until interrupted.", noStdin(logsCommand)},
+		{"objects", "libos objects <pid> [--dir DIR] [--json]", "List the Objects in a process's namespace.", noStdin(objectsCommand)},
+		{"object", "libos object <oid> [--dir DIR] [--json]", "Show an Object's metadata and payload (or that the payload was lost to a reopen).", noStdin(objectCommand)},
+		{"messages", "libos messages <pid> [--all] [--dir DIR] [--json]", "List a process's unread messages (--all: every message, whatever its status).", noStdin(messagesCommand)},
+		{"context", "libos context <pid> [--dir DIR] [--json]", "Show a process's LLM context as the model sees it: system prompt, goal and entries.", noStdin(contextCommand)},
+		{"send", "libos send <pid> TEXT [--interrupt] [--from NAME] [--subject S] [--dir DIR]", "Post a Human message to a process.", noStdin(sendCommand)},
+		{"goal", "libos goal <get <pid> | set <pid> TEXT> [--dir DIR] [--json]", "Read a process's goal, or restate it (a new goal version).", noStdin(goalCommand)},
+		{"kill", "libos kill <pid> [--dir DIR] [--json]", "Kill a process and its whole subtree.", signalCommand("kill")},
+		{"pause", "libos pause <pid> [--dir DIR] [--json]", "Pause a process (a running quantum finishes first).", signalCommand("pause")},
+		{"continue", "libos continue <pid> [--dir DIR] [--json]", "Continue a paused process.", signalCommand("continue")},
+		{"checkpoint", "libos checkpoint <create <pid> | list [pid] | inspect <id> | restore <id> | fork <id>> [--dir DIR] [--json]",
+			"Snapshot a process subtree, list, inspect, restore or fork snapshots.", noStdin(checkpointCommand)},
+		{"bench", "libos bench [--processes N] [--rounds N] [--json] | libos bench safety [--json] [--run REGEXP]", "Run the benchmark scenarios, or the runtime-safety benchmark.", noStdin(benchCommand)},
+		{"skill", "libos skill <run|check> <dir> [flags]", "Run or check a skill package.", runSkillCommand},
+		{"version", "libos version [--json]", "Print libos's version.", noStdin(versionCommand)},
+		{"help", "libos help [command]", "Show the commands, or one command's usage.", helpCommand},
+	}
+}
+
+// subcommandSynopses are the usage lines of flag sets below a command.
+var subcommandSynopses = map[string]string{
+	"libos bench safety": "libos bench safety [--json] [--run REGEXP]",
+	"libos skill run":    "libos skill run <dir> [--runner NAME] [--inputs FILE|-] [--workspace DIR]",
+	"libos skill check":  "libos skill check <dir>",
+}
+
+func noStdin(f func(args []string, stdout, stderr io.Writer) int) func([]string, io.Reader, io.Writer, io.Writer) int {
+	return func(args []string, _ io.Reader, stdout, stderr io.Writer) int { return f(args, stdout, stderr) }
+}
+
+func findCommand(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// lookupSynopsis finds the usage of the flag set named flagSet ("libos ps").
+func lookupSynopsis(flagSet string) command {
+	if s, ok := subcommandSynopses[flagSet]; ok {
+		return command{synopsis: s}
+	}
+	if c, ok := findCommand(strings.TrimPrefix(flagSet, "libos ")); ok {
+		return c
+	}
+	return command{synopsis: flagSet + " [flags]"}
+}
+
 func main() {
 	// A javascript skill worker is this binary re-executed; it must take
 	// over before anything else runs.
@@ -54,32 +111,77 @@ func main() {
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		printCommands(stderr)
 		return exitUsage
 	}
 	switch args[0] {
-	case "run":
-		return runCommand(args[1:], stdout, stderr)
-	case "demo":
-		return demoCommand(args[1:], stdout, stderr)
-	case "resume":
-		return resumeCommand(args[1:], stdout, stderr)
-	case "ps":
-		return psCommand(args[1:], stdout, stderr)
-	case "send":
-		return sendCommand(args[1:], stdout, stderr)
-	case "checkpoint":
-		return checkpointCommand(args[1:], stdout, stderr)
-	case "goal":
-		return goalCommand(args[1:], stdout, stderr)
-	case "bench":
-		return benchCommand(args[1:], stdout, stderr)
-	case "skill":
-		return runSkillCommand(args[1:], stdin, stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
+	case "-h", "-help", "--help":
+		printCommands(stdout)
+		return exitOK
+	case "-version", "--version":
+		return versionCommand(args[1:], stdout, stderr)
+	}
+	c, ok := findCommand(args[0])
+	if !ok {
+		return unknownCommand(stderr, args[0])
+	}
+	s := &stderrStream{Writer: stderr, stdout: stdout}
+	code := c.run(args[1:], stdin, stdout, s)
+	if s.helped {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "libos: unknown command %q\n\n%s", args[0], usage)
+	return code
+}
+
+// unknownCommand refuses a command name, suggesting the closest ones.
+func unknownCommand(stderr io.Writer, name string) int {
+	fmt.Fprintf(stderr, "libos: unknown command %q\n", name)
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	if near := tools.Closest(name, names, 3); len(near) > 0 && name != "" {
+		fmt.Fprintf(stderr, "Did you mean %s?\n", strings.Join(near, " or "))
+	}
+	fmt.Fprintln(stderr, "Run 'libos help' for the list of commands.")
 	return exitUsage
+}
+
+func printCommands(w io.Writer) {
+	fmt.Fprintln(w, "usage: libos <command> [arguments]")
+	fmt.Fprintln(w, "\ncommands:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nEvery command that opens a runtime directory takes --dir (default $LIBOS_DIR, else ./.libos).")
+	fmt.Fprintln(w, "Run 'libos help <command>' or 'libos <command> --help' for a command's usage.")
+}
+
+// helpCommand prints the command list, or one command's usage through the
+// command itself (so its flags are the ones it parses).
+func helpCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	switch len(args) {
+	case 0:
+		printCommands(stdout)
+		return exitOK
+	case 1:
+	default:
+		return usageError(stderr, "libos help", "want at most one command name, got %d arguments", len(args))
+	}
+	c, ok := findCommand(args[0])
+	if !ok {
+		return unknownCommand(stderr, args[0])
+	}
+	if c.name == "help" {
+		fmt.Fprintf(stdout, "usage: %s\n\n%s\n", c.synopsis, c.summary)
+		return exitOK
+	}
+	s := &stderrStream{Writer: stderr, stdout: stdout}
+	code := c.run([]string{"--help"}, stdin, stdout, s)
+	if s.helped {
+		return exitOK
+	}
+	return code
 }

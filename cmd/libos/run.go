@@ -109,7 +109,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	goal := fs.String("goal", "", "the root process's goal (required)")
-	dir := fs.String("dir", "./.libos", "runtime directory")
+	dir := dirFlag(fs)
 	var pf providerFlags
 	pf.register(fs)
 	grants := &grantFlag{name: "grant", effect: capabilities.Allow}
@@ -118,10 +118,6 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	fs.Var(denies, "deny", "deny RESOURCE=RIGHTS to the root (repeatable)")
 	skillDirs := registerSkillsFlag(fs)
 	retainIO := fs.Bool("retain-io", true, "retain full provider I/O and tool results as durable evidence (context and goal recovery after a reopen need it)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: libos run <image> --goal TEXT [--dir DIR] [--provider replay|openai] [--script FILE] [--model M] [--base-url URL] [--grant RESOURCE=RIGHTS]... [--deny RESOURCE=RIGHTS]... [--skills DIR]...")
-		fs.PrintDefaults()
-	}
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitUsage
@@ -168,7 +164,7 @@ func rootGrants(grants, denies []capabilities.Grant) []capabilities.Grant {
 func demoCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("libos demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dir := fs.String("dir", "./.libos", "runtime directory")
+	dir := dirFlag(fs)
 	if !parseNoPositional(fs, args, stderr) {
 		return exitUsage
 	}

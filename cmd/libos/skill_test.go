@@ -214,7 +214,7 @@ func TestSkillUsageErrors(t *testing.T) {
 		{"check", dir, "--runner", "x"},
 	} {
 		code, stdout, stderr := runSkill(t, "", args...)
-		if code != 2 || stdout != "" || !strings.Contains(stderr, "usage:") {
+		if code != 2 || stdout != "" || !(strings.Contains(stderr, "usage:") || strings.Contains(stderr, "--help' for usage")) {
 			t.Errorf("args %q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
 		}
 	}
