@@ -3,6 +3,7 @@ package skillpkg
 import (
 	"encoding/json"
 	"fmt"
+	"mime"
 	"path"
 	"regexp"
 	"slices"
@@ -1282,8 +1283,12 @@ func (r nodeReader) parsePages(n *yaml.Node, field string, inputs []InputDecl) (
 			p.PathScopeFrom, err = r.nonEmptyStr(e.value, f)
 		case "media_type":
 			p.MediaType, err = r.nonEmptyStr(e.value, f)
-			if err == nil && p.MediaType != "application/json" {
-				err = r.fail(e.value, f, "must be application/json for json_array framing, got %q", p.MediaType)
+			if err == nil {
+				// runx keeps the media type as declared (an archive's .js
+				// file is framed like a .json one); it must be well-formed.
+				if _, _, perr := mime.ParseMediaType(p.MediaType); perr != nil {
+					err = r.fail(e.value, f, "must be a media type such as application/json, got %q: %v", p.MediaType, perr)
+				}
 			}
 		case "framing":
 			p.Framing, err = r.nonEmptyStr(e.value, f)

@@ -1,7 +1,14 @@
 package skills
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
 
 	"github.com/libos/libos/images/skillpkg"
 	"github.com/libos/libos/tools/skills/jsrunner"
@@ -50,13 +57,113 @@ func Admit(dir string) (*skillpkg.Package, error) {
 	for _, t := range pkg.Tools {
 		runners = append(runners, t.Runner)
 	}
+	reached := map[string]bool{}
 	for _, r := range runners {
-		if r.Type != skillpkg.TypeJavaScript {
-			continue
+		entries := graphStepModules(r)
+		if r.Type == skillpkg.TypeJavaScript {
+			entries = append(entries, r.Module)
 		}
-		if f := jsrunner.CheckModule(pkg.Dir, r.Module); f != nil {
-			return nil, &ModuleGraphError{Runner: r.Name, Module: r.Module, Failure: f}
+		for _, m := range entries {
+			files, f := jsrunner.ModuleGraph(pkg.Dir, m)
+			if f != nil {
+				return nil, &ModuleGraphError{Runner: r.Name, Module: m, Failure: f}
+			}
+			for _, file := range files {
+				reached[file] = true
+			}
+		}
+		if r.Type == skillpkg.TypeCLITool {
+			for _, a := range append([]string{r.Command}, r.Args...) {
+				reached[path.Clean(path.Join(r.Base, a))] = true
+			}
 		}
 	}
+	if err := refuseUnreachedModules(pkg.Dir, reached); err != nil {
+		return nil, err
+	}
 	return pkg, nil
+}
+
+// ErrUnreachedModule is matched (with skillpkg.ErrAdmission and
+// skillpkg.ErrModuleRefused) by the refusal of a package module that no
+// declared source reaches.
+var ErrUnreachedModule = errors.New("executable JavaScript module is not reachable from a declared package source")
+
+type unreachedError struct{ rel string }
+
+func (e *unreachedError) Error() string { return e.rel + ": " + ErrUnreachedModule.Error() }
+
+func (e *unreachedError) Is(target error) bool {
+	return target == ErrUnreachedModule || target == skillpkg.ErrAdmission || target == skillpkg.ErrModuleRefused
+}
+
+// refuseUnreachedModules refuses, as runx does, a .js or .mjs file of the
+// package that no javascript runner's module graph (graph steps included)
+// imports and no cli-tool runner names: code that is shipped but never
+// reviewed as part of a source. Test files (*.test.js), the folders
+// fixtures, harness, tests and tools, and nested packages are exempt.
+func refuseUnreachedModules(dir string, reached map[string]bool) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "." {
+				return nil
+			}
+			switch d.Name() {
+			case "fixtures", "harness", "tests", "tools", "node_modules":
+				return filepath.SkipDir
+			}
+			if strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Lstat(filepath.Join(p, skillpkg.SkillFile)); err == nil {
+				return filepath.SkipDir // a nested package answers for itself
+			}
+			return nil
+		}
+		name := d.Name()
+		if !(strings.HasSuffix(name, ".js") || strings.HasSuffix(name, ".mjs")) ||
+			strings.HasSuffix(name, ".test.js") || strings.HasSuffix(name, ".test.mjs") {
+			return nil
+		}
+		if !reached[rel] {
+			return &unreachedError{rel: rel}
+		}
+		return nil
+	})
+}
+
+// graphStepModules lists the javascript modules a runner of a type libos
+// does not run names in its graph steps (run: {type: javascript, module}),
+// so that they count as reached.
+func graphStepModules(r *skillpkg.Runner) []string {
+	raw, ok := r.Metadata["graph"]
+	if !ok {
+		return nil
+	}
+	var g struct {
+		Steps []struct {
+			Run *struct {
+				Type   string `json:"type"`
+				Module string `json:"module"`
+			} `json:"run"`
+		} `json:"steps"`
+	}
+	if json.Unmarshal(raw, &g) != nil {
+		return nil
+	}
+	var out []string
+	for _, st := range g.Steps {
+		if st.Run != nil && st.Run.Type == string(skillpkg.TypeJavaScript) && st.Run.Module != "" {
+			out = append(out, path.Clean(st.Run.Module))
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package jsrunner
 
 import (
+	"bytes"
 	"container/list"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -24,7 +26,7 @@ const bundleNamespace = "libos-package"
 
 // bundleFormatVersion is mixed into every graph hash so that a change of the
 // bundling options invalidates what workers have compiled.
-const bundleFormatVersion = "libos-jsrunner-bundle-v1"
+const bundleFormatVersion = "libos-jsrunner-bundle-v2"
 
 // hostBundleCache bounds the entry modules whose bundles the host keeps.
 const hostBundleCache = 256
@@ -123,6 +125,29 @@ func CheckModule(dir, module string) *Failure {
 	}
 	_, fail = bundleFromDir(absDir, vs.module)
 	return fail
+}
+
+// ModuleGraph returns the package-relative paths of every file in the
+// module graph of module (the entry included), built as CheckModule builds
+// it, or the Failure a run would report.
+func ModuleGraph(dir, module string) ([]string, *Failure) {
+	vs, fail := validateSpec(Spec{Dir: dir, Module: module})
+	if fail != nil {
+		return nil, fail
+	}
+	absDir, err := filepath.Abs(vs.Dir)
+	if err != nil {
+		return nil, failf(CodeInvalidRequest, "spec.Dir: %v", err)
+	}
+	b, fail := bundleFromDir(absDir, vs.module)
+	if fail != nil {
+		return nil, fail
+	}
+	out := make([]string, len(b.files))
+	for i, f := range b.files {
+		out[i] = path.Clean(f.rel)
+	}
+	return out, nil
 }
 
 // bundleFromDir bundles module from the package folder absDir, reading every
@@ -263,9 +288,22 @@ func buildBundle(root *os.Root, absDir, realDir, module string) (*bundle, *Failu
 	}
 	return &bundle{
 		hash:  hex.EncodeToString(h.Sum(nil)),
-		code:  result.OutputFiles[0].Contents,
+		code:  withoutRequireShim(result.OutputFiles[0].Contents),
 		files: files,
 	}, nil
+}
+
+// requireShim matches the __require helper esbuild emits when a module
+// mentions require (typeof require). Every require() call is refused at
+// build, so the helper can serve only to make typeof require read
+// "function"; runx's worker has no require, so it is replaced with
+// undefined, keeping the line count so that source positions hold.
+var requireShim = regexp.MustCompile(`(?s)var __require = /\* @__PURE__ \*/ \(\(x\) => typeof require !== "undefined".*?is not supported'\);\n\s*\}\);`)
+
+func withoutRequireShim(code []byte) []byte {
+	return requireShim.ReplaceAllFunc(code, func(m []byte) []byte {
+		return append([]byte("var __require = void 0;"), bytes.Repeat([]byte("\n"), bytes.Count(m, []byte("\n")))...)
+	})
 }
 
 func describeBuildErrors(msgs []api.Message) string {
@@ -381,9 +419,17 @@ func hasURLScheme(spec string) bool {
 func (g *graphLoader) load(args api.OnLoadArgs) (api.OnLoadResult, error) {
 	stamp, _ := stampOf(filepath.Join(g.dir, filepath.FromSlash(args.Path)))
 	// os.Root refuses any path, symbolic link included, that leaves the package.
+	// Refuse an oversized source before reading it: runx keeps a module
+	// over 4 MiB out of the engine.
+	if info, err := g.root.Stat(args.Path); err == nil && info.Size() > MaxSourceBytes {
+		return api.OnLoadResult{Errors: []api.Message{{Text: fmt.Sprintf("%s is %d bytes, more than the %d-byte (4 MiB) source limit", args.Path, info.Size(), MaxSourceBytes)}}}, nil
+	}
 	data, err := g.root.ReadFile(args.Path)
 	if err != nil {
 		return api.OnLoadResult{Errors: []api.Message{{Text: fmt.Sprintf("%s cannot be read inside the package: %v", args.Path, err)}}}, nil
+	}
+	if len(data) > MaxSourceBytes {
+		return api.OnLoadResult{Errors: []api.Message{{Text: fmt.Sprintf("%s is more than the %d-byte (4 MiB) source limit", args.Path, MaxSourceBytes)}}}, nil
 	}
 	g.mu.Lock()
 	if g.files == nil {

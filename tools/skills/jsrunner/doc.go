@@ -33,33 +33,38 @@
 //
 // A module sees no host: no filesystem, network, timers, process, require,
 // fetch or console; Math.random throws; Date reads FixedClock
-// (2000-01-01T00:00:00Z) in UTC; code parsed at run time (eval, Function)
+// (the epoch: Date.now() is 0, as in runx) in UTC; promise reactions are
+// bounded (MaxPromiseJobs); code parsed at run time (eval, Function)
 // cannot make the engine read source maps from disk. A module is therefore
 // deterministic.
 //
 // # Limits
 //
 // Wall time per call: 2 s by default, 1..30 s when declared. Inputs and
-// output: 4 MiB each. The result must be JSON-compatible: undefined (also as
+// output: 4 MiB each; each module source file: 4 MiB; heap: 64 MiB by
+// default, as in runx. The result must be JSON-compatible: undefined (also as
 // a property or array element), BigInt, functions, symbols, cycles,
 // non-finite numbers, array holes and built-in objects such as Map or Date
 // are output_rejected, naming where in the result they are.
 //
 // # Paged artifacts
 //
-// With Spec.Pages the input named by PathFrom holds a path, resolved inside
-// the directory named by PathScopeFrom (itself inside the workspace) or in
-// the workspace; every escape is refused. The file (at most 512 MiB) is
-// copied into an unlinked private snapshot while it is hashed, so later
-// changes to it cannot change a page. The snapshot is framed into pages of
-// complete JSON-array records (page_bytes, default 1 MiB, at most 4 MiB,
+// With Spec.Pages the input named by PathFrom holds a path, resolved in
+// runx's scope named by the PathScopeFrom input: "skill" (the package
+// folder) or "workspace" (the default); every escape is refused. The file
+// (at most 512 MiB) is copied into an unlinked private snapshot while it is
+// hashed, so later changes to it cannot change a page. The snapshot (a JSON
+// array, or one assigned by a JavaScript prefix such as
+// "window.YTD.tweets.part0 = [", as in Twitter's archive) is framed into
+// pages of complete JSON-array records (page_bytes, default 1 MiB, at most 4 MiB,
 // fewer when the inputs and state would push a call past 4 MiB) and the
 // export is called once per page with the inputs (path fields removed) plus
 // runx_page: artifact_ref, media_type, whole_digest, artifact_bytes,
 // page_index, offset, length, next_offset (artifact_bytes after the last
-// page), eof, range_digest (of bytes [offset, offset+length)), records and
-// state (null on the first page). A non-final call must return exactly
-// {runx_page: {state, done?}}; done: true or the eof page ends the run, and
+// page), eof, range_digest (of bytes [offset, offset+length)), records (each
+// record's encoded JSON text as a string, which the module JSON.parses, as
+// in runx) and state (null on the first page). A non-final call must
+// return exactly {runx_page: {state, done?}}; done: true or the eof page ends the run, and
 // that call's result without runx_page is the output. State is at most
 // 2 MiB and a run at most 4,096 pages; each call has the spec's wall limit.
 // A failure names the page index and its byte offset. artifact_ref is keyed

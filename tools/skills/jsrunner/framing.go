@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 )
 
 // A JSON-array artifact is framed into pages of complete records. The
@@ -91,6 +92,13 @@ type arrayFramer struct {
 
 const framerReadChunk = 256 << 10
 
+// assignmentPrefix matches a JavaScript assignment of an array to a dotted
+// or indexed name, up to and including the array's '['.
+var assignmentPrefix = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*|\[[0-9]+\]|\["[^"\\]{0,64}"\])*[ \t\r\n]*=[ \t\r\n]*\[`)
+
+// maxAssignmentPrefix bounds how far the framer looks for the '['.
+const maxAssignmentPrefix = 1024
+
 func newArrayFramer(r io.ReaderAt, size int64) *arrayFramer {
 	return &arrayFramer{r: r, size: size}
 }
@@ -171,7 +179,17 @@ func (f *arrayFramer) start() error {
 	if c, err := f.byteAt(off, 0); err != nil {
 		return err
 	} else if c != '[' {
-		return &frameError{offset: off, reason: "the artifact does not start with a JSON array ('[')"}
+		// An archive such as Twitter's (window.YTD.tweets.part0 = [...])
+		// wraps the array in a JavaScript assignment; runx frames the array.
+		w, err := f.window(off, 0, maxAssignmentPrefix)
+		if err != nil {
+			return err
+		}
+		m := assignmentPrefix.Find(w[:min(len(w), maxAssignmentPrefix)])
+		if m == nil {
+			return &frameError{offset: off, reason: "the artifact does not start with a JSON array ('[') or a JavaScript assignment of one (name = [...])"}
+		}
+		off += int64(len(m)) - 1
 	}
 	first, err := f.skipSpace(off+1, off)
 	if err != nil {
@@ -189,11 +207,19 @@ func (f *arrayFramer) start() error {
 	return nil
 }
 
-// checkTrailer accepts only whitespace after the array.
+// checkTrailer accepts only whitespace after the array, and one ';' as a
+// JavaScript assignment may end with.
 func (f *arrayFramer) checkTrailer(off int64) error {
 	rest, err := f.skipSpace(off, off)
 	if err != nil {
 		return err
+	}
+	if rest < f.size {
+		if c, err := f.byteAt(rest, rest); err == nil && c == ';' {
+			if rest, err = f.skipSpace(rest+1, rest); err != nil {
+				return err
+			}
+		}
 	}
 	if rest < f.size {
 		return &frameError{offset: rest, reason: "unexpected data after the JSON array"}

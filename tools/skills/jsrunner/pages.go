@@ -73,7 +73,7 @@ func pagedInputs(in []byte, ps *PagesSpec) (prefix []byte, pathVal, scopeVal str
 				break
 			}
 			if err := json.Unmarshal(m.raw, &scopeVal); err != nil || scopeVal == "" {
-				return nil, "", "", failf(CodeInvalidRequest, "inputs.%s: must be a non-empty string directory (pages.path_scope_from)", m.key)
+				return nil, "", "", failf(CodeInvalidRequest, "inputs.%s: must be %q or %q (pages.path_scope_from)", m.key, ScopeSkill, ScopeWorkspace)
 			}
 			haveScope = true
 			continue
@@ -89,9 +89,8 @@ func pagedInputs(in []byte, ps *PagesSpec) (prefix []byte, pathVal, scopeVal str
 	if !havePath {
 		return nil, "", "", failf(CodeInvalidRequest, "inputs.%s: the artifact path named by pages.path_from is missing", ps.PathFrom)
 	}
-	if ps.PathScopeFrom != "" && !haveScope {
-		return nil, "", "", failf(CodeInvalidRequest, "inputs.%s: the directory named by pages.path_scope_from is missing", ps.PathScopeFrom)
-	}
+	// An absent scope input means the workspace, runx's default scope.
+	_ = haveScope
 	return prefix, pathVal, scopeVal, nil
 }
 
@@ -119,36 +118,37 @@ func relativeInside(p, dir, field string) (string, *Failure) {
 	return "", failf(CodeInvalidRequest, "inputs.%s: %q is outside %s", field, p, dir)
 }
 
-// openArtifact opens the artifact the inputs name, confined to the scope
-// directory (itself inside the workspace) or to the workspace.
-func openArtifact(workspace string, ps *PagesSpec, pathVal, scopeVal string) (*os.File, *Failure) {
-	if workspace == "" {
-		return nil, failf(CodeInvalidRequest, "workspace: required to resolve the artifact named by inputs.%s", ps.PathFrom)
+// The scopes path_scope_from may name, as runx defines them: the artifact
+// path resolves inside the skill's package folder or inside the workspace.
+const (
+	ScopeSkill     = "skill"
+	ScopeWorkspace = "workspace"
+)
+
+// openArtifact opens the artifact the inputs name, confined to its scope:
+// the package folder for scope skill, else the workspace.
+func openArtifact(workspace, pkgDir string, ps *PagesSpec, pathVal, scopeVal string) (*os.File, *Failure) {
+	base, label := workspace, "workspace"
+	switch scopeVal {
+	case "", ScopeWorkspace:
+		if workspace == "" {
+			return nil, failf(CodeInvalidRequest, "workspace: required to resolve the artifact named by inputs.%s", ps.PathFrom)
+		}
+	case ScopeSkill:
+		base, label = pkgDir, "skill package folder"
+	default:
+		return nil, failf(CodeInvalidRequest, "inputs.%s: must be %q or %q (pages.path_scope_from), got %q", ps.PathScopeFrom, ScopeSkill, ScopeWorkspace, scopeVal)
 	}
-	ws, err := filepath.Abs(workspace)
+	dir, err := filepath.Abs(base)
 	if err != nil {
-		return nil, failf(CodeInvalidRequest, "workspace: %v", err)
+		return nil, failf(CodeInvalidRequest, "%s: %v", label, err)
 	}
-	root, err := os.OpenRoot(ws)
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, failf(CodeInvalidRequest, "workspace: %q cannot be opened: %v", workspace, err)
+		return nil, failf(CodeInvalidRequest, "%s: %q cannot be opened: %v", label, base, err)
 	}
 	defer root.Close()
-	scopeDir := ws
-	if ps.PathScopeFrom != "" {
-		rel, f := relativeInside(scopeVal, ws, ps.PathScopeFrom)
-		if f != nil {
-			return nil, f
-		}
-		scoped, err := root.OpenRoot(rel)
-		if err != nil {
-			return nil, failf(CodeInvalidRequest, "inputs.%s: %q is not a directory inside the workspace: %v", ps.PathScopeFrom, scopeVal, err)
-		}
-		defer scoped.Close()
-		root = scoped
-		scopeDir = filepath.Join(ws, rel)
-	}
-	rel, f := relativeInside(pathVal, scopeDir, ps.PathFrom)
+	rel, f := relativeInside(pathVal, dir, ps.PathFrom)
 	if f != nil {
 		return nil, f
 	}
@@ -254,7 +254,7 @@ func (p *Pool) runPaged(ctx context.Context, vs validatedSpec, c *call, in []byt
 	if f != nil {
 		return Result{Err: f}
 	}
-	src, f := openArtifact(workspace, ps, pathVal, scopeVal)
+	src, f := openArtifact(workspace, vs.Dir, ps, pathVal, scopeVal)
 	if f != nil {
 		return Result{Err: f}
 	}
@@ -280,7 +280,9 @@ func (p *Pool) runPaged(ctx context.Context, vs validatedSpec, c *call, in []byt
 			return Result{Pages: pages, Err: failf(CodeResourceLimit, "page %d at byte offset %d: the run needs more than %d pages", index, at, MaxPages)}
 		}
 		room := int64(MaxInputBytes - len(prefix) - metaMax - len(`],"state":`) - len(state) - len(`}}`))
-		budget := min(int64(vs.pageBytes), room)
+		// Records travel as JSON strings, which at most double their bytes
+		// (every '"' and '\\' is escaped) plus two quotes each.
+		budget := min(int64(vs.pageBytes), room/2-2)
 		if budget <= 0 {
 			return Result{Pages: pages, Err: failf(CodeResourceLimit, "page %d at byte offset %d: the inputs and the %d-byte continuation state leave no room for records within the %d-byte per-call input limit", index, at, len(state), MaxInputBytes)}
 		}
@@ -294,16 +296,24 @@ func (p *Pool) runPaged(ctx context.Context, vs validatedSpec, c *call, in []byt
 		sum := sha256.Sum256(page.span)
 		buf = append(buf[:0], prefix...)
 		buf = pageMeta(buf, ref, ps.MediaType, snap.digest, snap.size, index, page.offset, page.length, page.next, page.eof, "sha256:"+hex.EncodeToString(sum[:]))
-		recStart := len(buf) - 1
-		buf = append(buf, page.span...)
-		buf = append(buf, ']')
-		if !json.Valid(buf[recStart:]) {
+		arr := append(append([]byte{'['}, page.span...), ']')
+		var records []json.RawMessage
+		if !json.Valid(arr) || json.Unmarshal(arr, &records) != nil {
 			bad, found := firstInvalidRecord(page.span, page.offset, json.Valid)
 			if !found {
 				bad = page.offset
 			}
 			return Result{Pages: pages, Err: failf(CodeInvalidRequest, "page %d at byte offset %d: the record at byte offset %d is not valid JSON", index, page.offset, bad)}
 		}
+		// Each record is its complete encoded text, as the contract says
+		// and runx delivers: modules JSON.parse each one.
+		for i, rec := range records {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendJSONString(buf, rec)
+		}
+		buf = append(buf, ']')
 		buf = append(buf, `,"state":`...)
 		buf = append(buf, state...)
 		buf = append(buf, `}}`...)
@@ -358,4 +368,26 @@ func (p *Pool) framingFailure(framer *arrayFramer, err error, index int, at, bud
 		}
 	}
 	return failf(CodeInvalidRequest, "page %d at byte offset %d: the record at byte offset %d is larger than a page (%d bytes) and cannot be framed", index, at, fe.offset, min(budget, int64(pageBytes)))
+}
+
+// appendJSONString appends b as a JSON string literal. b is valid UTF-8
+// JSON text, so only '"', '\\' and the control characters JSON text may
+// hold between tokens need escaping.
+func appendJSONString(dst, b []byte) []byte {
+	dst = append(dst, '"')
+	for _, c := range b {
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
 }

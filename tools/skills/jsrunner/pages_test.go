@@ -77,7 +77,7 @@ type pageReport struct {
 func describe(t testing.TB, p *Pool, ws string, pageBytes int) []pageReport {
 	t.Helper()
 	r := p.Run(context.Background(), pagedSpec(t, "describePages", pageBytes),
-		json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data","label":"x"}`), ws)
+		json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace","label":"x"}`), ws)
 	if r.Err != nil {
 		t.Fatalf("describePages: %s: %s", r.Err.Code, r.Err.Message)
 	}
@@ -147,7 +147,7 @@ func TestPagedRunCarriesStateAcrossPages(t *testing.T) {
 	}
 
 	r := p.Run(context.Background(), pagedSpec(t, "totalPage", pageBytes),
-		json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data","label":"march"}`), ws)
+		json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace","label":"march"}`), ws)
 	if r.Err != nil {
 		t.Fatalf("totalPage: %+v", r.Err)
 	}
@@ -189,7 +189,7 @@ func TestPagedFailureReportsPageAndOffset(t *testing.T) {
 	if failing == nil || failing.PageIndex == 0 {
 		t.Fatalf("record 2500 should be on a later page: %+v", failing)
 	}
-	r := p.Run(context.Background(), pagedSpec(t, "totalPage", 40<<10), json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data"}`), ws)
+	r := p.Run(context.Background(), pagedSpec(t, "totalPage", 40<<10), json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`), ws)
 	wantFailure(t, r, CodeExecutionFailed,
 		fmt.Sprintf("page %d at byte offset %d:", failing.PageIndex, failing.Offset), "record 2500 asked to fail")
 	if r.Pages != failing.PageIndex+1 {
@@ -213,7 +213,7 @@ func TestArtifactRefDiffersAcrossPools(t *testing.T) {
 	if again := describe(t, a, ws, 32<<10); again[0].ArtifactRef != pa[0].ArtifactRef {
 		t.Fatalf("artifact_ref changed within a pool")
 	}
-	in := json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data"}`)
+	in := json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`)
 	ra := a.Run(context.Background(), pagedSpec(t, "totalPage", 32<<10), in, ws)
 	rb := b.Run(context.Background(), pagedSpec(t, "totalPage", 32<<10), in, ws)
 	if ra.Err != nil || rb.Err != nil || !bytes.Equal(ra.Output, rb.Output) {
@@ -227,7 +227,7 @@ func TestPagedDoneEndsEarly(t *testing.T) {
 	ledger(t, filepath.Join(ws, "data", "ledger.json"), 3000, nil)
 	pages := describe(t, p, ws, 40<<10)
 	r := p.Run(context.Background(), pagedSpec(t, "totalPage", 40<<10),
-		json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data","stop_after_pages":2}`), ws)
+		json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace","stop_after_pages":2}`), ws)
 	want := fmt.Sprintf(`{"stopped":true,"count":%d,"total":%d}`, pages[0].RecordCount+pages[1].RecordCount, -1)
 	var out struct {
 		Stopped bool
@@ -245,7 +245,7 @@ func TestPagedResultRules(t *testing.T) {
 	p := sharedPool(t)
 	ws := t.TempDir()
 	ledger(t, filepath.Join(ws, "data", "ledger.json"), 3000, nil)
-	in := json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data"}`)
+	in := json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`)
 	wantFailure(t, p.Run(context.Background(), pagedSpec(t, "leaksDomainOutput", 40<<10), in, ws),
 		CodeOutputRejected, "page 0 at byte offset 2:", "only {runx_page")
 	wantFailure(t, p.Run(context.Background(), pagedSpec(t, "hugeState", 40<<10), in, ws),
@@ -277,7 +277,7 @@ func TestPagedArtifactShapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := t.TempDir()
 			writeFile(t, filepath.Join(ws, "data", "ledger.json"), tc.content)
-			r := p.Run(context.Background(), pagedSpec(t, "totalPage", 0), json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data"}`), ws)
+			r := p.Run(context.Background(), pagedSpec(t, "totalPage", 0), json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`), ws)
 			if tc.code != "" {
 				wantFailure(t, r, tc.code, tc.parts...)
 				return
@@ -307,7 +307,7 @@ func TestPagedRecordTooLarge(t *testing.T) {
 	big := strings.Repeat("z", 5000)
 	writeFile(t, filepath.Join(ws, "data", "ledger.json"),
 		`[{"id":0,"amount":1}, {"id":1,"amount":1,"big":"`+big+`"}, {"id":2,"amount":1}]`)
-	r := p.Run(context.Background(), pagedSpec(t, "totalPage", 4096), json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data"}`), ws)
+	r := p.Run(context.Background(), pagedSpec(t, "totalPage", 4096), json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`), ws)
 	wantFailure(t, r, CodeInvalidRequest, "page 1 at byte offset 22", "record at byte offset 22 is larger than a page (4096 bytes)")
 	if r.Pages != 1 {
 		t.Fatalf("Pages = %d, want 1 (the first page ran)", r.Pages)
@@ -330,8 +330,8 @@ func TestPagedInputCeilingFramesFewerBytes(t *testing.T) {
 	}
 	b.WriteString("]")
 	writeFile(t, filepath.Join(ws, "data", "ledger.json"), b.String())
-	pad := strings.Repeat("q", 3<<20)
-	in := json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data","filler":"` + pad + `"}`)
+	pad := strings.Repeat("q", 5<<19)
+	in := json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace","filler":"` + pad + `"}`)
 
 	r := p.Run(context.Background(), pagedSpec(t, "totalPage", MaxPageBytes), in, ws)
 	if r.Err != nil {
@@ -342,13 +342,14 @@ func TestPagedInputCeilingFramesFewerBytes(t *testing.T) {
 		Pages []int
 	}
 	json.Unmarshal(r.Output, &out)
-	// 4 MiB minus 3 MiB of filler leaves room for one 600 KiB record per call.
+	// 4 MiB minus 2.5 MiB of filler leaves room for one 600 KiB record per
+	// call once records are encoded as strings (which may double them).
 	if out.Count != 8 || len(out.Pages) != 8 {
 		t.Fatalf("output %s: want 8 records on 8 pages", r.Output)
 	}
 
 	spec := pagedSpec(t, "paddedState", MaxPageBytes)
-	in = json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data","state_bytes":2090000,"filler":"` + strings.Repeat("q", 1500<<10) + `"}`)
+	in = json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace","state_bytes":2090000,"filler":"` + strings.Repeat("q", 1500<<10) + `"}`)
 	wantFailure(t, p.Run(context.Background(), spec, in, ws), CodeResourceLimit, "page 1 at byte offset", "fits page_bytes but not the 4194304-byte per-call input limit")
 }
 
@@ -366,7 +367,7 @@ func TestPagedPageLimit(t *testing.T) {
 	b.WriteString("]")
 	writeFile(t, filepath.Join(ws, "data", "ledger.json"), b.String())
 	spec := pagedSpec(t, "countOnly", 1)
-	r := p.Run(context.Background(), spec, json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data"}`), ws)
+	r := p.Run(context.Background(), spec, json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`), ws)
 	wantFailure(t, r, CodeResourceLimit, fmt.Sprintf("page %d at byte offset %d", MaxPages, 1+2*MaxPages), "more than 4096 pages")
 	if r.Pages != MaxPages {
 		t.Fatalf("Pages = %d, want %d", r.Pages, MaxPages)
@@ -402,19 +403,19 @@ func TestPagedArtifactContainment(t *testing.T) {
 		ws     string
 		parts  []string
 	}{
-		{"dot-dot out of the scope", spec, `{"ledger_file":"../other.json","ledger_base":"data"}`, ws, []string{"inputs.ledger_file", "../other.json"}},
-		{"symbolic link out of the workspace", spec, `{"ledger_file":"link.json","ledger_base":"data"}`, ws, []string{"inputs.ledger_file", "link.json"}},
-		{"absolute path outside the scope", spec, fmt.Sprintf(`{"ledger_file":%q,"ledger_base":"data"}`, filepath.Join(base, "outside.json")), ws, []string{"inputs.ledger_file", "outside"}},
-		{"scope outside the workspace", spec, `{"ledger_file":"outside.json","ledger_base":".."}`, ws, []string{"inputs.ledger_base"}},
-		{"scope through a symbolic link", spec, `{"ledger_file":"outside.json","ledger_base":"escape_dir"}`, ws, []string{"inputs.ledger_base"}},
+		{"dot-dot out of the scope", spec, `{"ledger_file":"../other.json","ledger_base":"workspace"}`, ws, []string{"inputs.ledger_file", "../other.json"}},
+		{"symbolic link out of the workspace", spec, `{"ledger_file":"data/link.json","ledger_base":"workspace"}`, ws, []string{"inputs.ledger_file", "link.json"}},
+		{"absolute path outside the scope", spec, fmt.Sprintf(`{"ledger_file":%q,"ledger_base":"workspace"}`, filepath.Join(base, "outside.json")), ws, []string{"inputs.ledger_file", "outside"}},
+		{"scope that is a folder, not runx's skill or workspace", spec, `{"ledger_file":"outside.json","ledger_base":".."}`, ws, []string{"inputs.ledger_base", `must be "skill" or "workspace"`}},
+		{"path through a symbolic link out of the workspace", spec, `{"ledger_file":"escape_dir/outside.json","ledger_base":"workspace"}`, ws, []string{"inputs.ledger_file"}},
 		{"missing path input", spec, `{"ledger_base":"data"}`, ws, []string{"inputs.ledger_file", "missing"}},
-		{"missing scope input", spec, `{"ledger_file":"ledger.json"}`, ws, []string{"inputs.ledger_base", "missing"}},
+		{"missing scope input means the workspace", spec, `{"ledger_file":"ledger.json"}`, ws, []string{"inputs.ledger_file", "does not exist"}},
 		{"path not a string", spec, `{"ledger_file":7,"ledger_base":"data"}`, ws, []string{"inputs.ledger_file", "string"}},
-		{"missing file", spec, `{"ledger_file":"nope.json","ledger_base":"data"}`, ws, []string{"inputs.ledger_file", "does not exist"}},
-		{"directory", spec, `{"ledger_file":".","ledger_base":"data"}`, ws, []string{"not a regular file"}},
-		{"fifo", spec, `{"ledger_file":"fifo.json","ledger_base":"data"}`, ws, []string{"not a regular file"}},
-		{"reserved runx_page input", spec, `{"ledger_file":"ledger.json","ledger_base":"data","runx_page":1}`, ws, []string{"inputs.runx_page", "reserved"}},
-		{"no workspace", spec, `{"ledger_file":"ledger.json","ledger_base":"data"}`, "", []string{"workspace"}},
+		{"missing file", spec, `{"ledger_file":"data/nope.json","ledger_base":"workspace"}`, ws, []string{"inputs.ledger_file", "does not exist"}},
+		{"directory", spec, `{"ledger_file":"data","ledger_base":"workspace"}`, ws, []string{"not a regular file"}},
+		{"fifo", spec, `{"ledger_file":"data/fifo.json","ledger_base":"workspace"}`, ws, []string{"not a regular file"}},
+		{"reserved runx_page input", spec, `{"ledger_file":"data/ledger.json","ledger_base":"workspace","runx_page":1}`, ws, []string{"inputs.runx_page", "reserved"}},
+		{"no workspace", spec, `{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`, "", []string{"workspace"}},
 		{"unscoped escape", unscoped, `{"ledger_file":"../outside.json"}`, ws, []string{"inputs.ledger_file"}},
 	}
 	for _, tc := range cases {
@@ -428,9 +429,8 @@ func TestPagedArtifactContainment(t *testing.T) {
 		spec   Spec
 		inputs string
 	}{
-		{spec, `{"ledger_file":"inside_link.json","ledger_base":"data"}`},
-		{spec, fmt.Sprintf(`{"ledger_file":%q,"ledger_base":"data"}`, filepath.Join(ws, "data", "ledger.json"))},
-		{spec, fmt.Sprintf(`{"ledger_file":"ledger.json","ledger_base":%q}`, filepath.Join(ws, "data"))},
+		{spec, `{"ledger_file":"data/inside_link.json","ledger_base":"workspace"}`},
+		{spec, fmt.Sprintf(`{"ledger_file":%q,"ledger_base":"workspace"}`, filepath.Join(ws, "data", "ledger.json"))},
 		{unscoped, `{"ledger_file":"data/ledger.json"}`},
 	} {
 		r := p.Run(context.Background(), in.spec, json.RawMessage(in.inputs), ws)

@@ -33,7 +33,7 @@ type PoolOptions struct {
 	// MaybeRunWorker first. "" means the running executable (os.Executable).
 	Executable string
 	// MemoryLimit is the heap a single call may use before it ends with
-	// resource_limit. 0 means 512 MiB.
+	// resource_limit. 0 means 64 MiB, runx's worker heap limit.
 	MemoryLimit int64
 	// AddressSpace is the RLIMIT_AS headroom a worker gets above its mapping
 	// at start; it stops a single huge allocation that the heap watchdog
@@ -50,7 +50,7 @@ type PoolOptions struct {
 }
 
 const (
-	defaultMemoryLimit  = 512 << 20
+	defaultMemoryLimit  = 64 << 20
 	defaultMaxCallDepth = 10000
 	defaultStartTimeout = 15 * time.Second
 	// maxGoStack bounds the Go stack a worker's engine may grow, so deep
@@ -86,7 +86,7 @@ func (o PoolOptions) withDefaults() (PoolOptions, error) {
 		o.MemoryLimit = defaultMemoryLimit
 	}
 	if o.AddressSpace == 0 {
-		o.AddressSpace = 4 * o.MemoryLimit
+		o.AddressSpace = 2 * o.MemoryLimit
 	}
 	if o.MaxCallDepth < 0 {
 		return o, fmt.Errorf("PoolOptions.MaxCallDepth: %d must not be negative", o.MaxCallDepth)

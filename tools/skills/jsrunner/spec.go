@@ -43,6 +43,11 @@ const (
 	MaxTimeout = 30 * time.Second
 	// MaxInputBytes bounds the JSON inputs of one export call (page metadata included).
 	MaxInputBytes = 4 << 20
+	// MaxPromiseJobs bounds the promise reactions (then, catch, finally)
+	// one call may schedule.
+	MaxPromiseJobs = 1000
+	// MaxSourceBytes bounds one module file of the graph, as runx does.
+	MaxSourceBytes = 4 << 20
 	// MaxOutputBytes bounds the JSON result of one export call.
 	MaxOutputBytes = 4 << 20
 	// MaxArtifactBytes bounds a paged artifact.
@@ -57,9 +62,9 @@ const (
 )
 
 // FixedClock is the instant every module observes through Date: Date.now()
-// and new Date() always read 2000-01-01T00:00:00Z, so a module cannot depend
-// on when it runs.
-var FixedClock = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
+// returns 0 and new Date() reads 1970-01-01T00:00:00Z, as in runx's worker,
+// so a module cannot depend on when it runs.
+var FixedClock = time.Unix(0, 0).UTC()
 
 // Spec selects one javascript runner of an admitted package.
 type Spec struct {
@@ -83,8 +88,8 @@ type Spec struct {
 type PagesSpec struct {
 	// PathFrom names the input holding the artifact path.
 	PathFrom string
-	// PathScopeFrom optionally names the input holding the directory the
-	// path is resolved in; without it the path is resolved in the workspace.
+	// PathScopeFrom optionally names the input holding runx's scope of the
+	// path: "skill" (the package folder) or "workspace" (the default).
 	PathScopeFrom string
 	// MediaType is reported to the module in runx_page.media_type.
 	MediaType string

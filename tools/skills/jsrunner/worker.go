@@ -232,6 +232,9 @@ func (w *workerState) invoke(vm *goja.Runtime, req *runMsg, prg *goja.Program, i
 	if err != nil {
 		return resultMsg{Status: statusFailed, Code: CodeInvalidRequest, Message: "inputs: " + err.Error()}, nil
 	}
+	if err := boundPromiseJobs(vm); err != nil {
+		return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: "bounding promise jobs: " + err.Error()}, nil
+	}
 	if _, err := vm.RunProgram(prg); err != nil {
 		return classifyEngineError(err, CodeExecutionFailed, "module evaluation failed"), nil
 	}
@@ -285,7 +288,7 @@ func (w *workerState) invoke(vm *goja.Runtime, req *runMsg, prg *goja.Program, i
 					Message: "the export's promise was rejected: " + describeValue(vm, p.Result())}, nil
 			default:
 				return resultMsg{Status: statusFailed, Code: CodeExecutionFailed,
-					Message: "the export's promise never settled (a module has no timers or I/O that could settle it later)"}, nil
+					Message: "the export's promise did not settle (a module has no timers or I/O that could settle it later)"}, nil
 			}
 		}
 	}
@@ -458,4 +461,35 @@ func (w *workerState) watchHeap(vm *goja.Runtime) (stop func()) {
 		close(done)
 		<-finished
 	}
+}
+
+// boundPromiseJobs counts the promise reactions a call schedules through
+// Promise.prototype.then (which catch and finally use) and throws an
+// error past MaxPromiseJobs. goja drains its job queue only when the
+// outermost call returns, so an unbounded chain would otherwise run to the
+// wall limit; runx bounds it too. Awaits inside async functions are bounded
+// by the wall limit alone.
+func boundPromiseJobs(vm *goja.Runtime) error {
+	proto := vm.Get("Promise").ToObject(vm).Get("prototype").ToObject(vm)
+	then, ok := goja.AssertFunction(proto.Get("then"))
+	if !ok {
+		return errors.New("Promise.prototype.then is not a function")
+	}
+	jobs := 0
+	wrapped := vm.ToValue(func(call goja.FunctionCall) goja.Value {
+		jobs++
+		if jobs > MaxPromiseJobs {
+			panic(vm.NewGoError(fmt.Errorf("promise job limit of %d exceeded", MaxPromiseJobs)))
+		}
+		v, err := then(call.This, call.Arguments...)
+		if err != nil {
+			var exc *goja.Exception
+			if errors.As(err, &exc) {
+				panic(exc.Value())
+			}
+			panic(vm.NewGoError(err))
+		}
+		return v
+	})
+	return proto.DefineDataProperty("then", wrapped, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 }

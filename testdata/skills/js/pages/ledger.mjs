@@ -3,7 +3,9 @@
 export function totalPage(inputs, context) {
   const page = inputs.runx_page;
   const state = page.state ?? { count: 0, total: 0, pages: [] };
-  for (const record of page.records) {
+  for (const raw of page.records) {
+    // Records arrive as their encoded JSON text, as in runx.
+    const record = JSON.parse(raw);
     if (record.fail) {
       throw new Error(`record ${record.id} asked to fail`);
     }
