@@ -126,14 +126,14 @@ func TestParseTemplate(t *testing.T) {
 	}{
 		{in: "", want: []TemplatePart{{Literal: ""}}},
 		{in: "plain", want: []TemplatePart{{Literal: "plain"}}},
-		{in: "{{a}}", want: []TemplatePart{{Input: "a"}}},
-		{in: "--x={{ thread.title }}!", want: []TemplatePart{{Literal: "--x="}, {Input: "thread.title"}, {Literal: "!"}}},
-		{in: "{{env.REGION}}{{n}}", want: []TemplatePart{{Env: "REGION"}, {Input: "n"}}},
+		{in: "{{a}}", want: []TemplatePart{{Input: "a", Raw: "{{a}}"}}},
+		{in: "--x={{ thread.title }}!", want: []TemplatePart{{Literal: "--x="}, {Input: "thread.title", Raw: "{{ thread.title }}"}, {Literal: "!"}}},
+		{in: "{{env.REGION}}{{n}}", want: []TemplatePart{{Env: "REGION"}, {Input: "n", Raw: "{{n}}"}}},
 		{in: "a }} b", want: []TemplatePart{{Literal: "a }} b"}}},
 		{in: "{{env.1X}}", wantErr: "must name a variable"},
 		{in: "{{env.}}", wantErr: "must name a variable"},
 		{in: "x{{}}", wantErr: "placeholder at byte 1 is empty"},
-		{in: "{{a", wantErr: "not closed"},
+		{in: "x {{a", want: []TemplatePart{{Literal: "x "}, {Literal: "{{a"}}},
 		{in: "{{a {{b}}", wantErr: "nested"},
 	}
 	for _, tc := range tests {

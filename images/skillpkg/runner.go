@@ -877,21 +877,11 @@ func checkArgTemplate(arg string, run *Runner) error {
 			if run.InputMode == InputModeNone {
 				return fmt.Errorf("placeholder {{%s}} names an input, but input_mode is none", p.Input)
 			}
-			if run.Inputs != nil && !declaresInput(run.Inputs, p.Input) {
-				return fmt.Errorf("placeholder {{%s}} names an input the runner does not declare", p.Input)
-			}
+			// A placeholder naming no declared input is admitted: runx
+			// renders an unmatched placeholder as its literal text.
 		}
 	}
 	return nil
-}
-
-func declaresInput(decls []InputDecl, name string) bool {
-	for _, d := range decls {
-		if d.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // parseEnvironment reads environment.required and environment.optional of the

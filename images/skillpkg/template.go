@@ -12,6 +12,9 @@ type TemplatePart struct {
 	Literal string
 	// Input names the input whose value replaces {{name}}.
 	Input string
+	// Raw is the placeholder as written ("{{ name }}"): an input placeholder
+	// that matches no supplied input renders as this text, as in runx.
+	Raw string
 	// Env names the declared variable whose value replaces {{env.NAME}}.
 	Env string
 }
@@ -19,8 +22,9 @@ type TemplatePart struct {
 // ParseTemplate splits an argument template into literal text and
 // placeholders. A placeholder is {{name}} for an input or {{env.NAME}} for a
 // declared environment variable; spaces just inside the braces are ignored.
-// An unclosed "{{", an empty placeholder or a malformed variable name is an
-// error. Text outside placeholders, including a lone "}}", is literal.
+// An empty placeholder or a malformed variable name is an error. Text
+// outside placeholders, including a lone "}}" and an unclosed "{{", is
+// literal, as runx leaves it.
 func ParseTemplate(s string) ([]TemplatePart, error) {
 	var parts []TemplatePart
 	rest := s
@@ -37,7 +41,8 @@ func ParseTemplate(s string) ([]TemplatePart, error) {
 		}
 		end := strings.Index(rest[open+2:], "}}")
 		if end < 0 {
-			return nil, fmt.Errorf("placeholder opened with {{ at byte %d is not closed with }}", len(s)-len(rest)+open)
+			parts = append(parts, TemplatePart{Literal: rest[open:]})
+			return parts, nil
 		}
 		inner := strings.TrimSpace(rest[open+2 : open+2+end])
 		switch {
@@ -52,7 +57,7 @@ func ParseTemplate(s string) ([]TemplatePart, error) {
 			}
 			parts = append(parts, TemplatePart{Env: name})
 		default:
-			parts = append(parts, TemplatePart{Input: inner})
+			parts = append(parts, TemplatePart{Input: inner, Raw: rest[open : open+2+end+2]})
 		}
 		rest = rest[open+2+end+2:]
 	}

@@ -119,6 +119,9 @@ func planInputs(inputs map[string]json.RawMessage) (inputPlan, error) {
 // compact JSON.
 func serializeValue(v json.RawMessage) []byte {
 	v = bytes.TrimSpace(v)
+	if string(v) == "null" {
+		return nil // runx renders a null input as an empty string
+	}
 	if len(v) > 0 && v[0] == '"' {
 		var s string
 		if err := json.Unmarshal(v, &s); err == nil {
@@ -181,10 +184,10 @@ func BuildEnv(lookup LookupFunc, declared, transport map[string]string) []string
 }
 
 // RenderArgs fills argument templates: {{name}} with the input's serialized
-// value and {{env.NAME}} with a declared variable's value ("" for an absent
-// optional one). A placeholder naming an input that was not supplied, or a
-// variable the runner does not declare, is an error, as is a rendered
-// argument holding a NUL byte.
+// value ("" for null) and {{env.NAME}} with a declared variable's value (""
+// for an absent optional one). A placeholder naming an input that was not
+// supplied stays as written, as in runx. A variable the runner does not
+// declare is an error, as is a rendered argument holding a NUL byte.
 func RenderArgs(templates []string, inputs map[string]json.RawMessage, declared []string, values map[string]string) ([]string, error) {
 	isDeclared := make(map[string]bool, len(declared))
 	for _, n := range declared {
@@ -207,7 +210,9 @@ func RenderArgs(templates []string, inputs map[string]json.RawMessage, declared 
 			case p.Input != "":
 				v, ok := inputs[p.Input]
 				if !ok {
-					return nil, fmt.Errorf("%w: args[%d]: {{%s}} names an input that was not supplied", ErrInvalidRequest, i, p.Input)
+					// runx leaves an unmatched placeholder as written.
+					b.WriteString(p.Raw)
+					continue
 				}
 				b.Write(serializeValue(v))
 			default:
