@@ -20,7 +20,7 @@ func defaultDir() string {
 // dirFlag registers the --dir flag every command that opens a runtime
 // directory takes.
 func dirFlag(fs *flag.FlagSet) *string {
-	return fs.String("dir", defaultDir(), "runtime directory (default $LIBOS_DIR, else ./.libos)")
+	return fs.String("dir", defaultDir(), "runtime `DIR` ($LIBOS_DIR sets the default)")
 }
 
 // parseInterspersed parses fs's flags wherever they appear among args and

@@ -140,8 +140,8 @@ func unknownCommand(stderr io.Writer, name string) int {
 	for i, c := range commands {
 		names[i] = c.name
 	}
-	if near := tools.Closest(name, names, 3); len(near) > 0 && name != "" {
-		fmt.Fprintf(stderr, "Did you mean %s?\n", strings.Join(near, " or "))
+	if near := tools.Closest(name, names, 1); len(near) > 0 && name != "" {
+		fmt.Fprintf(stderr, "Did you mean %s?\n", near[0])
 	}
 	fmt.Fprintln(stderr, "Run 'libos help' for the list of commands.")
 	return exitUsage
