@@ -42,6 +42,9 @@ type ControlRequest struct {
 	Body      string `json:"body,omitempty"`
 	Subject   string `json:"subject,omitempty"`
 	Interrupt bool   `json:"interrupt,omitempty"`
+	// CallID and Reason name the call an approve or deny decides, and why.
+	CallID string `json:"call_id,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // ControlResponse answers a ControlRequest.
@@ -56,13 +59,14 @@ type ControlResponse struct {
 var ControlOps = []string{
 	"ps", "send", "goal_set", "goal_get", "checkpoint_create", "checkpoint_list", "checkpoint_inspect", "checkpoint_restore",
 	"checkpoint_fork", "inspect", "logs", "objects", "object", "messages", "context", "signal",
+	"approvals", "approve", "deny",
 }
 
 // ReadOnlyOps are the operations that only read: a Host may serve them from
 // a directory opened with Options.ReadOnly.
 var ReadOnlyOps = map[string]bool{
 	"ps": true, "checkpoint_list": true, "checkpoint_inspect": true, "inspect": true, "logs": true,
-	"objects": true, "object": true, "messages": true, "context": true, "goal_get": true,
+	"objects": true, "object": true, "messages": true, "context": true, "goal_get": true, "approvals": true,
 }
 
 // Control executes a control request against this runtime.
@@ -112,6 +116,14 @@ func (k *Runtime) Control(req ControlRequest) ControlResponse {
 		v, err = k.GoalOf(req.PID)
 	case "signal":
 		v, err = k.Signal(req.PID, req.Signal)
+	case "approvals":
+		v, err = k.Approvals()
+	case "approve":
+		err = k.Approve(req.PID, req.CallID)
+		v = map[string]any{"pid": req.PID, "call_id": req.CallID, "decision": "approved"}
+	case "deny":
+		err = k.DenyApproval(req.PID, req.CallID, req.Reason)
+		v = map[string]any{"pid": req.PID, "call_id": req.CallID, "decision": "denied", "reason": req.Reason}
 	default:
 		return ControlResponse{Error: fmt.Sprintf("op %q: must be one of %s", req.Op, strings.Join(ControlOps, ", "))}
 	}

@@ -46,7 +46,7 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"run", "libos run <image> --goal TEXT [--dir DIR] [--provider replay|openai] [--script FILE] [--grant R=RIGHTS]... [--deny R=RIGHTS]... [flags]",
+		{"run", "libos run <image> --goal TEXT [--dir DIR] [--provider replay|openai] [--script FILE] [--grant R=RIGHTS]... [--ask R=RIGHTS]... [--deny R=RIGHTS]... [flags]",
 			"Run a process tree until its root ends or the runtime is idle.", noStdin(runCommand)},
 		{"demo", "libos demo [--dir DIR]", "Run the embedded offline demo.", noStdin(demoCommand)},
 		{"resume", "libos resume [--dir DIR] [provider flags]", "Continue a runtime directory with the provider its run recorded.", noStdin(resumeCommand)},
@@ -62,6 +62,9 @@ func init() {
 		{"kill", "libos kill <pid> [--dir DIR] [--json]", "Kill a process and its whole subtree.", signalCommand("kill")},
 		{"pause", "libos pause <pid> [--dir DIR] [--json]", "Pause a process (a running quantum finishes first).", signalCommand("pause")},
 		{"continue", "libos continue <pid> [--dir DIR] [--json]", "Continue a paused process.", signalCommand("continue")},
+		{"approvals", "libos approvals [--dir DIR] [--json]", "List calls waiting for a Human's approval.", noStdin(approvalsCommand)},
+		{"approve", "libos approve <pid> <call_id> [--dir DIR] [--json]", "Run a call that waits for approval.", noStdin(decideCommand("approve"))},
+		{"deny", "libos deny <pid> <call_id> [--reason R] [--dir DIR] [--json]", "Answer a call that waits for approval with a denial.", noStdin(decideCommand("deny"))},
 		{"checkpoint", "libos checkpoint <create <pid> | list [pid] | inspect <id> | restore <id> | fork <id>> [--dir DIR] [--json]",
 			"Snapshot a process subtree, list, inspect, restore or fork snapshots.", noStdin(checkpointCommand)},
 		{"bench", "libos bench [--processes N] [--rounds N] [--json] | libos bench safety [--json] [--run REGEXP]", "Run the benchmark scenarios, or the runtime-safety benchmark.", noStdin(benchCommand)},

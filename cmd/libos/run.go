@@ -116,6 +116,8 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	denies := &grantFlag{name: "deny", effect: capabilities.Deny}
 	fs.Var(grants, "grant", "grant RESOURCE=RIGHTS[@USES] to the root (repeatable; RIGHTS is comma-separated; @N: a one-shot of N uses)")
 	fs.Var(denies, "deny", "deny RESOURCE=RIGHTS to the root (repeatable)")
+	asks := &grantFlag{name: "ask", effect: capabilities.Ask}
+	fs.Var(asks, "ask", "make calls that need RESOURCE=RIGHTS[~DURATION] wait for a Human's approval (repeatable; see libos approvals)")
 	skillDirs := registerSkillsFlag(fs)
 	retainIO := fs.Bool("retain-io", true, "retain full provider I/O and tool results as durable evidence (context and goal recovery after a reopen need it)")
 	pos, err := parseInterspersed(fs, args)
@@ -147,11 +149,12 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	catalog.Close()
-	return session(*dir, stdout, stderr, spawnRoot(pos[0], *goal, rootGrants(grants.grants, denies.grants)), &settings)
+	return session(*dir, stdout, stderr, spawnRoot(pos[0], *goal, rootGrants(append(grants.grants, asks.grants...), denies.grants)), &settings)
 }
 
 // rootGrants are what a root started from the command line holds: the clock,
-// plus the flags' grants, with denies last (deny beats allow).
+// plus the flags' grants (allow and ask), with denies last (deny beats ask,
+// and ask beats allow).
 func rootGrants(grants, denies []capabilities.Grant) []capabilities.Grant {
 	out := []capabilities.Grant{
 		{ID: "cli-clock-now", Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},

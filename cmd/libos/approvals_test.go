@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The operator's approval loop on an idle directory: run stops with the
+// root waiting for approval, approvals lists the held call, approve lets
+// resume run it; deny answers it with the reason instead.
+func TestApproveAndDenyHeldCalls(t *testing.T) {
+	script := filepath.Join("..", "..", "testdata", "replay", "approval.yaml")
+	start := func(t *testing.T) (dir, callID string) {
+		dir = t.TempDir()
+		stdout, stderr, code := runBin(t, "run", "base:v0", "--goal", "g", "--dir", dir, "--script", script,
+			"--grant", "process:spawn=write", "--ask", "process:spawn=write")
+		if out := decodeOutcome(t, stdout); code != exitWaiting || out["status"] != "waiting" {
+			t.Fatalf("run: exit %d, %v\n%s", code, out, stderr)
+		}
+		stdout, stderr, code = runBin(t, "approvals", "--dir", dir, "--json")
+		var list []struct {
+			PID      int64  `json:"pid"`
+			CallID   string `json:"call_id"`
+			Tool     string `json:"tool"`
+			Resource string `json:"resource"`
+		}
+		if code != 0 || json.Unmarshal([]byte(stdout), &list) != nil || len(list) != 1 || list[0].Tool != "spawn_child_process" || list[0].Resource != "process:spawn" {
+			t.Fatalf("approvals: exit %d, %s %s", code, stdout, stderr)
+		}
+		if text, _, _ := runBin(t, "approvals", "--dir", dir); !strings.Contains(text, "write on process:spawn") {
+			t.Fatalf("approvals table: %s", text)
+		}
+		return dir, list[0].CallID
+	}
+
+	t.Run("approve", func(t *testing.T) {
+		dir, call := start(t)
+		if _, stderr, code := runBin(t, "approve", "1", "call_unknown", "--dir", dir); code != exitFailed || !strings.Contains(stderr, "call_unknown") {
+			t.Fatalf("approving an unknown call: exit %d, %s", code, stderr)
+		}
+		if _, stderr, code := runBin(t, "approve", "1", "--dir", dir); code != exitUsage || !strings.Contains(stderr, "<pid> <call_id>") {
+			t.Fatalf("approve without a call id: exit %d, %s", code, stderr)
+		}
+		if out, stderr, code := runBin(t, "approve", "1", call, "--dir", dir); code != 0 || !strings.Contains(out, "approved") {
+			t.Fatalf("approve: exit %d, %s %s", code, out, stderr)
+		}
+		if _, stderr, code := runBin(t, "approve", "1", call, "--dir", dir); code != exitFailed || !strings.Contains(stderr, "no pending approval") {
+			t.Fatalf("approving twice: exit %d, %s", code, stderr)
+		}
+		stdout, stderr, code := runBin(t, "resume", "--dir", dir)
+		out := decodeOutcome(t, stdout)
+		if code != 0 || out["status"] != "exited" || out["result"].(map[string]any)["pid"] != float64(2) {
+			t.Fatalf("resume after approval: exit %d, %v\n%s", code, out, stderr)
+		}
+	})
+	t.Run("deny", func(t *testing.T) {
+		dir, call := start(t)
+		if _, stderr, code := runBin(t, "deny", "1", call, "--reason", "no children today", "--dir", dir); code != 0 {
+			t.Fatalf("deny: exit %d, %s", code, stderr)
+		}
+		stdout, _, code := runBin(t, "resume", "--dir", dir)
+		out := decodeOutcome(t, stdout)
+		result, _ := out["result"].(map[string]any)
+		e, _ := result["error"].(map[string]any)
+		if code != 0 || e["code"] != "denied" || !strings.Contains(e["message"].(string), "no children today") {
+			t.Fatalf("resume after denial: exit %d, %v", code, out)
+		}
+		if ps, _, _ := runBin(t, "ps", "--dir", dir, "--json"); strings.Contains(ps, `"pid":2`) {
+			t.Fatalf("a denied spawn ran: %s", ps)
+		}
+	})
+}
