@@ -581,7 +581,6 @@ func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn
 	}); err != nil {
 		return err
 	}
-	r.decisions = nil
 	if ok {
 		r.ObservedTools = addObserved(r.ObservedTools, call.Name)
 	}
@@ -590,8 +589,13 @@ func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn
 		// The status decides what a result means (exited or a review): lead with it.
 		summary = "status " + st + " " + summary
 	}
+	detail := map[string]any{"result": json.RawMessage(body)}
+	if len(r.decisions) > 0 {
+		detail["authority"] = r.decisions
+	}
+	r.decisions = nil
 	ev := Event{Kind: EventToolDone, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, OK: boolPtr(ok), Code: code, Summary: summarize(summary, 160),
-		Detail: map[string]any{"result": json.RawMessage(body)}}
+		Detail: detail}
 	if err := k.emit(tx, ev); err != nil {
 		return err
 	}
