@@ -381,6 +381,11 @@ func cliEnvelope(ctx context.Context, res clitool.Result) Envelope {
 		// Invalid bytes would be replaced silently by the JSON encoder; doing
 		// it here keeps the envelope honest about what it shows.
 		stderr := strings.ToValidUTF8(string(res.Stderr.Retained), "\uFFFD")
+		if res.Stderr.Truncated {
+			// The cut is the runtime's: say so where the text stops, so a
+			// reader never takes a prefix for the whole stream.
+			stderr += fmt.Sprintf("\n[%d bytes of stderr omitted]", res.Stderr.Bytes-int64(len(res.Stderr.Retained)))
+		}
 		env.Stderr = &stderr
 	}
 	if res.Err == nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/libos/libos/tools/skills/clitool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -477,5 +478,19 @@ func TestCredentialEnvironmentNeverReachesARunner(t *testing.T) {
 		if env.Error == nil || env.Error.Code != CodeInvalidRequest || !strings.Contains(env.Error.Message, "OPENAI_API_KEY") || strings.Contains(string(raw), key) {
 			t.Fatalf("%s runner: envelope = %s", bypassed.Type, raw)
 		}
+	}
+}
+
+// A stderr longer than the retained prefix ends with how much was left out.
+func TestTruncatedStderrSaysWhatWasOmitted(t *testing.T) {
+	res := clitool.Result{Started: true, Exited: true}
+	res.Stderr = clitool.Stream{Retained: []byte("first part"), Bytes: 10 + 5000, Truncated: true}
+	env := cliEnvelope(context.Background(), res)
+	if env.Stderr == nil || *env.Stderr != "first part\n[5000 bytes of stderr omitted]" {
+		t.Fatalf("stderr %q", *env.Stderr)
+	}
+	res.Stderr = clitool.Stream{Retained: []byte("all of it"), Bytes: 9}
+	if env := cliEnvelope(context.Background(), res); *env.Stderr != "all of it" {
+		t.Fatalf("whole stderr %q", *env.Stderr)
 	}
 }
