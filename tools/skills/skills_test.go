@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/libos/libos/tools/skills/clitool"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/tools/skills/clitool"
 	"github.com/libos/libos/tools/skills/jsrunner"
 )
 
