@@ -61,6 +61,7 @@ func (m *countingModel) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	m.mu.Lock()
 	m.calls++
+	n := m.calls
 	fault := ""
 	if m.rng.Float64() < m.faultRate {
 		fault = faultKinds[m.rng.IntN(len(faultKinds))]
@@ -114,7 +115,7 @@ func (m *countingModel) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	msg := map[string]any{"role": "assistant", "content": text}
 	if call != "" {
-		msg["tool_calls"] = []map[string]any{{"id": fmt.Sprintf("call_%d", m.calls), "type": "function",
+		msg["tool_calls"] = []map[string]any{{"id": fmt.Sprintf("call_%d", n), "type": "function",
 			"function": map[string]any{"name": call, "arguments": args}}}
 	}
 	resp := map[string]any{"id": "c", "object": "chat.completion", "model": "counting",
