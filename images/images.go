@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -101,12 +102,14 @@ func (im *Image) Ref() string { return im.Name + ":" + im.Version }
 // Gated reports whether process_exit goes through the completion review.
 func (im *Image) Gated() bool { return im.CompletionGate == GateCumulativeReview }
 
-var identRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+// identRe is compiled on first use: its {0,63} expands to a large program,
+// and start-up of commands that never parse a reference should not pay for it.
+var identRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`) })
 
 // ParseRef splits "name:version".
 func ParseRef(ref string) (name, version string, err error) {
 	name, version, ok := strings.Cut(ref, ":")
-	if !ok || !identRe.MatchString(name) || !identRe.MatchString(version) {
+	if !ok || !identRe().MatchString(name) || !identRe().MatchString(version) {
 		return "", "", fmt.Errorf("image reference %q: must be name:version (lowercase letters, digits, '.', '_', '-')", ref)
 	}
 	return name, version, nil
@@ -137,10 +140,10 @@ func Load(path string) (*Image, error) {
 }
 
 func (im *Image) validate() error {
-	if !identRe.MatchString(im.Name) {
+	if !identRe().MatchString(im.Name) {
 		return fmt.Errorf("name: %q must be lowercase letters, digits, '.', '_' or '-' (at most 64)", im.Name)
 	}
-	if !identRe.MatchString(im.Version) {
+	if !identRe().MatchString(im.Version) {
 		return fmt.Errorf("version: %q must be lowercase letters, digits, '.', '_' or '-' (at most 64)", im.Version)
 	}
 	if strings.TrimSpace(im.SystemPrompt) == "" {
@@ -199,7 +202,9 @@ func (im *Image) validate() error {
 //go:embed builtin/*.yaml
 var builtinFS embed.FS
 
-var builtins = func() map[string]*Image {
+// builtins are parsed on first use rather than at package init, which every
+// libos command (and every re-executed worker) would otherwise pay for.
+var builtins = sync.OnceValue(func() map[string]*Image {
 	m := map[string]*Image{}
 	entries, err := fs.ReadDir(builtinFS, "builtin")
 	if err != nil {
@@ -217,11 +222,11 @@ var builtins = func() map[string]*Image {
 		m[im.Ref()] = im
 	}
 	return m
-}()
+})
 
 // Builtin returns a copy of the built-in image ref ("name:version").
 func Builtin(ref string) (*Image, error) {
-	im, ok := builtins[ref]
+	im, ok := builtins()[ref]
 	if !ok {
 		return nil, fmt.Errorf("%w %q (built-in images: %s)", ErrUnknownImage, ref, strings.Join(BuiltinRefs(), ", "))
 	}
@@ -231,8 +236,9 @@ func Builtin(ref string) (*Image, error) {
 
 // BuiltinRefs lists the built-in image references, sorted.
 func BuiltinRefs() []string {
-	refs := make([]string, 0, len(builtins))
-	for r := range builtins {
+	all := builtins()
+	refs := make([]string, 0, len(all))
+	for r := range all {
 		refs = append(refs, r)
 	}
 	sort.Strings(refs)

@@ -292,7 +292,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // toolNamePattern is the tool name rule of the chat-completions API.
-var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// Compiled on first use: compiling at package init taxes every libos start.
+var toolNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // buildRequest maps req to the chat-completions request.
 func (p *OpenAI) buildRequest(req *Request) (openai.ChatCompletionRequest, error) {
@@ -338,9 +339,9 @@ func (p *OpenAI) buildRequest(req *Request) (openai.ChatCompletionRequest, error
 		out.Messages = append(out.Messages, msg)
 	}
 	for i, t := range req.Tools {
-		if !toolNamePattern.MatchString(t.Name) {
+		if !toolNamePattern().MatchString(t.Name) {
 			return out, fmt.Errorf("%w: tools[%d].name: %q must match %s for chat-completions servers",
-				ErrInvalidRequest, i, t.Name, toolNamePattern)
+				ErrInvalidRequest, i, t.Name, toolNamePattern())
 		}
 		params := json.RawMessage(bytes.TrimSpace(t.Parameters))
 		if len(params) == 0 {

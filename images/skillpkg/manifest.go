@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -180,7 +181,7 @@ func (r nodeReader) parseNamedRunners(block *keyValue, defs map[string]InputDecl
 	var defaults []string
 	for _, e := range entries {
 		f := join("runners", e.key)
-		if !runnerNamePattern.MatchString(e.key) {
+		if !runnerNamePattern().MatchString(e.key) {
 			return nil, r.fail(e.keyAt, f, "runner names must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit")
 		}
 		one, err := r.parseRunner(e.value, f, e.key, "", true, packageRunnerTypes, defs)
@@ -218,7 +219,8 @@ type Tool struct {
 	Runner *Runner
 }
 
-var toolSegmentPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+// Compiled on first use: compiling at package init taxes every libos start.
+var toolSegmentPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`) })
 
 var toolRunnerTypes = []RunnerType{TypeJavaScript, TypeCLITool}
 
@@ -229,10 +231,10 @@ var toolRunnerTypes = []RunnerType{TypeJavaScript, TypeCLITool}
 func ParseToolManifest(namespace, tool string, data []byte) (*Tool, error) {
 	dir := "tools/" + namespace + "/" + tool
 	r := nodeReader{file: dir + "/" + ToolManifestFile}
-	if !toolSegmentPattern.MatchString(namespace) {
+	if !toolSegmentPattern().MatchString(namespace) {
 		return nil, &AdmissionError{File: "tools/" + namespace, Rule: "a tool namespace folder must be named with 1 to 64 letters, digits, '_' or '-'"}
 	}
-	if !toolSegmentPattern.MatchString(tool) {
+	if !toolSegmentPattern().MatchString(tool) {
 		return nil, &AdmissionError{File: dir, Rule: "a tool folder must be named with 1 to 64 letters, digits, '_' or '-'"}
 	}
 	if len(data) > MaxManifestBytes {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -185,9 +186,10 @@ func (r *Runner) Attempts() (int, string) {
 	return r.Retry.MaxAttempts, ""
 }
 
+// Compiled on first use: compiling at package init taxes every libos start.
 var (
-	runnerNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	envNamePattern    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	runnerNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
+	envNamePattern    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 )
 
 // runnerFields lists the runner fields (runx's set, plus libos's inputMode
@@ -907,7 +909,7 @@ func (r nodeReader) parseEnvironment(n *yaml.Node, field, runner string) (Enviro
 		for i, name := range list {
 			itemField := fmt.Sprintf("%s[%d]", f, i)
 			switch {
-			case !envNamePattern.MatchString(name):
+			case !envNamePattern().MatchString(name):
 				return Environment{}, r.fail(e.value.Content[i], itemField, "must be a variable name of letters, digits and '_' not starting with a digit, got %q", name)
 			case strings.HasPrefix(name, "RUNX_"):
 				return Environment{}, r.fail(e.value.Content[i], itemField, "must not use the RUNX_ prefix, which the runtime reserves, got %q", name)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -28,7 +29,8 @@ type Skill struct {
 	Metadata map[string]json.RawMessage
 }
 
-var skillNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+// Compiled on first use: compiling at package init taxes every libos start.
+var skillNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 // ParseSkillMarkdown parses a SKILL.md: a YAML front matter block delimited by
 // lines holding exactly "---", then the Markdown manual, which is returned
@@ -62,7 +64,7 @@ func ParseSkillMarkdown(data []byte) (Skill, string, error) {
 		switch e.key {
 		case "name":
 			s.Name, err = r.str(e.value, e.key)
-			if err == nil && !skillNamePattern.MatchString(s.Name) {
+			if err == nil && !skillNamePattern().MatchString(s.Name) {
 				err = r.fail(e.value, e.key, "must be 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit")
 			}
 			haveName = true

@@ -112,7 +112,7 @@ func FuzzParseSkillMarkdown(f *testing.F) {
 			}
 			return
 		}
-		if !skillNamePattern.MatchString(s.Name) {
+		if !skillNamePattern().MatchString(s.Name) {
 			t.Fatalf("admitted invalid name %q", s.Name)
 		}
 		for _, tool := range s.AllowedTools {

@@ -52,7 +52,7 @@ func ParseTemplate(s string) ([]TemplatePart, error) {
 			return nil, fmt.Errorf("placeholder at byte %d contains a nested {{", len(s)-len(rest)+open)
 		case strings.HasPrefix(inner, "env."):
 			name := strings.TrimPrefix(inner, "env.")
-			if !envNamePattern.MatchString(name) {
+			if !envNamePattern().MatchString(name) {
 				return nil, fmt.Errorf("placeholder {{%s}} must name a variable of letters, digits and '_'", inner)
 			}
 			parts = append(parts, TemplatePart{Env: name})

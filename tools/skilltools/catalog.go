@@ -56,7 +56,8 @@ var (
 const builtinDirPrefix = "builtin:"
 
 // toolNamePattern is what a provider accepts as a function name.
-var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// Compiled on first use: compiling at package init taxes every libos start.
+var toolNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // CatalogOptions configure how a Catalog runs skill tools.
 type CatalogOptions struct {
@@ -158,7 +159,7 @@ func LoadCatalog(dirs []string, opts CatalogOptions) (*Catalog, error) {
 		owners[n] = "the built-in tool " + n
 	}
 	claim := func(name, owner string) error {
-		if !toolNamePattern.MatchString(name) {
+		if !toolNamePattern().MatchString(name) {
 			return fmt.Errorf("skill catalog: %w: tool name %q of %s is not 1 to 64 letters, digits, '_' or '-'", ErrInvalidPackage, name, owner)
 		}
 		if other, taken := owners[name]; taken {

@@ -298,10 +298,13 @@ func buildBundle(root *os.Root, absDir, realDir, module string) (*bundle, *Failu
 // build, so the helper can serve only to make typeof require read
 // "function"; runx's worker has no require, so it is replaced with
 // undefined, keeping the line count so that source positions hold.
-var requireShim = regexp.MustCompile(`(?s)var __require = /\* @__PURE__ \*/ \(\(x\) => typeof require !== "undefined".*?is not supported'\);\n\s*\}\);`)
+// Compiled on first use: compiling at package init taxes every libos start.
+var requireShim = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?s)var __require = /\* @__PURE__ \*/ \(\(x\) => typeof require !== "undefined".*?is not supported'\);\n\s*\}\);`)
+})
 
 func withoutRequireShim(code []byte) []byte {
-	return requireShim.ReplaceAllFunc(code, func(m []byte) []byte {
+	return requireShim().ReplaceAllFunc(code, func(m []byte) []byte {
 		return append([]byte("var __require = void 0;"), bytes.Repeat([]byte("\n"), bytes.Count(m, []byte("\n")))...)
 	})
 }

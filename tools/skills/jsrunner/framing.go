@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sync"
 )
 
 // A JSON-array artifact is framed into pages of complete records. The
@@ -94,7 +95,10 @@ const framerReadChunk = 256 << 10
 
 // assignmentPrefix matches a JavaScript assignment of an array to a dotted
 // or indexed name, up to and including the array's '['.
-var assignmentPrefix = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*|\[[0-9]+\]|\["[^"\\]{0,64}"\])*[ \t\r\n]*=[ \t\r\n]*\[`)
+// Compiled on first use: compiling at package init taxes every libos start.
+var assignmentPrefix = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*|\[[0-9]+\]|\["[^"\\]{0,64}"\])*[ \t\r\n]*=[ \t\r\n]*\[`)
+})
 
 // maxAssignmentPrefix bounds how far the framer looks for the '['.
 const maxAssignmentPrefix = 1024
@@ -185,7 +189,7 @@ func (f *arrayFramer) start() error {
 		if err != nil {
 			return err
 		}
-		m := assignmentPrefix.Find(w[:min(len(w), maxAssignmentPrefix)])
+		m := assignmentPrefix().Find(w[:min(len(w), maxAssignmentPrefix)])
 		if m == nil {
 			return &frameError{offset: off, reason: "the artifact does not start with a JSON array ('[') or a JavaScript assignment of one (name = [...])"}
 		}
