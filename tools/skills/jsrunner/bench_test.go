@@ -10,7 +10,14 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/dop251/goja"
 )
+
+// percentile returns the q-quantile of sorted latencies in microseconds.
+func percentile(sorted []time.Duration, q float64) float64 {
+	return float64(sorted[int(q*float64(len(sorted)-1))].Nanoseconds()) / 1e3
+}
 
 // reportLatency prints the median and p99 of per-invocation latencies.
 func reportLatency(b *testing.B, lat []time.Duration) {
@@ -18,25 +25,69 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 		return
 	}
 	slices.Sort(lat)
-	pick := func(q float64) float64 {
-		i := int(q * float64(len(lat)-1))
-		return float64(lat[i].Nanoseconds()) / 1e3
+	b.ReportMetric(percentile(lat, 0.5), "median-µs")
+	b.ReportMetric(percentile(lat, 0.99), "p99-µs")
+}
+
+// baselineSource is the benchmark module as a plain script, for the
+// in-process baseline below.
+const baselineSource = `function add(inputs) { return { sum: inputs.a + inputs.b }; }`
+
+// gojaBaseline is the in-process reference a warm call is compared with: the
+// module compiled once (goja.Compile), and per call a fresh goja runtime that
+// runs it, parses the inputs, calls the function and stringifies the result.
+// It has no process boundary, no bundle lookup and no limits.
+type gojaBaseline struct {
+	prg *goja.Program
+}
+
+func newGojaBaseline(b *testing.B) *gojaBaseline {
+	prg, err := goja.Compile("sum.js", baselineSource, true)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(pick(0.5), "median-µs")
-	b.ReportMetric(pick(0.99), "p99-µs")
+	return &gojaBaseline{prg: prg}
+}
+
+func (g *gojaBaseline) call(b *testing.B, inputs string) {
+	vm := goja.New()
+	if _, err := vm.RunProgram(g.prg); err != nil {
+		b.Fatal(err)
+	}
+	add, _ := goja.AssertFunction(vm.Get("add"))
+	json := vm.Get("JSON").ToObject(vm)
+	parse, _ := goja.AssertFunction(json.Get("parse"))
+	stringify, _ := goja.AssertFunction(json.Get("stringify"))
+	in, err := parse(goja.Undefined(), vm.ToValue(inputs))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := add(goja.Undefined(), in)
+	if err == nil {
+		out, err = stringify(goja.Undefined(), out)
+	}
+	if err != nil || out.String() != `{"sum":42}` {
+		b.Fatalf("baseline: %v %v", out, err)
+	}
 }
 
 // BenchmarkInvokeWarm calls a small pure module whose bundle is cached on
-// the host and compiled in the worker. Every call still gets a fresh engine
-// instance and crosses the process boundary.
+// the host and compiled in the worker; every call still runs in a fresh
+// engine instance and crosses the process boundary. Each iteration also
+// times one in-process precompiled goja call (gojaBaseline), so the ratios
+// compare both under the same load: absolute figures move several-fold with
+// the machine's load.
 func BenchmarkInvokeWarm(b *testing.B) {
 	p := newPool(b, PoolOptions{Workers: 1})
 	spec := Spec{Dir: fixture(b, "pure"), Module: "sum.mjs", Export: "add"}
-	in := json.RawMessage(`{"a":20,"b":22}`)
+	const inputs = `{"a":20,"b":22}`
+	in := json.RawMessage(inputs)
 	if r := p.Run(context.Background(), spec, in, ""); r.Err != nil || string(r.Output) != `{"sum":42}` {
 		b.Fatalf("warm-up: %s %+v", r.Output, r.Err)
 	}
+	base := newGojaBaseline(b)
 	lat := make([]time.Duration, 0, b.N)
+	baseLat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -45,9 +96,18 @@ func BenchmarkInvokeWarm(b *testing.B) {
 		if r.Err != nil {
 			b.Fatal(r.Err)
 		}
+		b.StopTimer()
+		start = time.Now()
+		base.call(b, inputs)
+		baseLat = append(baseLat, time.Since(start))
+		b.StartTimer()
 	}
 	b.StopTimer()
 	reportLatency(b, lat)
+	slices.Sort(baseLat)
+	b.ReportMetric(percentile(baseLat, 0.5), "goja-median-µs")
+	b.ReportMetric(percentile(lat, 0.5)/percentile(baseLat, 0.5), "median-x-goja")
+	b.ReportMetric(percentile(lat, 0.99)/percentile(baseLat, 0.99), "p99-x-goja")
 }
 
 // BenchmarkInvokeFresh changes the module before every call, so each call
