@@ -422,23 +422,29 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 			continue
 		}
 		r := *old
-		r.Gen = max(old.Gen, now.Gen) + 1
+		restored, err := process.Step(old.Record, process.Input{Kind: process.Restore, Floor: now.Gen}, k.now())
+		if err != nil {
+			return RestoreReport{}, fmt.Errorf("restore pid %d: %w", pid, err)
+		}
+		r.Record = restored
 		r.Grants = neverRegain(old.Grants, now.Grants)
 		r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
 		r.NotifiedSeq = max(old.NotifiedSeq, now.NotifiedSeq)
 		r.WallMark = now.WallMark // wall time already charged stays charged once
 		effectCall := r.Dispatch.effectCallID()
 		r.Dispatch = nil
-		if r.State == process.Running {
+		if old.State == process.Running {
 			// Captured mid-quantum: like a crash, the call's settlement is
 			// unknown to the restored process, and calls it made then are
 			// answered as such.
-			r.State, r.InterruptedTurn = process.Runnable, true
+			r.InterruptedTurn = true
 			if err := k.answerUnanswered(tx, &r, effectCall, "the process was restored from a checkpoint taken while this call ran; its effect may or may not have happened"); err != nil {
 				return RestoreReport{}, err
 			}
 		}
-		r.UpdatedAt = k.now()
+		if err := k.emit(tx, Event{Kind: EventState, PID: pid, From: string(now.State), To: string(r.State), Reason: "restored from " + id}); err != nil {
+			return RestoreReport{}, err
+		}
 		if p, ok := data.pending[pid]; ok {
 			if err := savePending(tx, p); err != nil {
 				return RestoreReport{}, err
@@ -618,16 +624,21 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord)
 	for _, pid := range cp.PIDs {
 		old := data.procs[pid]
 		r := *old
+		forked, err := process.Step(old.Record, process.Input{Kind: process.Fork}, k.now())
+		if err != nil {
+			return ForkReport{}, fmt.Errorf("fork pid %d: %w", pid, err)
+		}
+		r.Record = forked
 		r.PID, r.ParentPID, r.RootPID = rep.PIDs[pid], rep.PIDs[old.ParentPID], rep.RootPID
 		if pid == cp.RootPID && caller != nil {
 			r.ParentPID, r.RootPID = caller.PID, caller.RootPID
 		}
 		r.Namespace = Namespace(r.PID)
 		r.GoalOID, r.ContextOID, r.ResultOID = oids[old.GoalOID], oids[old.ContextOID], oids[old.ResultOID]
-		r.Gen, r.Used, r.ToolCalls, r.RetainSeq, r.RetainedEntries = 0, capabilities.Budget{}, 0, 0, 0
-		r.ResumePending, r.Dispatch, r.Wait, r.PausedFrom = "", nil, nil, ""
+		r.Used, r.ToolCalls, r.RetainSeq, r.RetainedEntries = capabilities.Budget{}, 0, 0, 0
+		r.ResumePending, r.Dispatch = "", nil
 		r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested, r.WallMark = 0, false, false, time.Time{}
-		r.CreatedAt, r.UpdatedAt = k.now(), k.now()
+		r.CreatedAt = k.now()
 		var grants []capabilities.Grant
 		for _, g := range old.Grants {
 			if g.UsesRemaining != nil {
@@ -647,15 +658,7 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord)
 			grants = append(grants, capabilities.InheritedDenies(caller.Grants)...)
 		}
 		r.Grants = grants
-		waited := false
-		switch old.State {
-		case process.Waiting, process.Running, process.Created:
-			waited = old.State == process.Waiting
-			r.State = process.Runnable
-		case process.Paused:
-			waited = old.PausedFrom == process.Waiting
-			r.State = process.Runnable
-		}
+		waited := old.State == process.Waiting || (old.State == process.Paused && old.PausedFrom == process.Waiting)
 		if r.ContextOID == "" {
 			// The context was lost before the checkpoint: the fork starts
 			// with an empty one.

@@ -268,6 +268,12 @@ func (st *scriptState) parseInput(c *datadriven.Case) (Input, error) {
 			wait.Filter = json.RawMessage(a.Val)
 		case "pending":
 			wait.PendingID = a.Val
+		case "floor":
+			n, err := strconv.ParseUint(a.Val, 10, 64)
+			if err != nil {
+				return in, err
+			}
+			in.Floor = n
 		case "attempt":
 			n, err := strconv.Atoi(a.Val)
 			if err != nil {

@@ -258,10 +258,20 @@ const (
 	// Recover: running -> runnable, for a process found running when the
 	// runtime reopens after a crash.
 	Recover InputKind = "recover"
+	// Restore: the record is a checkpoint's copy being brought back. It keeps
+	// its state, wait and result, except that a copy taken mid-quantum
+	// becomes runnable (its call's settlement is unknown); Gen moves past
+	// Input.Floor (the current record's Gen), so no wake of the present can
+	// land on the restored past. An ended copy stays ended.
+	Restore InputKind = "restore"
+	// Fork: the record is a checkpoint's copy starting a new process: an
+	// ended copy stays ended, any other becomes runnable with no wait, and
+	// Gen starts over.
+	Fork InputKind = "fork"
 )
 
 // InputKinds lists every input kind.
-var InputKinds = []InputKind{Admit, Dispatch, Yield, Block, Wake, Pause, Resume, Exit, Fail, Kill, Recover}
+var InputKinds = []InputKind{Admit, Dispatch, Yield, Block, Wake, Pause, Resume, Exit, Fail, Kill, Recover, Restore, Fork}
 
 // Input is one transition request.
 type Input struct {
@@ -273,6 +283,7 @@ type Input struct {
 	Reason    string   // Fail (required), Kill
 	ResultOID string   // Exit
 	WaitKind  WaitKind // Wake: the kind of wait being ended
+	Floor     uint64   // Restore: the generation the restored record must move past
 }
 
 // Errors Step returns, wrapped in a *TransitionError.
@@ -325,7 +336,7 @@ func Step(r Record, in Input, now time.Time) (Record, error) {
 	if !validInput(in.Kind) {
 		return fail(ErrInvalidInput, "unknown input kind; want one of %s", joinInputs())
 	}
-	if r.State.Terminal() {
+	if r.State.Terminal() && in.Kind != Restore && in.Kind != Fork {
 		return fail(ErrInvalidTransition, "the process is %s, which is terminal", r.State)
 	}
 	if in.Kind != Wake && in.Gen != 0 && in.Gen != r.Gen {
@@ -383,6 +394,16 @@ func Step(r Record, in Input, now time.Time) (Record, error) {
 			return fail(ErrInvalidTransition, "only a running process can exit")
 		}
 		next.State, next.ResultOID = Exited, in.ResultOID
+	case Restore:
+		if r.State == Running {
+			next.State = Runnable
+		}
+		next.Gen = max(r.Gen, in.Floor)
+	case Fork:
+		if !r.State.Terminal() {
+			next.State, next.Wait, next.PausedFrom = Runnable, nil, ""
+		}
+		next.Gen = 0
 	case Fail, Kill:
 		if in.Kind == Fail && strings.TrimSpace(in.Reason) == "" {
 			return fail(ErrInvalidInput, "reason: required to fail a process")

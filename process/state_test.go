@@ -76,17 +76,20 @@ func validInputFor(k InputKind, r Record) Input {
 // allowed lists, per start configuration, the inputs Step accepts and the
 // resulting "state" or "paused/<from>". Every pair not listed is refused with
 // ErrInvalidTransition.
+// Restore and Fork apply to a checkpoint's copy in any state: a restore
+// keeps the state (a running copy becomes runnable), a fork makes every
+// live copy runnable, and neither leaves an ended state.
 var allowed = map[string]map[InputKind]string{
-	"created":         {Admit: "runnable", Pause: "paused/created", Fail: "failed", Kill: "killed"},
-	"runnable":        {Dispatch: "running", Pause: "paused/runnable", Fail: "failed", Kill: "killed"},
-	"running":         {Yield: "runnable", Block: "waiting", Exit: "exited", Fail: "failed", Kill: "killed", Recover: "runnable"},
-	"waiting":         {Wake: "runnable", Pause: "paused/waiting", Fail: "failed", Kill: "killed"},
-	"paused/created":  {Resume: "created", Fail: "failed", Kill: "killed"},
-	"paused/runnable": {Resume: "runnable", Fail: "failed", Kill: "killed"},
-	"paused/waiting":  {Resume: "waiting", Wake: "paused/runnable", Fail: "failed", Kill: "killed"},
-	"exited":          {},
-	"failed":          {},
-	"killed":          {},
+	"created":         {Admit: "runnable", Pause: "paused/created", Fail: "failed", Kill: "killed", Restore: "created", Fork: "runnable"},
+	"runnable":        {Dispatch: "running", Pause: "paused/runnable", Fail: "failed", Kill: "killed", Restore: "runnable", Fork: "runnable"},
+	"running":         {Yield: "runnable", Block: "waiting", Exit: "exited", Fail: "failed", Kill: "killed", Recover: "runnable", Restore: "runnable", Fork: "runnable"},
+	"waiting":         {Wake: "runnable", Pause: "paused/waiting", Fail: "failed", Kill: "killed", Restore: "waiting", Fork: "runnable"},
+	"paused/created":  {Resume: "created", Fail: "failed", Kill: "killed", Restore: "paused/created", Fork: "runnable"},
+	"paused/runnable": {Resume: "runnable", Fail: "failed", Kill: "killed", Restore: "paused/runnable", Fork: "runnable"},
+	"paused/waiting":  {Resume: "waiting", Wake: "paused/runnable", Fail: "failed", Kill: "killed", Restore: "paused/waiting", Fork: "runnable"},
+	"exited":          {Restore: "exited", Fork: "exited"},
+	"failed":          {Restore: "failed", Fork: "failed"},
+	"killed":          {Restore: "killed", Fork: "killed"},
 }
 
 func stateName(r Record) string {
@@ -136,7 +139,11 @@ func TestStepEveryStateAndInput(t *testing.T) {
 			if got := stateName(next); got != want {
 				t.Errorf("%s + %s: went to %s, want %s", sc.name, k, got, want)
 			}
-			if next.Gen != r.Gen+1 || !next.UpdatedAt.Equal(now) || !next.CreatedAt.Equal(t0) {
+			wantGen := r.Gen + 1
+			if k == Fork {
+				wantGen = 1 // a fork is a new process: its generations start over
+			}
+			if next.Gen != wantGen || !next.UpdatedAt.Equal(now) || !next.CreatedAt.Equal(t0) {
 				t.Errorf("%s + %s: gen %d updated %v created %v", sc.name, k, next.Gen, next.UpdatedAt, next.CreatedAt)
 			}
 			if err := next.Validate(); err != nil {
