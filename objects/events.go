@@ -1,10 +1,6 @@
 package objects
 
-import (
-	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
-)
+import "fmt"
 
 // EventsBefore returns up to limit events with seq lower than beforeSeq in
 // descending order (newest first); beforeSeq 0 means from the newest event,
@@ -26,49 +22,9 @@ func (s *Store) EventsBefore(beforeSeq uint64, limit int) ([]Event, error) {
 	if beforeSeq != 0 {
 		upper = eventKey(beforeSeq)
 	}
-	events, err := s.readEventsReverse(upper, limit)
+	events, err := s.scanEvents([]byte(prefixEvents), upper, limit, true)
 	if err != nil {
 		return nil, fmt.Errorf("objects: events before: %w", err)
-	}
-	return events, nil
-}
-
-func (s *Store) readEventsReverse(upper []byte, limit int) (events []Event, err error) {
-	defer recoverFatal(&err)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefixEvents), UpperBound: upper})
-	if err != nil {
-		return nil, s.readErr(err)
-	}
-	wait := s.locals.lastCommit()
-	for ok := it.Last(); ok && (limit == 0 || len(events) < limit); ok = it.Prev() {
-		seq, derr := eventSeqFromKey(it.Key())
-		if derr != nil {
-			err = derr
-			break
-		}
-		value, verr := it.ValueAndErr()
-		if verr != nil {
-			err = verr
-			break
-		}
-		e, derr := decodeEvent(seq, value)
-		if derr != nil {
-			err = fmt.Errorf("event %d: %w", seq, derr)
-			break
-		}
-		events = append(events, e)
-	}
-	if err == nil {
-		err = it.Error()
-	}
-	if cerr := it.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, s.readErr(err)
-	}
-	if werr := wait.wait(); werr != nil {
-		return nil, fmt.Errorf("read state that failed to sync: %w", werr)
 	}
 	return events, nil
 }

@@ -737,14 +737,24 @@ func (s *Store) Events(afterSeq uint64, limit int) ([]Event, error) {
 	return events, nil
 }
 
-func (s *Store) readEvents(lower []byte, limit int) (events []Event, err error) {
+func (s *Store) readEvents(lower []byte, limit int) ([]Event, error) {
+	return s.scanEvents(lower, prefixEnd([]byte(prefixEvents)), limit, false)
+}
+
+// scanEvents reads up to limit events (0: all) with keys in [lower, upper),
+// oldest first, or newest first when reverse.
+func (s *Store) scanEvents(lower, upper []byte, limit int, reverse bool) (events []Event, err error) {
 	defer recoverFatal(&err)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd([]byte(prefixEvents))})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, s.readErr(err)
 	}
+	first, next := it.First, it.Next
+	if reverse {
+		first, next = it.Last, it.Prev
+	}
 	wait := s.locals.lastCommit()
-	for ok := it.First(); ok && (limit == 0 || len(events) < limit); ok = it.Next() {
+	for ok := first(); ok && (limit == 0 || len(events) < limit); ok = next() {
 		seq, derr := eventSeqFromKey(it.Key())
 		if derr != nil {
 			err = derr
