@@ -9,12 +9,16 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/libos/libos/internal/benchmarks"
 	"github.com/libos/libos/internal/safety"
 )
+
+const benchSynopsis = "libos bench [--processes N] [--rounds N] [--startup-runs N] [--scenarios LIST] [--json]"
 
 // benchCommand runs the runtime's benchmark scenarios on temporary
 // directories and prints their figures. It measures; it asserts nothing.
@@ -27,22 +31,47 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	procs := fs.Int("processes", 1000, "processes in the quanta scenario (10 quanta each)")
 	rounds := fs.Int("rounds", 200, "round trips in the spawn and message scenarios")
+	startupRuns := fs.Int("startup-runs", 20, "runs of each program in the startup scenario (medians)")
+	only := fs.String("scenarios", "", "comma-separated scenarios to run: quanta, spawn_wait, messages, startup (default all)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitUsage
 	}
-	if len(pos) != 0 || *procs < 1 || *rounds < 1 {
-		fmt.Fprintln(stderr, "usage: libos bench [--processes N] [--rounds N] [--json]\n       libos bench safety [--json] [--run REGEXP]")
+	all := []string{"quanta", "spawn_wait", "messages", "startup"}
+	names := all
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	bad := len(pos) != 0 || *procs < 1 || *rounds < 1 || *startupRuns < 1
+	for _, n := range names {
+		bad = bad || !slices.Contains(all, n)
+	}
+	if bad {
+		fmt.Fprintln(stderr, "usage: "+benchSynopsis+"\n       libos bench safety [--json] [--run REGEXP]")
 		return exitUsage
 	}
-	scenarios := []func(dir string) (benchmarks.Result, error){
-		func(dir string) (benchmarks.Result, error) { return benchmarks.Quanta(dir, *procs, 10) },
-		func(dir string) (benchmarks.Result, error) { return benchmarks.SpawnRoundTrips(dir, *rounds) },
-		func(dir string) (benchmarks.Result, error) { return benchmarks.MessageRoundTrips(dir, *rounds) },
+	scenarios := map[string]func(dir string) (benchmarks.Result, error){
+		"quanta":     func(dir string) (benchmarks.Result, error) { return benchmarks.Quanta(dir, *procs, 10) },
+		"spawn_wait": func(dir string) (benchmarks.Result, error) { return benchmarks.SpawnRoundTrips(dir, *rounds) },
+		"messages":   func(dir string) (benchmarks.Result, error) { return benchmarks.MessageRoundTrips(dir, *rounds) },
+		"startup": func(dir string) (benchmarks.Result, error) {
+			// It builds a hello-world and the floor programs with the go
+			// tool from libos's source tree, and measures this binary.
+			mod, err := benchmarks.FindModuleDir()
+			if err != nil {
+				return benchmarks.Result{}, err
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return benchmarks.Result{}, err
+			}
+			return benchmarks.Startup(dir, benchmarks.StartupOptions{Libos: self, ModuleDir: mod, Runs: *startupRuns})
+		},
 	}
 	var results []benchmarks.Result
-	for _, run := range scenarios {
+	for _, name := range names {
+		run := scenarios[name]
 		dir, err := os.MkdirTemp("", "libos-bench-")
 		if err != nil {
 			fmt.Fprintf(stderr, "libos bench: %v\n", err)

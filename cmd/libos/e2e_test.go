@@ -274,14 +274,20 @@ func TestPsAndSendNeverCreateADirectory(t *testing.T) {
 }
 
 func TestBenchCommand(t *testing.T) {
-	stdout, stderr, code := runBin(t, "bench", "--processes", "5", "--rounds", "2", "--json")
+	stdout, stderr, code := runBin(t, "bench", "--processes", "5", "--rounds", "2", "--startup-runs", "1", "--json")
 	var results []map[string]any
-	if code != 0 || json.Unmarshal([]byte(stdout), &results) != nil || len(results) != 3 {
+	if code != 0 || json.Unmarshal([]byte(stdout), &results) != nil || len(results) != 4 {
 		t.Fatalf("bench: exit %d %q %s", code, stdout, stderr)
 	}
 	metrics := results[0]["metrics"].(map[string]any)
 	if metrics["quanta/s"].(float64) <= 0 || metrics["commits/quantum"].(float64) > 2 {
 		t.Fatalf("quanta figures %v", metrics)
+	}
+	if startup := results[3]["metrics"].(map[string]any); startup["version/hello"].(float64) <= 0 || startup["skill_run/echo"].(float64) <= 0 {
+		t.Fatalf("startup figures %v", startup)
+	}
+	if _, stderr, code := runBin(t, "bench", "--scenarios", "quanta,nope"); code != exitUsage {
+		t.Fatalf("unknown scenario: exit %d %s", code, stderr)
 	}
 }
 

@@ -67,7 +67,7 @@ func init() {
 		{"deny", "libos deny <pid> <call_id> [--reason R] [--dir DIR] [--json]", "Answer a call that waits for approval with a denial.", noStdin(decideCommand("deny"))},
 		{"checkpoint", "libos checkpoint <create <pid> | list [pid] | inspect <id> | restore <id> | fork <id>> [--dir DIR] [--json]",
 			"Snapshot a process subtree, list, inspect, restore or fork snapshots.", noStdin(checkpointCommand)},
-		{"bench", "libos bench [--processes N] [--rounds N] [--json] | libos bench safety [--json] [--run REGEXP]", "Run the benchmark scenarios, or the runtime-safety benchmark.", noStdin(benchCommand)},
+		{"bench", benchSynopsis + " | libos bench safety [--json] [--run REGEXP]", "Run the benchmark scenarios, or the runtime-safety benchmark.", noStdin(benchCommand)},
 		{"skill", "libos skill <run|check> <dir> [flags]", "Run or check a skill package.", runSkillCommand},
 		{"version", "libos version [--json]", "Print libos's version.", noStdin(versionCommand)},
 		{"help", "libos help [command]", "Show the commands, or one command's usage.", helpCommand},
