@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dop251/goja"
@@ -62,6 +63,9 @@ type workerState struct {
 	cfg      configMsg
 	programs map[string]*list.Element
 	lru      *list.List // of *compiledBundle, most recent first
+	// ready is the engine for the next call, prepared after the previous
+	// answer was sent so that its cost falls between calls.
+	ready *engine
 }
 
 type compiledBundle struct {
@@ -122,6 +126,7 @@ func runWorker(in io.Reader, out io.Writer) int {
 		if _, err := out.Write(outBuf); err != nil {
 			return 0
 		}
+		w.ready = newEngine()
 		if cap(outBuf) > 1<<20 {
 			outBuf = nil
 		}
@@ -189,23 +194,54 @@ func refuseSourceMap(string) ([]byte, error) {
 	return nil, errors.New("source maps are only read inline")
 }
 
-// call runs one export invocation in a fresh engine instance, so nothing a
-// module leaves behind is visible to the next call.
-func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
+// engine is a fresh runtime prepared for exactly one call. Preparing it
+// (creating the runtime, installing the deterministic clock, the refusing
+// Math.random and the promise-job bound) happens while the worker waits for
+// its next request, so a call pays only for running the module; no module
+// code ever runs in an engine before the call it serves.
+type engine struct {
+	vm     *goja.Runtime
+	freeze goja.Callable
+	err    error // preparing failed; reported by the call that takes it
+}
+
+// newEngine builds the next call's runtime.
+func newEngine() *engine {
 	vm := goja.New()
 	// eval and Function parse code too; they must not open files for source maps.
 	vm.SetParserOptions(parser.WithDisableSourceMaps)
-	vm.SetMaxCallStackSize(req.MaxDepth)
 	vm.SetTimeSource(func() time.Time { return FixedClock })
 	vm.SetRandSource(func() float64 { panic(vm.NewTypeError("Math.random is unavailable: modules must be deterministic")) })
+	e := &engine{vm: vm}
+	// Captured before module code can replace it.
+	e.freeze, _ = goja.AssertFunction(vm.Get("Object").ToObject(vm).Get("freeze"))
+	if err := boundPromiseJobs(vm); err != nil {
+		e.err = fmt.Errorf("bounding promise jobs: %w", err)
+	}
+	return e
+}
 
-	wall := time.Duration(req.TimeoutNS)
-	timer := time.AfterFunc(wall, func() {
-		vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("wall time limit of %s exceeded", wall)})
-	})
-	defer timer.Stop()
-	stopWatch := w.watchHeap(vm)
-	defer stopWatch()
+// nextEngine returns the engine prepared for this call, or a new one.
+func (w *workerState) nextEngine() *engine {
+	e := w.ready
+	w.ready = nil
+	if e == nil {
+		e = newEngine()
+	}
+	return e
+}
+
+// call runs one export invocation in a fresh engine instance, so nothing a
+// module leaves behind is visible to the next call.
+func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
+	e := w.nextEngine()
+	if e.err != nil {
+		return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: e.err.Error()}, nil
+	}
+	vm := e.vm
+	vm.SetMaxCallStackSize(req.MaxDepth)
+	stop := w.watch(vm, time.Duration(req.TimeoutNS))
+	defer stop()
 
 	var (
 		res     resultMsg
@@ -214,7 +250,7 @@ func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resul
 	// Everything that may run module code happens inside one engine call so
 	// that exceptions, interrupts and stack overflows all come back as its error.
 	body := vm.ToValue(func(goja.FunctionCall) goja.Value {
-		res, payload = w.invoke(vm, req, prg, inputs)
+		res, payload = w.invoke(e, req, prg, inputs)
 		return goja.Undefined()
 	})
 	fn, _ := goja.AssertFunction(body)
@@ -224,16 +260,11 @@ func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resul
 	return res, payload
 }
 
-func (w *workerState) invoke(vm *goja.Runtime, req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
-	// Capture the built-in before module code can replace it.
-	freeze, _ := goja.AssertFunction(vm.Get("Object").ToObject(vm).Get("freeze"))
-
+func (w *workerState) invoke(e *engine, req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
+	vm, freeze := e.vm, e.freeze
 	in, err := decodeJSON(vm, inputs)
 	if err != nil {
 		return resultMsg{Status: statusFailed, Code: CodeInvalidRequest, Message: "inputs: " + err.Error()}, nil
-	}
-	if err := boundPromiseJobs(vm); err != nil {
-		return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: "bounding promise jobs: " + err.Error()}, nil
 	}
 	if _, err := vm.RunProgram(prg); err != nil {
 		return classifyEngineError(err, CodeExecutionFailed, "module evaluation failed"), nil
@@ -424,43 +455,67 @@ func truncateMessage(s string) string {
 
 func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }
 
-// watchHeap interrupts vm when the heap passes the configured limit. A
+// watch arms one timer per call for both limits: it interrupts vm once the
+// wall limit passes, and while the call runs it samples the heap every
+// heapTick, interrupting vm when the heap passes the configured limit. A
 // reading above the limit is confirmed after a collection so that garbage
-// does not count against the module.
-func (w *workerState) watchHeap(vm *goja.Runtime) (stop func()) {
+// does not count against the module. A call shorter than heapTick never
+// wakes the timer, so no goroutine or ticker is started for it.
+func (w *workerState) watch(vm *goja.Runtime, wall time.Duration) (stop func()) {
 	limit := w.cfg.HeapLimit
-	if limit <= 0 {
-		return func() {}
+	deadline := time.Now().Add(wall)
+	var (
+		mu      sync.Mutex
+		stopped bool
+		timer   *time.Timer
+	)
+	first := wall
+	if limit > 0 {
+		first = min(first, heapTick)
 	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			metrics.Read(sample)
-			if int64(sample[0].Value.Uint64()) <= limit {
-				continue
-			}
-			runtime.GC()
-			metrics.Read(sample)
-			if used := int64(sample[0].Value.Uint64()); used > limit {
+	var check func()
+	check = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("wall time limit of %s exceeded", wall)})
+			return
+		}
+		if limit > 0 {
+			if used, over := heapOver(limit); over {
 				vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("memory limit of %d MiB exceeded (heap reached %d MiB)", limit>>20, used>>20)})
 				return
 			}
 		}
-	}()
-	return func() {
-		close(done)
-		<-finished
+		timer.Reset(min(heapTick, max(time.Until(deadline), 0)))
 	}
+	mu.Lock()
+	timer = time.AfterFunc(first, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		mu.Unlock()
+	}
+}
+
+// heapTick is how often a running call's heap is sampled.
+const heapTick = 2 * time.Millisecond
+
+func heapOver(limit int64) (int64, bool) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	if int64(sample[0].Value.Uint64()) <= limit {
+		return 0, false
+	}
+	runtime.GC()
+	metrics.Read(sample)
+	used := int64(sample[0].Value.Uint64())
+	return used, used > limit
 }
 
 // boundPromiseJobs counts the promise reactions a call schedules through
