@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,7 +27,7 @@ const bundleNamespace = "libos-package"
 
 // bundleFormatVersion is mixed into every graph hash so that a change of the
 // bundling options invalidates what workers have compiled.
-const bundleFormatVersion = "libos-jsrunner-bundle-v2"
+const bundleFormatVersion = "libos-jsrunner-bundle-v3"
 
 // hostBundleCache bounds the entry modules whose bundles the host keeps.
 const hostBundleCache = 256
@@ -230,9 +231,9 @@ func graphUnchanged(absDir string, b *bundle) (ok bool, refreshed *bundle) {
 	return true, &nb
 }
 
-// buildBundle bundles the module graph of module into an IIFE that assigns
-// the entry's exports to bundleGlobal. Every import is resolved by the
-// package resolver below; nothing outside the package is ever read.
+// buildBundle bundles the module graph of module into a script that
+// assigns the entry's exports to bundleGlobal. Every import is resolved by
+// the package resolver below; nothing outside the package is ever read.
 func buildBundle(root *os.Root, absDir, realDir, module string) (*bundle, *Failure) {
 	info, err := root.Stat(module)
 	switch {
@@ -244,36 +245,31 @@ func buildBundle(root *os.Root, absDir, realDir, module string) (*bundle, *Failu
 		return nil, failf(CodeModuleRejected, "module %q is not a regular file", module)
 	}
 
+	// The ES module output wrapped in a function that returns an object of
+	// getters is the cheapest form to evaluate: esbuild's IIFE output builds
+	// the exports object with helpers (__toCommonJS, __copyProps) that make
+	// every call's fresh engine create the Object statics and the array
+	// iterator machinery, several times the cost of a small export itself.
+	// The IIFE remains for an export list this wrapper does not recognise.
 	g := &graphLoader{root: root, dir: absDir}
-	result := api.Build(api.BuildOptions{
-		EntryPoints:   []string{module},
-		Bundle:        true,
-		Write:         false,
-		Format:        api.FormatIIFE,
-		GlobalName:    bundleGlobal,
-		Platform:      api.PlatformNeutral,
-		Target:        api.ESNext,
-		Supported:     map[string]bool{"async-generator": false, "for-await": false},
-		Charset:       api.CharsetUTF8,
-		LegalComments: api.LegalCommentsNone,
-		// An inline map lets error positions name the author's files and lines.
-		Sourcemap:      api.SourceMapInline,
-		SourcesContent: api.SourcesContentExclude,
-		AbsWorkingDir:  realDir,
-		LogLevel:       api.LogLevelSilent,
-		LogOverride: map[string]api.LogLevel{
-			// A computed import() or require() would escape the resolver
-			// below; refuse it at build time instead of failing later.
-			"unsupported-dynamic-import": api.LogLevelError,
-			"unsupported-require-call":   api.LogLevelError,
-		},
-		Plugins: []api.Plugin{{Name: "libos-package", Setup: g.setup}},
-	})
+	result := api.Build(bundleOptions(g, realDir, module, api.FormatESModule))
 	if len(result.Errors) > 0 {
 		return nil, &Failure{Code: CodeModuleRejected, Message: describeBuildErrors(result.Errors)}
 	}
 	if len(result.OutputFiles) != 1 {
 		return nil, failf(CodeInternalFailure, "bundling %q produced %d outputs, want 1", module, len(result.OutputFiles))
+	}
+	code, ok := esmAsScript(result.OutputFiles[0].Contents, result.Metafile)
+	if !ok {
+		g = &graphLoader{root: root, dir: absDir}
+		result = api.Build(bundleOptions(g, realDir, module, api.FormatIIFE))
+		if len(result.Errors) > 0 {
+			return nil, &Failure{Code: CodeModuleRejected, Message: describeBuildErrors(result.Errors)}
+		}
+		if len(result.OutputFiles) != 1 {
+			return nil, failf(CodeInternalFailure, "bundling %q produced %d outputs, want 1", module, len(result.OutputFiles))
+		}
+		code = result.OutputFiles[0].Contents
 	}
 	files := g.graph()
 	h := sha256.New()
@@ -288,9 +284,115 @@ func buildBundle(root *os.Root, absDir, realDir, module string) (*bundle, *Failu
 	}
 	return &bundle{
 		hash:  hex.EncodeToString(h.Sum(nil)),
-		code:  withoutRequireShim(result.OutputFiles[0].Contents),
+		code:  withoutRequireShim(code),
 		files: files,
 	}, nil
+}
+
+func bundleOptions(g *graphLoader, realDir, module string, format api.Format) api.BuildOptions {
+	opts := api.BuildOptions{
+		EntryPoints: []string{module},
+		Bundle:      true,
+		Write:       false,
+		Format:      format,
+		Platform:    api.PlatformNeutral,
+		Target:      api.ESNext,
+		// Top-level await and import.meta are refused and emptied as the
+		// IIFE format does, so both formats accept the same modules.
+		Supported:     map[string]bool{"async-generator": false, "for-await": false, "top-level-await": false, "import-meta": false},
+		Charset:       api.CharsetUTF8,
+		LegalComments: api.LegalCommentsNone,
+		// An inline map lets error positions name the author's files and lines.
+		Sourcemap:      api.SourceMapInline,
+		SourcesContent: api.SourcesContentExclude,
+		AbsWorkingDir:  realDir,
+		LogLevel:       api.LogLevelSilent,
+		LogOverride: map[string]api.LogLevel{
+			// A computed import() or require() would escape the resolver
+			// below; refuse it at build time instead of failing later.
+			"unsupported-dynamic-import": api.LogLevelError,
+			"unsupported-require-call":   api.LogLevelError,
+		},
+		Plugins: []api.Plugin{{Name: "libos-package", Setup: g.setup}},
+	}
+	if format == api.FormatIIFE {
+		opts.GlobalName = bundleGlobal
+	} else {
+		// The banner is part of the output the source map describes, so
+		// positions stay right; the arrow function keeps the module scope
+		// private and top-level this is already replaced by esbuild.
+		opts.Banner = map[string]string{"js": "var " + bundleGlobal + " = (() => {"}
+		opts.Metafile = true
+	}
+	return opts
+}
+
+// exportClause is the export statement esbuild ends an ES module bundle
+// with (before the source map comment).
+var exportClause = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\nexport \{\n((?:  [^\n]*\n)*)\};\n`)
+})
+
+// exportItem is one entry of the clause: a local binding and, if it differs,
+// the exported name as an identifier or a plain double-quoted string.
+var exportItem = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^  ([A-Za-z_$][A-Za-z0-9_$]*)(?: as ([A-Za-z_$][A-Za-z0-9_$]*|"[^"\\]*"))?,?$`)
+})
+
+// esmAsScript turns esbuild's ES module bundle (opened by the banner) into a
+// script: the final export clause becomes the return of an object with one
+// getter per export, so exports stay live bindings as in a module namespace.
+// ok is false when the clause is not exactly the one the metafile lists.
+func esmAsScript(code []byte, metafile string) (out []byte, ok bool) {
+	var meta struct {
+		Outputs map[string]struct {
+			Exports []string `json:"exports"`
+		} `json:"outputs"`
+	}
+	if err := json.Unmarshal([]byte(metafile), &meta); err != nil || len(meta.Outputs) != 1 {
+		return nil, false
+	}
+	var exports []string
+	for _, o := range meta.Outputs {
+		exports = o.Exports
+	}
+	mapAt := bytes.LastIndex(code, []byte("\n//# sourceMappingURL="))
+	if mapAt < 0 {
+		return nil, false
+	}
+	body, tail := code[:mapAt+1], code[mapAt+1:]
+	ret := []byte("return {")
+	if len(exports) > 0 {
+		loc := exportClause().FindSubmatchIndex(body)
+		if loc == nil || loc[1] != len(body) {
+			return nil, false
+		}
+		items := strings.Split(strings.TrimSuffix(string(body[loc[2]:loc[3]]), "\n"), "\n")
+		if len(items) != len(exports) {
+			return nil, false
+		}
+		for i, item := range items {
+			m := exportItem().FindStringSubmatch(item)
+			if m == nil {
+				return nil, false
+			}
+			local, name := m[1], m[2]
+			if name == "" {
+				name = local
+			}
+			if strings.Trim(name, `"`) != exports[i] {
+				return nil, false
+			}
+			if i > 0 {
+				ret = append(ret, ',')
+			}
+			ret = fmt.Appendf(ret, "\n  get %s() { return %s; }", name, local)
+		}
+		body = body[:loc[0]+1]
+	}
+	ret = append(ret, "\n};\n})();\n"...)
+	out = make([]byte, 0, len(body)+len(ret)+len(tail))
+	return append(append(append(out, body...), ret...), tail...), true
 }
 
 // requireShim matches the __require helper esbuild emits when a module

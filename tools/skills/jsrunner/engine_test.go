@@ -1,0 +1,100 @@
+package jsrunner
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Each call's engine is prepared before the call arrives; what a module
+// does to the built-ins the worker itself relies on (Object.freeze for the
+// context, Promise.prototype.then for the job bound) or to any prototype
+// must not reach the engine prepared for the next call.
+func TestPreparedEngineIsUntouchedByThePreviousCall(t *testing.T) {
+	p := newPool(t, PoolOptions{Workers: 1})
+	dir := runxPackage(t, `
+export default ({ tamper }) => {
+  const seen = {
+    frozen: Object.isFrozen(Object.freeze({})),
+    thenPatched: Promise.prototype.then.name === "patched",
+    arrayPatched: typeof [].patched,
+    globalPatched: typeof globalThis.patched,
+    sticky: typeof globalThis.sticky,
+    extensible: Object.isExtensible(Object.prototype),
+  };
+  if (tamper) {
+    Object.freeze = (o) => o;
+    Promise.prototype.then = function patched() {};
+    Array.prototype.patched = () => 1;
+    globalThis.patched = 1;
+    Object.defineProperty(globalThis, "sticky", { value: 1, configurable: false });
+    Object.preventExtensions(Object.prototype);
+  }
+  return seen;
+};`, nil)
+	spec := Spec{Dir: dir, Module: "main.mjs"}
+	clean := `{"frozen":true,"thenPatched":false,"arrayPatched":"undefined","globalPatched":"undefined","sticky":"undefined","extensible":true}`
+	wantOutput(t, run(t, p, spec, `{"tamper":true}`), clean)
+	for i := 0; i < 3; i++ {
+		wantOutput(t, run(t, p, spec, `{"tamper":false}`), clean)
+	}
+	// The context is still frozen by the real Object.freeze.
+	ctx := runxPackage(t, `export default (inputs, context) => ({ frozen: Object.isFrozen(context) && Object.isFrozen(context.environment) });`, nil)
+	wantOutput(t, run(t, p, Spec{Dir: ctx, Module: "main.mjs"}, `{}`), `{"frozen":true}`)
+}
+
+// Module scope is evaluated afresh for every call, and exports are live
+// bindings read after evaluation, whatever their kind.
+func TestModuleScopeAndExportKinds(t *testing.T) {
+	p := newPool(t, PoolOptions{Workers: 1})
+	dir := runxPackage(t, `
+import { count, bump } from "./lib/counter.mjs";
+export * from "./lib/counter.mjs";
+let calls = 0;
+export let late = "before";
+late = "after";
+export class Box {}
+const topThis = this;
+const meta = import.meta;
+function scope() { calls++; bump(); return { calls, count, late, box: typeof Box, topThis: typeof topThis, meta: typeof meta }; }
+export { scope, scope as "odd name", scope as default };
+`, map[string]string{"lib/counter.mjs": `export let count = 0; export function bump() { count++; } export const constant = "c";`})
+	for _, export := range []string{"scope", "odd name", "default", ""} {
+		wantOutput(t, run(t, p, Spec{Dir: dir, Module: "main.mjs", Export: export}, `{}`),
+			`{"calls":1,"count":1,"late":"after","box":"function","topThis":"undefined","meta":"object"}`)
+	}
+	wantFailure(t, run(t, p, Spec{Dir: dir, Module: "main.mjs", Export: "constant"}, `{}`), CodeModuleRejected, "not a function")
+	wantFailure(t, run(t, p, Spec{Dir: dir, Module: "main.mjs", Export: "missing"}, `{}`), CodeModuleRejected, "no export")
+}
+
+// An export name the script wrapper does not recognise (an escape in a
+// string name) falls back to the IIFE bundle and still works; a module
+// without exports reports the missing export; top-level await is refused.
+func TestBundleFormats(t *testing.T) {
+	p := newPool(t, PoolOptions{Workers: 1})
+	dir := runxPackage(t, `function f() { return { ok: "escaped" }; } export { f as "quote\"d" };`, nil)
+	b, f := bundleFromDir(dir, "main.mjs")
+	if f != nil {
+		t.Fatal(f)
+	}
+	if !strings.Contains(string(b.code), "__toCommonJS") {
+		t.Fatalf("an escaped export name did not fall back to the IIFE bundle:\n%s", b.code)
+	}
+	wantOutput(t, run(t, p, Spec{Dir: dir, Module: "main.mjs", Export: `quote"d`}, `{}`), `{"ok":"escaped"}`)
+
+	plain := runxPackage(t, `export default () => ({ ok: true });`, nil)
+	if b, f = bundleFromDir(plain, "main.mjs"); f != nil || strings.Contains(string(b.code), "__toCommonJS") {
+		t.Fatalf("a plain module was not bundled as a script: %v\n%s", f, b.code)
+	}
+
+	none := runxPackage(t, `globalThis.x = 1;`, nil)
+	wantFailure(t, run(t, p, Spec{Dir: none, Module: "main.mjs"}, `{}`), CodeModuleRejected, "no export")
+
+	tla := runxPackage(t, `const v = await Promise.resolve(1); export default () => ({ v });`, nil)
+	wantFailure(t, run(t, p, Spec{Dir: tla, Module: "main.mjs"}, `{}`), CodeModuleRejected, "await")
+
+	// Error positions still name the author's file and line in a multi-file graph.
+	pos := runxPackage(t, "import { boom } from \"./lib/boom.mjs\";\nexport default () => boom();\n",
+		map[string]string{"lib/boom.mjs": "export function boom() {\n  throw new Error(\"bang\");\n}\n"})
+	wantFailure(t, run(t, p, Spec{Dir: pos, Module: "main.mjs"}, `{}`), CodeExecutionFailed, "bang", filepath.ToSlash("lib/boom.mjs:2:"))
+}
