@@ -55,203 +55,239 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 	})
 }
 
+// A quantum runs in phases, each its own commit, as a task's run states in a
+// kernel: the start (resume a pending action, or prepare and reserve the
+// provider call), the provider call with no lock held, the result (settle
+// the call and dispatch its tool calls), and the outside effects, one commit
+// after each.
+
+// callStart is what the start phase hands the provider call: the request,
+// its reservation and the call record's number. A zero value means no call
+// (the process was not runnable, resumed a pending action, or waits).
+type callStart struct {
+	req      llm.Request
+	im       *images.Image
+	reserved int64
+	turn     int
+}
+
 // runQuantum is one quantum of pid; see quantum.
 func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
-	var (
-		req      llm.Request
-		im       *images.Image
-		reserved int64
-		turn     int  // the call's number among the process's provider calls
-		called   bool // phase A dispatched the process: the provider call goes ahead
-	)
+	var start *callStart
 	var effect effectFunc
 	err := k.update(func(tx *objects.Txn) error {
-		r, err := loadProc(tx, pid)
-		if err != nil {
-			return err
-		}
-		if r.State != process.Runnable {
-			return errSkip
-		}
-		im, err = k.image(r.Image)
-		if err != nil {
-			return k.failProcess(tx, r, fmt.Sprintf("image %s: %v", r.Image, err))
-		}
-		if r.ResumePending != "" {
-			effect, err = k.resumePending(ctx, tx, r)
-			return err
-		}
-		c, err := k.loadContext(tx, r)
-		if err != nil {
-			return err
-		}
-		if r.InterruptedTurn {
-			r.InterruptedTurn = false
-			if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: interruptedNotice}); err != nil {
-				return err
-			}
-		}
-		msgs, err := newMessages(tx, r)
-		if err != nil {
-			return err
-		}
-		if len(msgs) > 0 {
-			notice, _ := messageNotice(msgs)
-			if err := k.appendEntries(tx, r, c, notice); err != nil {
-				return err
-			}
-		}
-		goal, err := k.goalText(tx, r)
-		if err != nil {
-			return err
-		}
-		if im.Context.Object {
-			projected := c.tokens + k.tokens.Estimate(im.SystemPrompt) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens
-			window := im.Context.WindowTokens
-			if r.ForceMaintenance {
-				// The server refused the prompt as over its window: its word
-				// beats the image's, so the window is taken to be what the
-				// context holds now, and maintenance aims well under it.
-				r.ForceMaintenance, r.PressureEpisode = false, false
-				window = min(window, max(c.tokens, 1))
-				projected = max(projected, window)
-			}
-			waiting, err := k.maintain(tx, r, c, projected, window)
-			if err != nil || waiting {
-				return err
-			}
-		}
-		system := k.systemPrompt(r, c, im.SystemPrompt, im.Context.Object)
-		req = llm.Request{
-			Process:   llm.ProcessInfo{PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
-			Turn:      r.Replies,
-			Attempt:   r.ProviderFailures + 1,
-			Messages:  k.materialize(r, c, system, goal),
-			Tools:     k.toolSchemas(im, r),
-			MaxTokens: im.Context.MaxOutputTokens,
-		}
-		// Reserve the call and its worst-case tokens up the ancestor chain
-		// before the call starts: a crash after this point leaves the
-		// reservation charged, never an uncharged call.
-		reserved = int64(c.tokens + k.tokens.Estimate(system) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens)
-		// Wall time is charged in whole seconds since the last charge, at
-		// each provider call: a process past its wall budget makes no more calls.
-		if r.WallMark.IsZero() {
-			r.WallMark = r.CreatedAt
-		}
-		wall := int64(k.now().Sub(r.WallMark) / time.Second)
-		r.WallMark = r.WallMark.Add(time.Duration(wall) * time.Second)
-		if err := charge(tx, r, capabilities.Budget{LLMCalls: 1, LLMTokens: reserved, WallSeconds: wall}); err != nil {
-			if errors.Is(err, capabilities.ErrBudgetExhausted) {
-				return k.failProcess(tx, r, err.Error())
-			}
-			return err
-		}
-		r.ReservedTokens = reserved
-		reqJSON, _ := json.Marshal(req.Messages)
-		if err := putJSON(tx, callKey(r.PID, r.Turn), callRecord{
-			Turn: r.Turn, Attempt: r.ProviderFailures + 1, Status: "started", RequestSHA256: sha(reqJSON), StartedAt: k.now(), ReservedTokens: reserved,
-		}); err != nil {
-			return err
-		}
-		if err := k.emit(tx, Event{Kind: EventQuantum, PID: r.PID, Turn: r.Turn}); err != nil {
-			return err
-		}
-		called, turn = true, r.Turn
-		k.markCommit(tx, commitQuantum)
-		return k.step(tx, r, process.Input{Kind: process.Dispatch})
+		var err error
+		start, effect, err = k.startQuantum(ctx, tx, pid)
+		return err
 	})
 	if errors.Is(err, errSkip) {
 		return nil
 	}
-	if err != nil || !called {
+	if err != nil || start == nil {
 		return k.runEffects(ctx, pid, effect, err)
 	}
-
-	resp, perr := k.provider().Complete(ctx, req)
-
+	resp, perr := k.provider().Complete(ctx, start.req)
 	err = k.update(func(tx *objects.Txn) error {
-		r, err := loadProc(tx, pid)
-		if err != nil {
-			return err
-		}
-		cr := callRecord{Turn: turn, RequestSHA256: "", ReservedTokens: reserved, FinishedAt: k.now()}
-		if old, gerr := tx.Get(callKey(pid, turn)); gerr == nil {
-			_ = json.Unmarshal(old, &cr)
-		}
-		cr.FinishedAt = k.now()
-		r.Turn++
-		r.ReservedTokens = 0
-		if perr != nil {
-			cr.Error = perr.Error()
-			cr.Settlement = string(llm.SettlementOf(perr))
-			cr.Status = "failed"
-			if ctx.Err() != nil && r.State == process.Running {
-				// The Host stopped the runtime mid-call: the call's settlement
-				// is unknown and the process resumes later with a notice.
-				cr.Status, cr.Settlement = "unknown", string(llm.SettlementUnknown)
-				r.InterruptedTurn = true
-				if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
-					return err
-				}
-				return k.step(tx, r, process.Input{Kind: process.Recover})
-			}
-			if cr.Settlement == string(llm.SettlementNotStarted) || cr.Settlement == string(llm.SettlementRejected) {
-				// The call never reached the model, or the server refused it
-				// before any output: its reservation is given back.
-				if err := adjustUsage(tx, r, capabilities.Budget{LLMCalls: -1, LLMTokens: -reserved}); err != nil {
-					return err
-				}
-			}
-			if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
-				return err
-			}
-			if err := k.emit(tx, providerEvent(pid, turn, r.ProviderFailures+1, cr, perr, nil)); err != nil {
-				return err
-			}
-			if r.State != process.Running {
-				return saveProc(tx, r)
-			}
-			return k.providerFailed(tx, r, im, perr)
-		}
-		attempt := r.ProviderFailures + 1
-		r.ProviderFailures, r.WindowRetried = 0, false
-		used := int64(resp.Usage.PromptTokens + resp.Usage.CompletionTokens)
-		cr.Status, cr.Usage, cr.ToolCalls = "completed", &usage{resp.Usage.PromptTokens, resp.Usage.CompletionTokens}, len(resp.ToolCalls)
-		if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
-			return err
-		}
-		if err := k.emit(tx, providerEvent(pid, turn, attempt, cr, nil, &resp)); err != nil {
-			return err
-		}
-		// Settle the reservation to the reported usage. Going over the token
-		// budget is discovered here; the call already happened, so it is
-		// charged in full and the next call is refused.
-		if err := adjustUsage(tx, r, capabilities.Budget{LLMTokens: used - reserved}); err != nil {
-			return err
-		}
-		if r.State != process.Running {
-			// Killed or paused while the call was in flight: nothing runs.
-			return saveProc(tx, r)
-		}
-		c, err := k.loadContext(tx, r)
-		if err != nil {
-			return err
-		}
-		assistant := Entry{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}
-		if assistant.Content == "" && len(assistant.ToolCalls) == 0 {
-			// Servers refuse an empty assistant message in a later request.
-			assistant.Content = "(empty reply)"
-		}
-		if err := k.appendEntries(tx, r, c, assistant); err != nil {
-			return err
-		}
-		r.Replies++
-		r.Dispatch = &dispatchState{Turn: turn, Calls: resp.ToolCalls, EffectCall: -1, Truncated: resp.FinishReason == "length"}
-		effect, err = k.dispatch(ctx, tx, r, c, im)
+		var err error
+		effect, err = k.finishCall(ctx, tx, pid, start, resp, perr)
 		return err
 	})
 	return k.runEffects(ctx, pid, effect, err)
+}
+
+// startQuantum is the start phase: it resumes a pending action whose wait
+// ended (which may return an outside effect), or announces what the process
+// must know, runs context maintenance, and prepares and reserves the
+// provider call, moving the process to running.
+func (k *Runtime) startQuantum(ctx context.Context, tx *objects.Txn, pid int64) (*callStart, effectFunc, error) {
+	r, err := loadProc(tx, pid)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.State != process.Runnable {
+		return nil, nil, errSkip
+	}
+	im, err := k.image(r.Image)
+	if err != nil {
+		return nil, nil, k.failProcess(tx, r, fmt.Sprintf("image %s: %v", r.Image, err))
+	}
+	if r.ResumePending != "" {
+		effect, err := k.resumePending(ctx, tx, r)
+		return nil, effect, err
+	}
+	c, err := k.loadContext(tx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := k.announce(tx, r, c); err != nil {
+		return nil, nil, err
+	}
+	goal, err := k.goalText(tx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if im.Context.Object {
+		projected := c.tokens + k.tokens.Estimate(im.SystemPrompt) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens
+		window := im.Context.WindowTokens
+		if r.ForceMaintenance {
+			// The server refused the prompt as over its window: its word
+			// beats the image's, so the window is taken to be what the
+			// context holds now, and maintenance aims well under it.
+			r.ForceMaintenance, r.PressureEpisode = false, false
+			window = min(window, max(c.tokens, 1))
+			projected = max(projected, window)
+		}
+		waiting, err := k.maintain(tx, r, c, projected, window)
+		if err != nil || waiting {
+			return nil, nil, err
+		}
+	}
+	system := k.systemPrompt(r, c, im.SystemPrompt, im.Context.Object)
+	start := &callStart{im: im, turn: r.Turn, req: llm.Request{
+		Process:   llm.ProcessInfo{PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
+		Turn:      r.Replies,
+		Attempt:   r.ProviderFailures + 1,
+		Messages:  k.materialize(r, c, system, goal),
+		Tools:     k.toolSchemas(im, r),
+		MaxTokens: im.Context.MaxOutputTokens,
+	}}
+	// Reserve the call and its worst-case tokens up the ancestor chain
+	// before the call starts: a crash after this point leaves the
+	// reservation charged, never an uncharged call.
+	start.reserved = int64(c.tokens + k.tokens.Estimate(system) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens)
+	// Wall time is charged in whole seconds since the last charge, at
+	// each provider call: a process past its wall budget makes no more calls.
+	if r.WallMark.IsZero() {
+		r.WallMark = r.CreatedAt
+	}
+	wall := int64(k.now().Sub(r.WallMark) / time.Second)
+	r.WallMark = r.WallMark.Add(time.Duration(wall) * time.Second)
+	if err := charge(tx, r, capabilities.Budget{LLMCalls: 1, LLMTokens: start.reserved, WallSeconds: wall}); err != nil {
+		if errors.Is(err, capabilities.ErrBudgetExhausted) {
+			return nil, nil, k.failProcess(tx, r, err.Error())
+		}
+		return nil, nil, err
+	}
+	r.ReservedTokens = start.reserved
+	reqJSON, _ := json.Marshal(start.req.Messages)
+	if err := putJSON(tx, callKey(r.PID, r.Turn), callRecord{
+		Turn: r.Turn, Attempt: r.ProviderFailures + 1, Status: "started", RequestSHA256: sha(reqJSON), StartedAt: k.now(), ReservedTokens: start.reserved,
+	}); err != nil {
+		return nil, nil, err
+	}
+	if err := k.emit(tx, Event{Kind: EventQuantum, PID: r.PID, Turn: r.Turn}); err != nil {
+		return nil, nil, err
+	}
+	k.markCommit(tx, commitQuantum)
+	return start, nil, k.step(tx, r, process.Input{Kind: process.Dispatch})
+}
+
+// announce tells the process, before its call, what it must know: that its
+// last turn was interrupted, and which messages arrived.
+func (k *Runtime) announce(tx *objects.Txn, r *procRecord, c *llmContext) error {
+	if r.InterruptedTurn {
+		r.InterruptedTurn = false
+		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: interruptedNotice}); err != nil {
+			return err
+		}
+	}
+	msgs, err := newMessages(tx, r)
+	if err != nil || len(msgs) == 0 {
+		return err
+	}
+	notice, _ := messageNotice(msgs)
+	return k.appendEntries(tx, r, c, notice)
+}
+
+// finishCall is the result phase: it settles the provider call's
+// reservation and records its outcome; a failure goes to providerFailed, a
+// reply is appended and its tool calls dispatched (which may return an
+// outside effect).
+func (k *Runtime) finishCall(ctx context.Context, tx *objects.Txn, pid int64, start *callStart, resp llm.Response, perr error) (effectFunc, error) {
+	r, err := loadProc(tx, pid)
+	if err != nil {
+		return nil, err
+	}
+	turn, reserved := start.turn, start.reserved
+	cr := callRecord{Turn: turn, ReservedTokens: reserved}
+	if old, gerr := tx.Get(callKey(pid, turn)); gerr == nil {
+		_ = json.Unmarshal(old, &cr)
+	}
+	cr.FinishedAt = k.now()
+	r.Turn++
+	r.ReservedTokens = 0
+	if perr != nil {
+		return nil, k.callFailed(ctx, tx, r, start, cr, perr)
+	}
+	attempt := r.ProviderFailures + 1
+	r.ProviderFailures, r.WindowRetried = 0, false
+	used := int64(resp.Usage.PromptTokens + resp.Usage.CompletionTokens)
+	cr.Status, cr.Usage, cr.ToolCalls = "completed", &usage{resp.Usage.PromptTokens, resp.Usage.CompletionTokens}, len(resp.ToolCalls)
+	if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
+		return nil, err
+	}
+	if err := k.emit(tx, providerEvent(pid, turn, attempt, cr, nil, &resp)); err != nil {
+		return nil, err
+	}
+	// Settle the reservation to the reported usage. Going over the token
+	// budget is discovered here; the call already happened, so it is
+	// charged in full and the next call is refused.
+	if err := adjustUsage(tx, r, capabilities.Budget{LLMTokens: used - reserved}); err != nil {
+		return nil, err
+	}
+	if r.State != process.Running {
+		// Killed or paused while the call was in flight: nothing runs.
+		return nil, saveProc(tx, r)
+	}
+	c, err := k.loadContext(tx, r)
+	if err != nil {
+		return nil, err
+	}
+	assistant := Entry{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}
+	if assistant.Content == "" && len(assistant.ToolCalls) == 0 {
+		// Servers refuse an empty assistant message in a later request.
+		assistant.Content = "(empty reply)"
+	}
+	if err := k.appendEntries(tx, r, c, assistant); err != nil {
+		return nil, err
+	}
+	r.Replies++
+	r.Dispatch = &dispatchState{Turn: turn, Calls: resp.ToolCalls, EffectCall: -1, Truncated: resp.FinishReason == "length"}
+	return k.dispatch(ctx, tx, r, c, start.im)
+}
+
+// callFailed records a failed provider call and decides what follows.
+func (k *Runtime) callFailed(ctx context.Context, tx *objects.Txn, r *procRecord, start *callStart, cr callRecord, perr error) error {
+	cr.Error = perr.Error()
+	cr.Settlement = string(llm.SettlementOf(perr))
+	cr.Status = "failed"
+	if ctx.Err() != nil && r.State == process.Running {
+		// The Host stopped the runtime mid-call: the call's settlement is
+		// unknown and the process resumes later with a notice.
+		cr.Status, cr.Settlement = "unknown", string(llm.SettlementUnknown)
+		r.InterruptedTurn = true
+		if err := putJSON(tx, callKey(r.PID, start.turn), cr); err != nil {
+			return err
+		}
+		return k.step(tx, r, process.Input{Kind: process.Recover})
+	}
+	if cr.Settlement == string(llm.SettlementNotStarted) || cr.Settlement == string(llm.SettlementRejected) {
+		// The call never reached the model, or the server refused it before
+		// any output: its reservation is given back.
+		if err := adjustUsage(tx, r, capabilities.Budget{LLMCalls: -1, LLMTokens: -start.reserved}); err != nil {
+			return err
+		}
+	}
+	if err := putJSON(tx, callKey(r.PID, start.turn), cr); err != nil {
+		return err
+	}
+	if err := k.emit(tx, providerEvent(r.PID, start.turn, r.ProviderFailures+1, cr, perr, nil)); err != nil {
+		return err
+	}
+	if r.State != process.Running {
+		return saveProc(tx, r)
+	}
+	return k.providerFailed(tx, r, start.im, perr)
 }
 
 // runEffects runs pid's outside effects between commits, never under the
@@ -333,31 +369,11 @@ type effectFunc func(ctx context.Context) (map[string]any, error)
 func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, im *images.Image) (effectFunc, error) {
 	d := r.Dispatch
 	if len(d.Calls) == 0 {
-		r.Dispatch = nil
-		r.TextOnlyTurns++
-		if limit := im.TextOnlyTurnLimit(); r.TextOnlyTurns >= limit {
-			return nil, k.failProcess(tx, r, fmt.Sprintf("the model answered %d turns in a row without a tool call; only tool calls act "+
-				"(the model or server may not support tool calling: check that the server enables tools for this model)", limit))
-		}
-		notice := noToolCallNotice
-		if d.Truncated {
-			notice = truncatedNotice + " " + notice
-		}
-		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: notice}); err != nil {
-			return nil, err
-		}
-		if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
-			return nil, err
-		}
-		return nil, k.pauseIfRequested(tx, r)
+		return nil, k.textOnlyReply(tx, r, c, im)
 	}
 	r.TextOnlyTurns = 0
 	table := k.toolTable(im, r)
-	var (
-		block     *tools.Block
-		blockCall llm.ToolCall
-		exit      *tools.Exit
-	)
+	var end batchEnd
 	for ; d.Next < len(d.Calls); d.Next++ {
 		call := d.Calls[d.Next]
 		if d.EndedBy == "" {
@@ -372,66 +388,9 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			}
 			continue
 		}
-		if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: d.Turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120),
-			Detail: map[string]any{"arguments": loggedArguments(call.Arguments)}}); err != nil {
-			return nil, err
-		}
-		sp := tx.Savepoint()
-		saved := r.snapshot()
-		r.decisions = nil
-		out, terr := k.invoke(ctx, tx, r, c, table, call)
-		authority := r.decisions
-		if terr != nil {
-			// Nothing of a failed call stays: staged writes, reserved
-			// one-shot uses and budget charges all go back.
-			tx.RollbackTo(sp)
-			r.restore(saved)
-			r.ApprovedCall, r.decisions = "", authority
-			var need *ApprovalRequiredError
-			if errors.As(terr, &need) {
-				// Held for a Human: the call waits, and the batch ends
-				// with it as with a wait.
-				block, blockCall, d.EndedBy = k.approvalBlock(need), call, call.Name+" (waiting for approval)"
-				if err := k.emit(tx, Event{Kind: EventApproval, PID: r.PID, CallID: call.ID, Tool: call.Name, Reason: "requested: " + need.Error(),
-					Detail: map[string]any{"decision": "requested", "resource": need.Resource, "right": string(need.Right), "grant_id": need.GrantID}}); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			k.shrinkRefusedCall(tx, r, c, call.ID)
-			te := tools.AsError(terr)
-			// A refused call started nothing, so even a wait or an exit
-			// refused here leaves the rest of the batch to run.
-			if err := k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		r.ApprovedCall = ""
-		switch {
-		case out.Effect != nil:
-			// Durable before the effect starts: a crash from here on leaves
-			// the call's settlement unknown, and recovery says so.
-			d.EffectCall, d.EffectAuthority = d.Next, authority
-			d.Next++
-			if err := saveProc(tx, r); err != nil {
-				return nil, err
-			}
-			return out.Effect, nil
-		case out.Block != nil:
-			block, blockCall, d.EndedBy = out.Block, call, call.Name
-		case out.Exit != nil:
-			exit, d.EndedBy = out.Exit, call.Name
-			if err := k.recordCall(tx, r, c, d.Turn, call, tools.SuccessResult(out.Result), true, ""); err != nil {
-				return nil, err
-			}
-		default:
-			if err := k.recordCall(tx, r, c, d.Turn, call, tools.SuccessResult(out.Result), true, ""); err != nil {
-				return nil, err
-			}
-			if t := table[call.Name]; t.EndsBatch {
-				d.EndedBy = call.Name
-			}
+		effect, err := k.dispatchCall(ctx, tx, r, c, table, call, &end)
+		if err != nil || effect != nil {
+			return effect, err
 		}
 		if d.EndedBy == "" {
 			if err := checkMessages(tx, r, d, false); err != nil {
@@ -439,12 +398,79 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 			}
 		}
 	}
+	return nil, k.endBatch(tx, r, c, d, end)
+}
+
+// batchEnd is how a batch ended: in an exit, or in a wait one of its calls
+// started (its result comes when the wait ends).
+type batchEnd struct {
+	exit      *tools.Exit
+	block     *tools.Block
+	blockCall llm.ToolCall
+}
+
+// dispatchCall runs one call of r's batch at a savepoint: a refused call
+// leaves nothing behind and is answered; a call an ask grant covers is held
+// for a Human; an outside effect is made durable and returned to run.
+func (k *Runtime) dispatchCall(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, table map[string]*tools.Tool, call llm.ToolCall, end *batchEnd) (effectFunc, error) {
+	d := r.Dispatch
+	if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: d.Turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120),
+		Detail: map[string]any{"arguments": loggedArguments(call.Arguments)}}); err != nil {
+		return nil, err
+	}
+	sp := tx.Savepoint()
+	saved := r.snapshot()
+	r.decisions = nil
+	out, terr := k.invoke(ctx, tx, r, c, table, call)
+	authority := r.decisions
+	if terr != nil {
+		// Nothing of a failed call stays: staged writes, reserved one-shot
+		// uses and budget charges all go back.
+		tx.RollbackTo(sp)
+		r.restore(saved)
+		r.ApprovedCall, r.decisions = "", authority
+		var need *ApprovalRequiredError
+		if errors.As(terr, &need) {
+			// Held for a Human: the call waits, and the batch ends with it
+			// as with a wait.
+			end.block, end.blockCall, d.EndedBy = k.approvalBlock(need), call, call.Name+" (waiting for approval)"
+			return nil, k.emit(tx, Event{Kind: EventApproval, PID: r.PID, CallID: call.ID, Tool: call.Name, Reason: "requested: " + need.Error(),
+				Detail: map[string]any{"decision": "requested", "resource": need.Resource, "right": string(need.Right), "grant_id": need.GrantID}})
+		}
+		k.shrinkRefusedCall(tx, r, c, call.ID)
+		te := tools.AsError(terr)
+		// A refused call started nothing, so even a wait or an exit refused
+		// here leaves the rest of the batch to run.
+		return nil, k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code)
+	}
+	r.ApprovedCall = ""
+	switch {
+	case out.Effect != nil:
+		// Durable before the effect starts: a crash from here on leaves the
+		// call's settlement unknown, and recovery says so.
+		d.EffectCall, d.EffectAuthority = d.Next, authority
+		d.Next++
+		return out.Effect, saveProc(tx, r)
+	case out.Block != nil:
+		end.block, end.blockCall, d.EndedBy = out.Block, call, call.Name
+		return nil, nil
+	case out.Exit != nil:
+		end.exit, d.EndedBy = out.Exit, call.Name
+	case table[call.Name].EndsBatch:
+		d.EndedBy = call.Name
+	}
+	return nil, k.recordCall(tx, r, c, d.Turn, call, tools.SuccessResult(out.Result), true, "")
+}
+
+// endBatch moves r on once its batch is answered: it exits, waits, or
+// yields, with the notices the batch collected after its results.
+func (k *Runtime) endBatch(tx *objects.Txn, r *procRecord, c *llmContext, d *dispatchState, end batchEnd) error {
 	r.Dispatch = nil
-	if exit != nil {
-		return nil, k.exitProcess(tx, r, exit)
+	if end.exit != nil {
+		return k.exitProcess(tx, r, end.exit)
 	}
 	switch {
-	case len(d.Notices) > 0 && block != nil:
+	case len(d.Notices) > 0 && end.block != nil:
 		// The blocked call's result comes when its wait ends; a notice now
 		// would split the call from its result. The messages are announced
 		// by the quantum after the resume.
@@ -452,22 +478,46 @@ func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, 
 	case len(d.Notices) > 0:
 		notice, _ := messageNotice(d.Notices)
 		if err := k.appendEntries(tx, r, c, notice); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if d.Truncated && block == nil {
+	if d.Truncated && end.block == nil {
 		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: truncatedNotice}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if block != nil {
-		if err := k.blockProcess(tx, r, d.Turn, blockCall, block); err != nil {
-			return nil, err
+	if end.block != nil {
+		if err := k.blockProcess(tx, r, d.Turn, end.blockCall, end.block); err != nil {
+			return err
 		}
 	} else if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
-		return nil, err
+		return err
 	}
-	return nil, k.pauseIfRequested(tx, r)
+	return k.pauseIfRequested(tx, r)
+}
+
+// textOnlyReply answers a reply without a tool call with a notice that only
+// tool calls act, and fails the process after the image's limit of such
+// replies in a row.
+func (k *Runtime) textOnlyReply(tx *objects.Txn, r *procRecord, c *llmContext, im *images.Image) error {
+	d := r.Dispatch
+	r.Dispatch = nil
+	r.TextOnlyTurns++
+	if limit := im.TextOnlyTurnLimit(); r.TextOnlyTurns >= limit {
+		return k.failProcess(tx, r, fmt.Sprintf("the model answered %d turns in a row without a tool call; only tool calls act "+
+			"(the model or server may not support tool calling: check that the server enables tools for this model)", limit))
+	}
+	notice := noToolCallNotice
+	if d.Truncated {
+		notice = truncatedNotice + " " + notice
+	}
+	if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: notice}); err != nil {
+		return err
+	}
+	if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
+		return err
+	}
+	return k.pauseIfRequested(tx, r)
 }
 
 // checkMessages collects messages that arrived since the process was last
