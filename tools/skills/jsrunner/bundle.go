@@ -56,24 +56,29 @@ type bundleKey struct {
 	module string
 }
 
-// bundleCache holds bundles keyed by entry module. A hit is revalidated
-// against the graph's files (see graphUnchanged), so a cached bundle is
-// served only while every file still has the content it was built from. It
-// is safe for concurrent use.
+// bundleCache holds bundles keyed by entry module. A hit is served only
+// while every file of its graph still has the content it was built from:
+// either no change has been reported for the graph since a full check (see
+// graphWatch), or the full check (graphUnchanged) passes again. It is safe
+// for concurrent use.
 type bundleCache struct {
 	mu      sync.Mutex
 	entries map[bundleKey]*list.Element
 	lru     *list.List // of *bundleCacheEntry
+	watch   *graphWatch
 }
 
 type bundleCacheEntry struct {
-	key bundleKey
-	b   *bundle
+	key  bundleKey
+	b    *bundle
+	deps *watchDeps // nil: not trusted without a full check
 }
 
 func newBundleCache() *bundleCache {
-	return &bundleCache{entries: make(map[bundleKey]*list.Element), lru: list.New()}
+	return &bundleCache{entries: make(map[bundleKey]*list.Element), lru: list.New(), watch: newGraphWatch()}
 }
+
+func (c *bundleCache) close() { c.watch.close() }
 
 // get returns the bundle of dir/module, building it when the cache has no
 // current one. warm reports a cache hit.
@@ -84,19 +89,23 @@ func (c *bundleCache) get(dir, module string) (b *bundle, warm bool, fail *Failu
 	}
 	key := bundleKey{dir: absDir, module: module}
 	c.mu.Lock()
-	var cached *bundle
+	var (
+		cached *bundle
+		deps   *watchDeps
+	)
 	if el, ok := c.entries[key]; ok {
 		c.lru.MoveToFront(el)
-		cached = el.Value.(*bundleCacheEntry).b
+		e := el.Value.(*bundleCacheEntry)
+		cached, deps = e.b, e.deps
 	}
 	c.mu.Unlock()
 	if cached != nil {
-		if ok, refreshed := graphUnchanged(absDir, cached); ok {
-			if refreshed != nil {
-				c.store(key, refreshed)
-				return refreshed, true, nil
-			}
+		if c.watch.trusted(deps) {
 			return cached, true, nil
+		}
+		if b, deps := c.check(absDir, cached); b != nil {
+			c.store(key, b, deps)
+			return b, true, nil
 		}
 	}
 
@@ -104,8 +113,29 @@ func (c *bundleCache) get(dir, module string) (b *bundle, warm bool, fail *Failu
 	if fail != nil {
 		return nil, false, fail
 	}
-	c.store(key, b)
+	if checked, deps := c.check(absDir, b); checked != nil {
+		c.store(key, checked, deps)
+		return checked, false, nil
+	}
+	// Changed while it was being built: serve what was read, trust nothing.
+	c.store(key, b, nil)
 	return b, false, nil
+}
+
+// check runs the full check of b's graph, arming the watch first so that a
+// change after the check cannot go unreported. It returns the bundle to
+// serve (b, or b with fresher stamps) and what it may be trusted on, or nil
+// when the graph changed.
+func (c *bundleCache) check(absDir string, b *bundle) (*bundle, *watchDeps) {
+	deps := c.watch.arm(absDir, b.files)
+	ok, refreshed := graphUnchanged(absDir, b)
+	if !ok {
+		return nil, nil
+	}
+	if refreshed != nil {
+		b = refreshed
+	}
+	return b, deps
 }
 
 // CheckModule builds the module graph of module in the package folder dir
@@ -166,15 +196,16 @@ func bundleFromDir(absDir, module string) (*bundle, *Failure) {
 	return buildBundle(root, absDir, realDir, module)
 }
 
-func (c *bundleCache) store(key bundleKey, b *bundle) {
+func (c *bundleCache) store(key bundleKey, b *bundle, deps *watchDeps) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.entries[key]; ok {
-		el.Value.(*bundleCacheEntry).b = b
+		e := el.Value.(*bundleCacheEntry)
+		e.b, e.deps = b, deps
 		c.lru.MoveToFront(el)
 		return
 	}
-	c.entries[key] = c.lru.PushFront(&bundleCacheEntry{key: key, b: b})
+	c.entries[key] = c.lru.PushFront(&bundleCacheEntry{key: key, b: b, deps: deps})
 	for c.lru.Len() > hostBundleCache {
 		last := c.lru.Back()
 		c.lru.Remove(last)

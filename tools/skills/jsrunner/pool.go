@@ -220,6 +220,7 @@ func (p *Pool) Close() error {
 			_ = wp.outF.Close()
 		}
 		p.spawners.Wait()
+		p.bundles.close()
 	})
 	return err
 }
