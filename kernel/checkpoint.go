@@ -323,35 +323,12 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 	if err != nil {
 		return RestoreReport{}, err
 	}
-	current, err := subtree(tx, cp.RootPID)
+	current, recs, err := quiescentSubtree(tx, cp.RootPID, id, caller)
 	if err != nil {
 		return RestoreReport{}, err
 	}
-	recs := map[int64]*procRecord{}
-	for _, pid := range current {
-		r, err := loadProc(tx, pid)
-		if err != nil {
-			return RestoreReport{}, err
-		}
-		if pid == caller {
-			return RestoreReport{}, fmt.Errorf("%w: pid %d is inside the subtree of %s and cannot restore itself", ErrNotQuiescent, caller, id)
-		}
-		if r.State == process.Running {
-			return RestoreReport{}, fmt.Errorf("%w: pid %d is running a quantum", ErrNotQuiescent, pid)
-		}
-		recs[pid] = r
-	}
-	rep := RestoreReport{Checkpoint: id, Restored: []int64{}, Killed: []int64{}, KeptTerminal: []int64{}, NotRestored: []string{}, EffectsSince: []EffectSinceRef{}}
-	// External effects since the checkpoint are reported, not undone.
-	for _, pid := range current {
-		from := cp.Marks[pid].ToolCalls
-		for seq := from + 1; seq <= recs[pid].ToolCalls; seq++ {
-			var tr toolRecord
-			if b, err := tx.Get(toolRecKey(pid, seq)); err == nil && json.Unmarshal(b, &tr) == nil {
-				rep.EffectsSince = append(rep.EffectsSince, EffectSinceRef{PID: pid, Tool: tr.Tool, CallID: tr.CallID, OK: tr.OK})
-			}
-		}
-	}
+	rep := RestoreReport{Checkpoint: id, Restored: []int64{}, Killed: []int64{}, KeptTerminal: []int64{}, NotRestored: []string{},
+		EffectsSince: effectsSince(tx, cp, current, recs)}
 	// Processes born after the checkpoint end.
 	for _, pid := range current {
 		if _, ok := data.procs[pid]; ok || recs[pid].State.Terminal() {
@@ -371,8 +348,68 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 			rep.KeptTerminal = append(rep.KeptTerminal, pid)
 		}
 	}
-	// Objects: captured ones get their captured payload as a new version;
-	// ones created since are removed. Versions never go backwards.
+	if rep.NotRestored, err = restoreObjects(tx, cp, data, kept); err != nil {
+		return RestoreReport{}, err
+	}
+	for _, pid := range cp.PIDs {
+		if kept[Namespace(pid)] {
+			continue
+		}
+		superseded, err := k.restoreRecord(tx, id, cp, data, recs[pid])
+		if err != nil {
+			return RestoreReport{}, err
+		}
+		rep.SupersededMessages += superseded
+		rep.Restored = append(rep.Restored, pid)
+	}
+	k.markCommit(tx, commitCheckpoint)
+	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: cp.RootPID, Reason: "restored " + id})
+}
+
+// quiescentSubtree loads the records of root's subtree as it is now, and
+// refuses a restore of id while one of them runs a quantum or is caller.
+func quiescentSubtree(tx *objects.Txn, root int64, id string, caller int64) ([]int64, map[int64]*procRecord, error) {
+	current, err := subtree(tx, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs := map[int64]*procRecord{}
+	for _, pid := range current {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return nil, nil, err
+		}
+		if pid == caller {
+			return nil, nil, fmt.Errorf("%w: pid %d is inside the subtree of %s and cannot restore itself", ErrNotQuiescent, caller, id)
+		}
+		if r.State == process.Running {
+			return nil, nil, fmt.Errorf("%w: pid %d is running a quantum", ErrNotQuiescent, pid)
+		}
+		recs[pid] = r
+	}
+	return current, recs, nil
+}
+
+// effectsSince lists the calls recorded since cp: external effects are
+// reported by a restore, never undone.
+func effectsSince(tx *objects.Txn, cp Checkpoint, current []int64, recs map[int64]*procRecord) []EffectSinceRef {
+	out := []EffectSinceRef{}
+	for _, pid := range current {
+		for seq := cp.Marks[pid].ToolCalls + 1; seq <= recs[pid].ToolCalls; seq++ {
+			var tr toolRecord
+			if b, err := tx.Get(toolRecKey(pid, seq)); err == nil && json.Unmarshal(b, &tr) == nil {
+				out = append(out, EffectSinceRef{PID: pid, Tool: tr.Tool, CallID: tr.CallID, OK: tr.OK})
+			}
+		}
+	}
+	return out
+}
+
+// restoreObjects gives captured Objects their captured payload as a new
+// version and removes ones created since, outside the kept namespaces:
+// versions never go backwards. It returns the captured Objects that no
+// longer exist.
+func restoreObjects(tx *objects.Txn, cp Checkpoint, data *checkpointData, kept map[string]bool) ([]string, error) {
 	captured := map[string]bool{}
 	for _, o := range data.objects {
 		captured[o.Meta.OID] = true
@@ -383,16 +420,17 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		}
 		metas, err := tx.List(Namespace(pid))
 		if err != nil {
-			return RestoreReport{}, err
+			return nil, err
 		}
 		for _, m := range metas {
 			if !captured[m.OID] {
 				if err := tx.Remove(m.OID, m.Version); err != nil {
-					return RestoreReport{}, err
+					return nil, err
 				}
 			}
 		}
 	}
+	notRestored := []string{}
 	for _, o := range data.objects {
 		if kept[o.Meta.Namespace] {
 			continue
@@ -404,70 +442,69 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		cur, err := tx.Stat(o.Meta.OID)
 		switch {
 		case errors.Is(err, objects.ErrNotFound):
-			rep.NotRestored = append(rep.NotRestored, o.Meta.OID)
+			notRestored = append(notRestored, o.Meta.OID)
 			continue
 		case err != nil:
 		default:
 			_, err = tx.Write(o.Meta.OID, cur.Version, objects.WriteSpec{Payload: o.Payload, Labels: labels, KeepPayload: o.PayloadLost})
 		}
 		if err != nil {
-			return RestoreReport{}, fmt.Errorf("restore object %s: %w", o.Meta.OID, err)
+			return nil, fmt.Errorf("restore object %s: %w", o.Meta.OID, err)
 		}
 	}
-	// Records: fences advance past their high-water marks, one-shots never
-	// regain uses, counters and budget usage keep moving forward.
-	for _, pid := range cp.PIDs {
-		old, now := data.procs[pid], recs[pid]
-		if kept[Namespace(pid)] {
-			continue
-		}
-		r := *old
-		restored, err := process.Step(old.Record, process.Input{Kind: process.Restore, Floor: now.Gen}, k.now())
-		if err != nil {
-			return RestoreReport{}, fmt.Errorf("restore pid %d: %w", pid, err)
-		}
-		r.Record = restored
-		r.Grants = neverRegain(old.Grants, now.Grants)
-		r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
-		r.NotifiedSeq = max(old.NotifiedSeq, now.NotifiedSeq)
-		r.WallMark = now.WallMark // wall time already charged stays charged once
-		effectCall := r.Dispatch.effectCallID()
-		r.Dispatch = nil
-		if old.State == process.Running {
-			// Captured mid-quantum: like a crash, the call's settlement is
-			// unknown to the restored process, and calls it made then are
-			// answered as such.
-			r.InterruptedTurn = true
-			if err := k.answerUnanswered(tx, &r, effectCall, "the process was restored from a checkpoint taken while this call ran; its effect may or may not have happened"); err != nil {
-				return RestoreReport{}, err
-			}
-		}
-		if err := k.emit(tx, Event{Kind: EventState, PID: pid, From: string(now.State), To: string(r.State), Reason: "restored from " + id}); err != nil {
-			return RestoreReport{}, err
-		}
-		if p, ok := data.pending[pid]; ok {
-			if err := savePending(tx, p); err != nil {
-				return RestoreReport{}, err
-			}
-		}
-		n, err := mailbox.SupersedeAfter(tx, pid, cp.Marks[pid].MailboxSeq)
-		if err != nil {
-			return RestoreReport{}, err
-		}
-		rep.SupersededMessages += n
-		// Evidence restarts from the restored context, so a reopen rebuilds it.
-		if err := k.retainSnapshot(tx, &r); err != nil {
-			return RestoreReport{}, err
-		}
-		if err := saveProc(tx, &r); err != nil {
-			return RestoreReport{}, err
-		}
-		state, wait, gen := r.State, r.Wait, r.Gen
-		tx.AfterCommit(func() { k.sched.notify(pid, state, wait, gen) })
-		rep.Restored = append(rep.Restored, pid)
+	return notRestored, nil
+}
+
+// restoreRecord brings now's process back to its record in checkpoint id:
+// fences advance past their high-water marks, one-shots never regain uses,
+// counters and budget usage keep moving forward, and messages that arrived
+// since are superseded (their count is returned).
+func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data *checkpointData, now *procRecord) (int, error) {
+	pid := now.PID
+	old := data.procs[pid]
+	r := *old
+	restored, err := process.Step(old.Record, process.Input{Kind: process.Restore, Floor: now.Gen}, k.now())
+	if err != nil {
+		return 0, fmt.Errorf("restore pid %d: %w", pid, err)
 	}
-	k.markCommit(tx, commitCheckpoint)
-	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: cp.RootPID, Reason: "restored " + id})
+	r.Record = restored
+	r.Grants = neverRegain(old.Grants, now.Grants)
+	r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
+	r.NotifiedSeq = max(old.NotifiedSeq, now.NotifiedSeq)
+	r.WallMark = now.WallMark // wall time already charged stays charged once
+	effectCall := r.Dispatch.effectCallID()
+	r.Dispatch = nil
+	if old.State == process.Running {
+		// Captured mid-quantum: like a crash, the call's settlement is
+		// unknown to the restored process, and calls it made then are
+		// answered as such.
+		r.InterruptedTurn = true
+		if err := k.answerUnanswered(tx, &r, effectCall, "the process was restored from a checkpoint taken while this call ran; its effect may or may not have happened"); err != nil {
+			return 0, err
+		}
+	}
+	if err := k.emit(tx, Event{Kind: EventState, PID: pid, From: string(now.State), To: string(r.State), Reason: "restored from " + id}); err != nil {
+		return 0, err
+	}
+	if p, ok := data.pending[pid]; ok {
+		if err := savePending(tx, p); err != nil {
+			return 0, err
+		}
+	}
+	superseded, err := mailbox.SupersedeAfter(tx, pid, cp.Marks[pid].MailboxSeq)
+	if err != nil {
+		return 0, err
+	}
+	// Evidence restarts from the restored context, so a reopen rebuilds it.
+	if err := k.retainSnapshot(tx, &r); err != nil {
+		return 0, err
+	}
+	if err := saveProc(tx, &r); err != nil {
+		return 0, err
+	}
+	state, wait, gen := r.State, r.Wait, r.Gen
+	tx.AfterCommit(func() { k.sched.notify(pid, state, wait, gen) })
+	return superseded, nil
 }
 
 // advanceGeneration returns a context Object's labels with the generation
@@ -591,6 +628,47 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord)
 			return ForkReport{}, err
 		}
 	}
+	oids, err := forkObjects(tx, data, rep.PIDs)
+	if err != nil {
+		return ForkReport{}, err
+	}
+	for _, pid := range cp.PIDs {
+		if err := k.forkRecord(tx, id, cp, data, rep, oids, caller, pid); err != nil {
+			return ForkReport{}, err
+		}
+	}
+	k.markCommit(tx, commitCheckpoint)
+	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: rep.RootPID, Reason: "forked " + id})
+}
+
+// forkedGrants are the grants of a fork of old living in namespace: no
+// one-shots, its own namespace renamed, and, when a process forks, nothing
+// wider than what that process holds, with its denies and asks inherited.
+func (k *Runtime) forkedGrants(old *procRecord, namespace string, caller *procRecord) []capabilities.Grant {
+	var grants []capabilities.Grant
+	for _, g := range old.Grants {
+		if g.UsesRemaining != nil {
+			continue // one-shots never copy
+		}
+		if g.Resource == "object_namespace:"+old.Namespace {
+			g.Resource = "object_namespace:" + namespace
+		}
+		if caller != nil && g.Resource != "object_namespace:"+namespace {
+			if capabilities.Attenuate(capabilities.Live(caller.Grants, k.now()), []capabilities.Grant{g}) != nil {
+				continue // more than the caller holds: not handed to its fork
+			}
+		}
+		grants = append(grants, g)
+	}
+	if caller != nil {
+		grants = append(grants, capabilities.InheritedDenies(caller.Grants)...)
+	}
+	return grants
+}
+
+// forkObjects copies the captured Objects whose payloads survived into the
+// fork's namespaces, under new OIDs; it returns the new OID of each.
+func forkObjects(tx *objects.Txn, data *checkpointData, pids map[int64]int64) (map[string]string, error) {
 	oids := map[string]string{}
 	sort.Slice(data.objects, func(i, j int) bool { return data.objects[i].Meta.OID < data.objects[j].Meta.OID })
 	for _, o := range data.objects {
@@ -599,9 +677,9 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord)
 		}
 		var owner int64
 		fmt.Sscan(o.Meta.Owner, &owner)
-		newPID := rep.PIDs[owner]
+		newPID := pids[owner]
 		ns := o.Meta.Namespace
-		for old, nw := range rep.PIDs {
+		for old, nw := range pids {
 			if ns == Namespace(old) {
 				ns = Namespace(nw)
 			}
@@ -617,102 +695,88 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord)
 		m, err := tx.Create(objects.CreateSpec{Namespace: ns, Name: name, Kind: o.Meta.Kind, Owner: fmt.Sprint(newPID),
 			Labels: labels, Tier: o.Meta.Tier, Payload: o.Payload})
 		if err != nil {
-			return ForkReport{}, fmt.Errorf("fork object %s: %w", o.Meta.OID, err)
+			return nil, fmt.Errorf("fork object %s: %w", o.Meta.OID, err)
 		}
 		oids[o.Meta.OID] = m.OID
 	}
-	for _, pid := range cp.PIDs {
-		old := data.procs[pid]
-		r := *old
-		forked, err := process.Step(old.Record, process.Input{Kind: process.Fork}, k.now())
-		if err != nil {
-			return ForkReport{}, fmt.Errorf("fork pid %d: %w", pid, err)
-		}
-		r.Record = forked
-		r.PID, r.ParentPID, r.RootPID = rep.PIDs[pid], rep.PIDs[old.ParentPID], rep.RootPID
-		if pid == cp.RootPID && caller != nil {
-			r.ParentPID, r.RootPID = caller.PID, caller.RootPID
-		}
-		r.Namespace = Namespace(r.PID)
-		r.GoalOID, r.ContextOID, r.ResultOID = oids[old.GoalOID], oids[old.ContextOID], oids[old.ResultOID]
-		r.Used, r.ToolCalls, r.RetainSeq, r.RetainedEntries = capabilities.Budget{}, 0, 0, 0
-		r.ResumePending, r.Dispatch = "", nil
-		r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested, r.WallMark = 0, false, false, time.Time{}
-		r.CreatedAt = k.now()
-		var grants []capabilities.Grant
-		for _, g := range old.Grants {
-			if g.UsesRemaining != nil {
-				continue // one-shots never copy
-			}
-			if g.Resource == "object_namespace:"+old.Namespace {
-				g.Resource = "object_namespace:" + r.Namespace
-			}
-			if caller != nil && g.Resource != "object_namespace:"+r.Namespace {
-				if capabilities.Attenuate(capabilities.Live(caller.Grants, k.now()), []capabilities.Grant{g}) != nil {
-					continue // more than the caller holds: not handed to its fork
-				}
-			}
-			grants = append(grants, g)
-		}
-		if caller != nil {
-			grants = append(grants, capabilities.InheritedDenies(caller.Grants)...)
-		}
-		r.Grants = grants
-		waited := old.State == process.Waiting || (old.State == process.Paused && old.PausedFrom == process.Waiting)
-		if r.ContextOID == "" {
-			// The context was lost before the checkpoint: the fork starts
-			// with an empty one.
-			m, err := tx.Create(objects.CreateSpec{Namespace: r.Namespace, Name: contextNamePrefix + fmt.Sprint(r.PID), Kind: contextKind,
-				Owner: fmt.Sprint(r.PID), Labels: map[string]string{labelGeneration: "1"}, Payload: []byte(`{"entries":[]}`)})
-			if err != nil {
-				return ForkReport{}, err
-			}
-			r.ContextOID = m.OID
-		}
-		if r.GoalOID == "" {
-			m, err := tx.Create(objects.CreateSpec{Namespace: r.Namespace, Name: goalName, Kind: "goal", Owner: fmt.Sprint(r.PID),
-				Payload: []byte(fmt.Sprintf("(the goal of pid %d was lost before checkpoint %s; ask the Host to restate it)", pid, id))})
-			if err != nil {
-				return ForkReport{}, err
-			}
-			r.GoalOID = m.OID
-		}
-		if r.ParentPID != 0 {
-			if err := tx.Set(childKey(r.ParentPID, r.PID), nil); err != nil {
-				return ForkReport{}, err
-			}
-		}
-		if waited || old.State == process.Running {
-			if err := k.answerUnanswered(tx, &r, old.Dispatch.effectCallID(), "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
-				return ForkReport{}, err
-			}
-		}
-		for _, m := range data.messages[pid] {
-			if m.Status != mailbox.StatusUnread {
-				continue
-			}
-			m.Recipient = r.PID
-			if spid, ok := m.SenderPID(); ok && rep.PIDs[spid] != 0 {
-				m.Sender = fmt.Sprintf("%s%d", mailbox.SenderProcessPrefix, rep.PIDs[spid])
-			}
-			if _, err := mailbox.Post(tx, m, k.now()); err != nil {
-				return ForkReport{}, err
-			}
-		}
-		if err := k.retainSnapshot(tx, &r); err != nil {
-			return ForkReport{}, err
-		}
-		if err := saveProc(tx, &r); err != nil {
-			return ForkReport{}, err
-		}
-		if err := k.emit(tx, Event{Kind: EventSpawn, PID: r.PID, Parent: r.ParentPID, Image: r.Image, Reason: "forked from " + id}); err != nil {
-			return ForkReport{}, err
-		}
-		npid, state := r.PID, r.State
-		tx.AfterCommit(func() { k.sched.notify(npid, state, nil, 0) })
+	return oids, nil
+}
+
+// forkRecord starts the fork of pid: a new process from its captured record,
+// with new pids and OIDs, no pending actions or one-shots, its waits made
+// runnable with their calls answered, and its unread messages re-posted.
+func (k *Runtime) forkRecord(tx *objects.Txn, id string, cp Checkpoint, data *checkpointData, rep ForkReport, oids map[string]string, caller *procRecord, pid int64) error {
+	old := data.procs[pid]
+	r := *old
+	forked, err := process.Step(old.Record, process.Input{Kind: process.Fork}, k.now())
+	if err != nil {
+		return fmt.Errorf("fork pid %d: %w", pid, err)
 	}
-	k.markCommit(tx, commitCheckpoint)
-	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: rep.RootPID, Reason: "forked " + id})
+	r.Record = forked
+	r.PID, r.ParentPID, r.RootPID = rep.PIDs[pid], rep.PIDs[old.ParentPID], rep.RootPID
+	if pid == cp.RootPID && caller != nil {
+		r.ParentPID, r.RootPID = caller.PID, caller.RootPID
+	}
+	r.Namespace = Namespace(r.PID)
+	r.GoalOID, r.ContextOID, r.ResultOID = oids[old.GoalOID], oids[old.ContextOID], oids[old.ResultOID]
+	r.Used, r.ToolCalls, r.RetainSeq, r.RetainedEntries = capabilities.Budget{}, 0, 0, 0
+	r.ResumePending, r.Dispatch = "", nil
+	r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested, r.WallMark = 0, false, false, time.Time{}
+	r.CreatedAt = k.now()
+	r.Grants = k.forkedGrants(old, r.Namespace, caller)
+	waited := old.State == process.Waiting || (old.State == process.Paused && old.PausedFrom == process.Waiting)
+	if r.ContextOID == "" {
+		// The context was lost before the checkpoint: the fork starts
+		// with an empty one.
+		m, err := tx.Create(objects.CreateSpec{Namespace: r.Namespace, Name: contextNamePrefix + fmt.Sprint(r.PID), Kind: contextKind,
+			Owner: fmt.Sprint(r.PID), Labels: map[string]string{labelGeneration: "1"}, Payload: []byte(`{"entries":[]}`)})
+		if err != nil {
+			return err
+		}
+		r.ContextOID = m.OID
+	}
+	if r.GoalOID == "" {
+		m, err := tx.Create(objects.CreateSpec{Namespace: r.Namespace, Name: goalName, Kind: "goal", Owner: fmt.Sprint(r.PID),
+			Payload: []byte(fmt.Sprintf("(the goal of pid %d was lost before checkpoint %s; ask the Host to restate it)", pid, id))})
+		if err != nil {
+			return err
+		}
+		r.GoalOID = m.OID
+	}
+	if r.ParentPID != 0 {
+		if err := tx.Set(childKey(r.ParentPID, r.PID), nil); err != nil {
+			return err
+		}
+	}
+	if waited || old.State == process.Running {
+		if err := k.answerUnanswered(tx, &r, old.Dispatch.effectCallID(), "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
+			return err
+		}
+	}
+	for _, m := range data.messages[pid] {
+		if m.Status != mailbox.StatusUnread {
+			continue
+		}
+		m.Recipient = r.PID
+		if spid, ok := m.SenderPID(); ok && rep.PIDs[spid] != 0 {
+			m.Sender = fmt.Sprintf("%s%d", mailbox.SenderProcessPrefix, rep.PIDs[spid])
+		}
+		if _, err := mailbox.Post(tx, m, k.now()); err != nil {
+			return err
+		}
+	}
+	if err := k.retainSnapshot(tx, &r); err != nil {
+		return err
+	}
+	if err := saveProc(tx, &r); err != nil {
+		return err
+	}
+	if err := k.emit(tx, Event{Kind: EventSpawn, PID: r.PID, Parent: r.ParentPID, Image: r.Image, Reason: "forked from " + id}); err != nil {
+		return err
+	}
+	npid, state := r.PID, r.State
+	tx.AfterCommit(func() { k.sched.notify(npid, state, nil, 0) })
+	return nil
 }
 
 // answerUnanswered answers every call of r's latest response that has no
