@@ -548,7 +548,7 @@ func (p *Pool) invokeOn(ctx context.Context, wp *workerProc, c *call, forceCode 
 		Paged:      c.paged,
 		ModuleName: c.module,
 	}
-	frame, err := appendFrame(wp.reqBuf[:0], meta, code, c.inputs)
+	frame, err := appendFrame(wp.reqBuf[:0], &meta, code, c.inputs)
 	if err != nil {
 		return callResult{fail: failf(CodeInternalFailure, "encode request: %v", err)}, false
 	}

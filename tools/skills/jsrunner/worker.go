@@ -119,9 +119,9 @@ func runWorker(in io.Reader, out io.Writer) int {
 			return 2
 		}
 		res, payload := w.handle(&req, body)
-		outBuf, err = appendFrame(outBuf[:0], res, payload...)
+		outBuf, err = appendFrame(outBuf[:0], &res, payload...)
 		if err != nil {
-			outBuf, _ = appendFrame(outBuf[:0], resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: err.Error()})
+			outBuf, _ = appendFrame(outBuf[:0], &resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: err.Error()})
 		}
 		if _, err := out.Write(outBuf); err != nil {
 			return 0
