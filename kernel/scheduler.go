@@ -117,28 +117,11 @@ type workResult struct {
 
 // run is the scheduler loop of RunUntilIdle.
 func (s *scheduler) run(ctx context.Context) error {
-	s.mu.Lock()
-	if s.running {
-		s.mu.Unlock()
-		return ErrRunning
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return err
 	}
-	select {
-	case <-s.k.closed:
-		s.mu.Unlock()
-		return ErrClosed
-	default:
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	s.running, s.cancel, s.done = true, cancel, make(chan struct{})
-	s.queue, s.queued, s.timers = nil, map[int64]bool{}, nil
-	s.mu.Unlock()
-	defer func() {
-		cancel()
-		s.mu.Lock()
-		s.running = false
-		close(s.done)
-		s.mu.Unlock()
-	}()
+	defer s.end(cancel)
 	if err := s.load(); err != nil {
 		return err
 	}
@@ -189,27 +172,10 @@ func (s *scheduler) run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		s.mu.Lock()
-		for busy < workers && len(s.queue) > 0 {
-			pid := s.queue[0]
-			s.queue = s.queue[1:]
-			delete(s.queued, pid)
-			s.inflight[pid] = true
-			busy++
-			work <- pid
-		}
-		now := s.k.clock.Now()
 		var due []timer
-		for len(s.timers) > 0 && !s.timers[0].at.After(now) {
-			due = append(due, heap.Pop(&s.timers).(timer))
-		}
-		idle := busy == 0 && len(s.queue) == 0
 		var next *timer
-		if len(s.timers) > 0 {
-			t := s.timers[0]
-			next = &t
-		}
-		s.mu.Unlock()
+		busy, due, next = s.plan(busy, workers, work)
+		idle := busy == 0 && s.queueEmpty()
 
 		if len(due) > 0 {
 			for _, t := range due {
@@ -277,4 +243,65 @@ func (k *Runtime) timerLive(t timer) bool {
 		return nil
 	})
 	return err != nil || live
+}
+
+// plan hands queued processes to free workers (busy of workers are taken)
+// and takes the timers that are due; it returns the new busy count, the due
+// timers and the next timer still to come, if any.
+func (s *scheduler) plan(busy, workers int, work chan<- int64) (int, []timer, *timer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for busy < workers && len(s.queue) > 0 {
+		pid := s.queue[0]
+		s.queue = s.queue[1:]
+		delete(s.queued, pid)
+		s.inflight[pid] = true
+		busy++
+		work <- pid
+	}
+	now := s.k.clock.Now()
+	var due []timer
+	for len(s.timers) > 0 && !s.timers[0].at.After(now) {
+		due = append(due, heap.Pop(&s.timers).(timer))
+	}
+	var next *timer
+	if len(s.timers) > 0 {
+		t := s.timers[0]
+		next = &t
+	}
+	return busy, due, next
+}
+
+func (s *scheduler) queueEmpty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) == 0
+}
+
+// begin marks the loop running, with a context that stop cancels; a second
+// loop or a closed runtime is refused.
+func (s *scheduler) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running {
+		return nil, nil, ErrRunning
+	}
+	select {
+	case <-s.k.closed:
+		return nil, nil, ErrClosed
+	default:
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.running, s.cancel, s.done = true, cancel, make(chan struct{})
+	s.queue, s.queued, s.timers = nil, map[int64]bool{}, nil
+	return ctx, cancel, nil
+}
+
+// end marks the loop stopped and releases stopAndWait.
+func (s *scheduler) end(cancel context.CancelFunc) {
+	cancel()
+	s.mu.Lock()
+	s.running = false
+	close(s.done)
+	s.mu.Unlock()
 }
