@@ -9,9 +9,14 @@
 // .js or .json paths that stay inside the package folder (checked through an
 // os.Root, so a symbolic link cannot lead out); bare specifiers, node:
 // built-ins, URLs, absolute paths, ".." escapes, dynamic import() and
-// require() are refused as module_rejected before anything runs. Bundles are
-// cached by the content hash of the module graph; a cached bundle is served
-// only while every file of its graph is unchanged (see graphUnchanged).
+// require() are refused as module_rejected before anything runs. The bundle
+// is a script whose function scope is the module scope, evaluated afresh
+// for every call. Bundles are cached by the content hash of the module
+// graph; a cached bundle is served only while every file of its graph is
+// unchanged: on Linux inotify reports any change to a graph file or a
+// directory its path runs through, so an unchanged graph is served without a
+// stat (see graphWatch), and otherwise every file's stamp is checked (see
+// graphUnchanged).
 //
 // # Isolation
 //
@@ -19,8 +24,9 @@
 // with only WorkerEnv in its environment, which MaybeRunWorker turns into a
 // worker. A worker sets its own limits before it accepts a module (no core
 // dumps, no file writes, an address-space limit relative to its size at
-// start) and runs each call in a fresh goja runtime with a wall-time
-// interrupt, a call-depth limit and a heap watchdog, so an infinite loop,
+// start) and runs each call in a fresh goja runtime (built between calls, no
+// module code having run in it) with a wall-time interrupt, a call-depth
+// limit and a heap watchdog (one timer per call), so an infinite loop,
 // runaway recursion or an allocation bomb ends that call with
 // resource_limit and nothing leaks into the next call. What the interpreter
 // cannot interrupt (a built-in that loops or allocates natively) ends the
