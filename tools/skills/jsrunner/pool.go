@@ -334,6 +334,10 @@ func (p *Pool) startWorker() (*workerProc, error) {
 	}
 	inR.Close()
 	outW.Close()
+	// A blocking read wakes straight from the kernel when the answer
+	// arrives, without the poller's hand-off. It cannot hang: every path
+	// that stops waiting first ends the worker, which closes the pipe.
+	outR.Fd()
 	wp := &workerProc{
 		cmd:      cmd,
 		stdin:    inW,

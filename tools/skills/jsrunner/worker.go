@@ -12,6 +12,7 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dop251/goja"
@@ -49,7 +50,9 @@ func MaybeRunWorker() {
 	if os.Getenv(WorkerEnv) != "1" {
 		return
 	}
-	os.Exit(runWorker(os.Stdin, os.Stdout))
+	// Blocking reads wake straight from the kernel when a request arrives.
+	_ = syscall.SetNonblock(0, false)
+	os.Exit(runWorker(os.NewFile(0, "stdin"), os.Stdout))
 }
 
 // limitInterrupt is the value a watchdog interrupts the engine with.
