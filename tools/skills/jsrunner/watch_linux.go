@@ -26,7 +26,10 @@ type graphWatch struct {
 	fd       int // -1 once closed or when inotify is unavailable
 	watches  map[int32]*dirWatch
 	overflow uint64 // bumped when the kernel dropped events
-	buf      []byte
+	// serial numbers every generation, so a watch descriptor the kernel
+	// hands out again never repeats a generation a bundle depends on.
+	serial uint64
+	buf    []byte
 }
 
 // dirWatch is one watched inode. gen counts the events that matter to it.
@@ -104,7 +107,8 @@ func (w *graphWatch) arm(absDir string, files []graphFile) *watchDeps {
 		}
 		dw := w.watches[int32(wd)]
 		if dw == nil {
-			dw = &dirWatch{path: path, names: make(map[string]struct{})}
+			w.serial++
+			dw = &dirWatch{path: path, names: make(map[string]struct{}), gen: w.serial}
 			w.watches[int32(wd)] = dw
 		}
 		if all {
@@ -196,7 +200,8 @@ func (w *graphWatch) drain() {
 			}
 			name := strings.TrimRight(string(nameBytes), "\x00")
 			if _, named := dw.names[name]; dw.all || ev.Mask&selfEvents != 0 || named {
-				dw.gen++
+				w.serial++
+				dw.gen = w.serial
 			}
 			if ev.Mask&syscall.IN_IGNORED != 0 {
 				// The kernel removed the watch; a later arm adds a new one.
