@@ -1,5 +1,6 @@
-// Package datadriven runs the data-driven test scripts of the pure cores
-// (capabilities, process): files of commands with their expected output.
+// Package datadriven runs data-driven test scripts: files of commands with
+// their expected output. The pure cores (capabilities, process) and the
+// kernel as a whole are driven by them.
 package datadriven
 
 import (
