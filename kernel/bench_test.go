@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -200,4 +201,35 @@ func BenchmarkCheckpoint(b *testing.B) {
 	}
 	b.ReportMetric(float64(create.Milliseconds())/float64(b.N), "ms/create")
 	b.ReportMetric(float64(restore.Milliseconds())/float64(b.N), "ms/restore")
+}
+
+// BenchmarkEndedProcessHeap reports the heap a runtime still holds for each
+// process that ran two quanta and exited, after a collection.
+func BenchmarkEndedProcessHeap(b *testing.B) {
+	const procs = 2000
+	rt := benchRuntime(b, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: get_current_time, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+`)
+	grants := []capabilities.Grant{{Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}}}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for b.Loop() {
+		for i := 0; i < procs; i++ {
+			if _, err := rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: grants}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := rt.RunUntilIdle(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	ended := float64(procs * b.N)
+	b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/ended, "heap-B/ended-process")
 }

@@ -249,15 +249,29 @@ func (k *Runtime) writeContext(tx *objects.Txn, r *procRecord, c *llmContext) er
 	}
 	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens}
 	c.owned = false // the cache now shares the slice
-	pid := r.PID
+	pid, ended := r.PID, r.State.Terminal()
 	tx.AfterCommit(func() {
 		k.ctxMu.Lock()
-		if old := k.ctxCache[pid]; old == nil || old.meta.Version < snapshot.meta.Version {
+		switch old := k.ctxCache[pid]; {
+		case ended:
+			// An ended process makes no more calls: its context leaves the
+			// cache, so memory does not grow with every process ever run.
+			delete(k.ctxCache, pid)
+		case old == nil || old.meta.Version < snapshot.meta.Version:
 			k.ctxCache[pid] = snapshot
 		}
 		k.ctxMu.Unlock()
 	})
 	return nil
+}
+
+// forgetContext drops pid's context from the cache once tx commits.
+func (k *Runtime) forgetContext(tx *objects.Txn, pid int64) {
+	tx.AfterCommit(func() {
+		k.ctxMu.Lock()
+		delete(k.ctxCache, pid)
+		k.ctxMu.Unlock()
+	})
 }
 
 // retained is one durable full-I/O evidence item.

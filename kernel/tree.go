@@ -127,6 +127,7 @@ func (k *Runtime) terminate(tx *objects.Txn, r *procRecord, in process.Input) er
 	if err := k.step(tx, r, in); err != nil {
 		return err
 	}
+	k.forgetContext(tx, r.PID)
 	if err := k.killDescendants(tx, r.PID, fmt.Sprintf("ancestor pid %d ended (%s)", r.PID, r.State)); err != nil {
 		return err
 	}
