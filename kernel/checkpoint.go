@@ -355,7 +355,7 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		if kept[Namespace(pid)] {
 			continue
 		}
-		superseded, err := k.restoreRecord(tx, id, cp, data, recs[pid])
+		superseded, err := k.restoreRecord(tx, id, cp, data, recs[pid], ranSince(rep.EffectsSince, pid))
 		if err != nil {
 			return RestoreReport{}, err
 		}
@@ -364,6 +364,17 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 	}
 	k.markCommit(tx, commitCheckpoint)
 	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: cp.RootPID, Reason: "restored " + id})
+}
+
+// ranSince returns the call ids pid recorded since the checkpoint.
+func ranSince(effects []EffectSinceRef, pid int64) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range effects {
+		if e.PID == pid {
+			out[e.CallID] = true
+		}
+	}
+	return out
 }
 
 // quiescentSubtree loads the records of root's subtree as it is now, and
@@ -459,7 +470,7 @@ func restoreObjects(tx *objects.Txn, cp Checkpoint, data *checkpointData, kept m
 // fences advance past their high-water marks, one-shots never regain uses,
 // counters and budget usage keep moving forward, and messages that arrived
 // since are superseded (their count is returned).
-func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data *checkpointData, now *procRecord) (int, error) {
+func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data *checkpointData, now *procRecord, started map[string]bool) (int, error) {
 	pid := now.PID
 	old := data.procs[pid]
 	r := *old
@@ -472,14 +483,16 @@ func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data 
 	r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
 	r.NotifiedSeq = max(old.NotifiedSeq, now.NotifiedSeq)
 	r.WallMark = now.WallMark // wall time already charged stays charged once
-	effectCall := r.Dispatch.effectCallID()
+	if id := r.Dispatch.effectCallID(); id != "" {
+		started[id] = true
+	}
 	r.Dispatch = nil
 	if old.State == process.Running {
 		// Captured mid-quantum: like a crash, the call's settlement is
-		// unknown to the restored process, and calls it made then are
-		// answered as such.
+		// unknown to the restored process. Calls of its batch that ran
+		// after the capture are answered as started, the others as not.
 		r.InterruptedTurn = true
-		if err := k.answerUnanswered(tx, &r, effectCall, "the process was restored from a checkpoint taken while this call ran; its effect may or may not have happened"); err != nil {
+		if err := k.answerUnanswered(tx, &r, started, "the process was restored from a checkpoint taken during this batch"); err != nil {
 			return 0, err
 		}
 	}
@@ -749,7 +762,7 @@ func (k *Runtime) forkRecord(tx *objects.Txn, id string, cp Checkpoint, data *ch
 		}
 	}
 	if waited || old.State == process.Running {
-		if err := k.answerUnanswered(tx, &r, old.Dispatch.effectCallID(), "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
+		if err := k.answerUnanswered(tx, &r, map[string]bool{old.Dispatch.effectCallID(): true}, "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
 			return err
 		}
 	}
@@ -781,7 +794,7 @@ func (k *Runtime) forkRecord(tx *objects.Txn, id string, cp Checkpoint, data *ch
 
 // answerUnanswered answers every call of r's latest response that has no
 // result yet, so its context stays a valid conversation.
-func (k *Runtime) answerUnanswered(tx *objects.Txn, r *procRecord, effectCall, reason string) error {
+func (k *Runtime) answerUnanswered(tx *objects.Txn, r *procRecord, started map[string]bool, reason string) error {
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return err
@@ -796,16 +809,21 @@ func (k *Runtime) answerUnanswered(tx *objects.Txn, r *procRecord, effectCall, r
 			answered[later.ToolCallID] = true
 		}
 		for _, call := range e.ToolCalls {
-			if !answered[call.ID] {
-				res, _ := json.Marshal(tools.NotStarted(reason))
-				if call.ID == effectCall {
-					// Its outside effect had started: it may have happened.
-					res, _ = json.Marshal(tools.ErrorResult(&tools.Error{Code: tools.CodeSettlementUnknown, EffectStarted: true,
-						Message: fmt.Sprintf("%s: %s had started its outside effect, which may or may not have happened; check before retrying", reason, call.Name)}))
-				}
-				if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: string(res)}); err != nil {
-					return err
-				}
+			if answered[call.ID] {
+				continue
+			}
+			// Recorded like any answer: the tool record, the event and the
+			// context agree on what the process was shown.
+			res, code := tools.NotStarted(reason), "cancelled"
+			if started[call.ID] {
+				// It ran, or its outside effect had started: what it did may
+				// have happened, and is not undone.
+				te := &tools.Error{Code: tools.CodeSettlementUnknown, EffectStarted: true,
+					Message: fmt.Sprintf("%s: %s had started, and what it did may have happened; check before retrying", reason, call.Name)}
+				res, code = tools.ErrorResult(te), te.Code
+			}
+			if err := k.recordCall(tx, r, c, r.Turn-1, call, res, false, code); err != nil {
+				return err
 			}
 		}
 		break

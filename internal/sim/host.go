@@ -103,6 +103,7 @@ func (w *world) hostActions(final bool) {
 			w.postHuman(p.PID, w.chance(0.2))
 		}
 	}
+	w.decideApprovals()
 	for n := w.intn(3); n > 0 && !w.isDead(); n-- {
 		p := live[w.intn(len(live))]
 		switch r := w.intn(100); {
@@ -170,4 +171,48 @@ func (w *world) allEnded() bool {
 		}
 	}
 	return true
+}
+
+// decideApprovals approves or denies, now and then, the calls held for a
+// Human, and now and then decides a call that no longer waits.
+func (w *world) decideApprovals() {
+	list, err := w.rt.Approvals()
+	if err != nil {
+		return
+	}
+	for _, a := range list {
+		if w.isDead() || !w.chance(0.7) {
+			continue
+		}
+		if w.chance(0.6) {
+			err = w.rt.Approve(a.PID, a.CallID)
+			w.tracef("host approve %d %s (%s): %v", a.PID, a.CallID, a.Tool, errString(err))
+			if err == nil {
+				w.mu.Lock()
+				w.approved[a.CallID] = true
+				w.mu.Unlock()
+			}
+		} else {
+			err = w.rt.DenyApproval(a.PID, a.CallID, "the simulated Host says no")
+			w.tracef("host deny %d %s (%s): %v", a.PID, a.CallID, a.Tool, errString(err))
+		}
+		if err == nil {
+			w.mu.Lock()
+			w.result.Approvals++
+			w.mu.Unlock()
+		}
+		if err == nil && w.chance(0.2) {
+			// A second decision of the same call must be refused.
+			if again := w.rt.Approve(a.PID, a.CallID); again == nil {
+				w.fail("approval-once", fmt.Sprintf("call %s of pid %d was decided twice", a.CallID, a.PID))
+			}
+		}
+	}
+}
+
+// wasApproved reports whether the Host approved call.
+func (w *world) wasApproved(call string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.approved[call]
 }

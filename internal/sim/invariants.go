@@ -278,18 +278,23 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 	if err != nil {
 		return "read-effects", err.Error()
 	}
+	// An effect's answer is the first record of its call in the process
+	// that ran it (its effect line names the pid): a fork copies the call
+	// into a new pid, which answers it as not carried over.
 	answered := map[string]toolRec{}
 	for _, pid := range s.pids {
 		seen := map[string]bool{}
 		for _, r := range s.recs[pid] {
-			// A restore may resume a wait that was pending at the checkpoint,
-			// which records its call again; an effect is never recorded twice.
-			if seen[r.CallID] && (r.Tool == effectTool || w.know.restores == 0) {
+			// A restore may answer again a call of the batch it rewinds: a
+			// wait pending at the checkpoint, or a call that ran since (as
+			// settlement_unknown). Without a restore nothing is recorded twice.
+			if seen[r.CallID] && (w.know.restores == 0 || (r.Tool == effectTool && r.Code != "settlement_unknown")) {
 				return "answered-once", fmt.Sprintf("pid %d: call %s (%s) is recorded twice", pid, r.CallID, r.Tool)
 			}
 			seen[r.CallID] = true
-			if r.Tool == effectTool {
-				answered[r.CallID] = r
+			key := fmt.Sprintf("%d %s", pid, r.CallID)
+			if _, first := answered[key]; r.Tool == effectTool && !first {
+				answered[key] = r
 			}
 		}
 	}
@@ -298,7 +303,8 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 		if len(ls) > 1 {
 			return "effect-at-most-once", fmt.Sprintf("call %s ran its effect %d times: %q", call, len(ls), ls)
 		}
-		r, ok := answered[call]
+		ranIn, _, _ := strings.Cut(ls[0], " ")
+		r, ok := answered[ranIn+" "+call]
 		switch {
 		case !ok:
 			return "effect-answered", fmt.Sprintf("the effect of call %s (%q) ran but the call has no recorded result", call, ls[0])
@@ -316,10 +322,11 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 	return "", ""
 }
 
-// notRecorded are results the kernel answers without a tool record: calls
-// that did not carry over into a restored or forked process.
+// notRecorded are results a kernel may have answered without a tool record:
+// calls that did not carry over into a restored or forked process (the
+// kernel records them now; directories written before did not).
 func notRecorded(content string) bool {
-	return strings.Contains(content, "did not carry over") || strings.Contains(content, "restored from a checkpoint taken while this call ran")
+	return strings.Contains(content, "did not carry over") || strings.Contains(content, "restored from a checkpoint taken")
 }
 
 // checkShownDurable: every tool result a process was shown is durable: its
@@ -420,7 +427,12 @@ func (w *world) checkAuthority(s *snapshot) (string, string) {
 		if p == nil {
 			return "effect-authority", fmt.Sprintf("the effect of call %s names pid %s, which does not exist", call, pid)
 		}
-		if d := capabilities.Check(stripUses(p.Grants), capabilities.Execute, capabilities.ScopeResource("sim-effect")); !d.Allowed {
+		d := capabilities.Check(stripUses(p.Grants), capabilities.Execute, capabilities.ScopeResource("sim-effect"))
+		if d.Ask && w.wasApproved(call) {
+			// An ask grant allows exactly the calls a Human approved.
+			d = capabilities.Approved(stripUses(p.Grants), capabilities.Execute, capabilities.ScopeResource("sim-effect"))
+		}
+		if !d.Allowed {
 			return "effect-authority", fmt.Sprintf("pid %d ran the effect of call %s without execute on scope:sim-effect (grants %s)", n, call, grantsString(p.Grants))
 		}
 	}

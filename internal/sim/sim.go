@@ -53,6 +53,10 @@ type Config struct {
 	WorkDir string
 	// SkillsDir holds the sim-effect skill package (testdata/skills).
 	SkillsDir string
+	// AskGrants makes the Host hand roots ask grants now and then, so calls
+	// wait for approvals the Host decides. Off, the draws of a seed are
+	// those its regression entry was found with.
+	AskGrants bool
 }
 
 // Defaults of Config.
@@ -81,6 +85,7 @@ type Result struct {
 	Crashes   int
 	Faults    int
 	Effects   int
+	Approvals int // calls held for approval that the Host decided
 	Processes int
 	// Hash is the SHA-256 of the trace: equal seeds give equal hashes.
 	Hash  string
@@ -105,11 +110,14 @@ var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 // guarded by mu, which is never held while calling into the runtime: the
 // runtime calls back synchronously.
 type world struct {
-	cfg     Config
-	clk     *clock.Fake
-	catalog *skilltools.Catalog
-	effects string // the effect log path
-	tmp     string
+	cfg Config
+	// approved are the call ids the Host approved (an ask grant allows
+	// exactly those).
+	approved map[string]bool
+	clk      *clock.Fake
+	catalog  *skilltools.Catalog
+	effects  string // the effect log path
+	tmp      string
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -160,15 +168,16 @@ func Run(cfg Config) (res Result) {
 		cfg.MaxCalls = DefaultMaxCalls
 	}
 	w := &world{
-		cfg:     cfg,
-		clk:     clock.NewFake(epoch, true),
-		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		effects: filepath.Join(cfg.WorkDir, "effects.log"),
-		tmp:     filepath.Join(cfg.WorkDir, "tmp"),
-		oids:    map[string]string{},
-		know:    newKnowledge(),
-		shown:   map[int64]map[string]string{},
-		ackedBy: map[string]string{},
+		cfg:      cfg,
+		clk:      clock.NewFake(epoch, true),
+		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		effects:  filepath.Join(cfg.WorkDir, "effects.log"),
+		tmp:      filepath.Join(cfg.WorkDir, "tmp"),
+		oids:     map[string]string{},
+		approved: map[string]bool{},
+		know:     newKnowledge(),
+		shown:    map[int64]map[string]string{},
+		ackedBy:  map[string]string{},
 	}
 	w.result.Seed = cfg.Seed
 	// Object ids are UUIDs; drawing them from the seed makes them, and so
@@ -315,6 +324,11 @@ func (w *world) spawnRoot() error {
 	}
 	if w.chance(0.15) {
 		grants = append(grants, capabilities.Grant{Resource: "scope:sim-effect", Rights: []capabilities.Right{capabilities.Execute}, Effect: capabilities.Deny})
+	}
+	if w.cfg.AskGrants && w.chance(0.5) {
+		asked := []string{"scope:sim-effect", "process:spawn", "object_namespace:*"}[w.intn(3)]
+		right := map[string]capabilities.Right{"scope:sim-effect": capabilities.Execute, "process:spawn": capabilities.Write, "object_namespace:*": capabilities.Write}[asked]
+		grants = append(grants, capabilities.Grant{Resource: asked, Rights: []capabilities.Right{right}, Effect: capabilities.Ask})
 	}
 	budget := capabilities.Budget{}
 	if w.chance(0.5) {

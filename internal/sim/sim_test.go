@@ -32,9 +32,11 @@ func skillsDir(t testing.TB) string {
 	return dir
 }
 
+var flagAsk = flag.Bool("ask", false, "TestSimulate: roots hold ask grants now and then, and the Host decides approvals")
+
 func runSeed(t testing.TB, seed uint64) Result {
 	t.Helper()
-	return Run(Config{Seed: seed, WorkDir: t.TempDir(), SkillsDir: skillsDir(t)})
+	return Run(Config{Seed: seed, WorkDir: t.TempDir(), SkillsDir: skillsDir(t), AskGrants: *flagAsk})
 }
 
 // report fails t with the seed, the step, the invariant and the trace (its
@@ -58,7 +60,7 @@ func TestSimulate(t *testing.T) {
 	}
 	start := time.Now()
 	failed := 0
-	var events, crashes, effects int
+	var events, crashes, effects, approvals int
 	for i := 0; i < n; i++ {
 		seed := first + uint64(i)
 		if excluded[seed] != "" && *flagSeed == 0 {
@@ -68,6 +70,7 @@ func TestSimulate(t *testing.T) {
 		events += r.Events
 		crashes += r.Crashes
 		effects += r.Effects
+		approvals += r.Approvals
 		if *flagSeed != 0 && verbose() {
 			fmt.Printf("seed %d trace:\n  %s\n", seed, strings.Join(r.Trace, "\n  "))
 		}
@@ -81,7 +84,7 @@ func TestSimulate(t *testing.T) {
 	}
 	took := time.Since(start)
 	if failed == 0 {
-		fmt.Printf("%d seeds ok (%d events, %d crashes, %d effects, %.1f seeds/s)\n", n, events, crashes, effects, float64(n)/took.Seconds())
+		fmt.Printf("%d seeds ok (%d events, %d crashes, %d effects, %d approvals decided, %.1f seeds/s)\n", n, events, crashes, effects, approvals, float64(n)/took.Seconds())
 	}
 }
 
@@ -108,10 +111,11 @@ var regressions = []struct {
 	{1, "a refused call then an outside effect in one batch: internal error, no outside effect in flight (fixed in 76b7032)"},
 	{2, "the same defect at step 4, after a crash"},
 	{3, "the same defect in a child process"},
+	{2004, "two checkpoint_restore calls of one checkpoint in one batch: the second rewrote a context the first had staged, and the commit failed on a version conflict (restore and fork now end their batch)"},
 }
 
-// openDefects are seeds that fail on kernel defects still being fixed
-// (see /tmp/sim-findings.md); -open runs them. Once fixed they move to
+// openDefects are seeds that fail on kernel defects still being fixed;
+// -open runs them. Once fixed they move to
 // regressions.
 var openDefects = map[uint64]string{}
 
@@ -138,4 +142,22 @@ func TestRegressions(t *testing.T) {
 			report(t, res)
 		}
 	}
+}
+
+// TestSimulateApprovals runs seeds whose roots hold ask grants now and then,
+// so calls wait for approvals the simulated Host approves or denies.
+func TestSimulateApprovals(t *testing.T) {
+	const seeds = 15
+	approvals := 0
+	for seed := uint64(1); seed <= seeds; seed++ {
+		r := Run(Config{Seed: seed, WorkDir: t.TempDir(), SkillsDir: skillsDir(t), AskGrants: true})
+		approvals += r.Approvals
+		if r.Violation != nil {
+			report(t, r)
+		}
+	}
+	if approvals == 0 {
+		t.Fatalf("%d seeds decided no approval: the simulation does not reach the approval path", seeds)
+	}
+	t.Logf("%d seeds ok, %d approvals decided", seeds, approvals)
 }

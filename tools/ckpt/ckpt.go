@@ -43,9 +43,12 @@ func Tools(tools.Config) []*tools.Tool {
 			},
 		}
 	}
+	// Restore and fork reshape a process tree, other processes' contexts
+	// included: like a wait, each ends its batch, so one transaction never
+	// rewrites a tree twice.
 	byID := func(name, desc string, right capabilities.Right, run func(sys tools.Syscalls, id string) (any, error)) *tools.Tool {
 		return &tools.Tool{
-			Name: name, Description: desc,
+			Name: name, Description: desc, EndsBatch: true,
 			Schema: schema.Object(map[string]*schema.Schema{"checkpoint_id": {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(64)}}, "checkpoint_id"),
 			Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
 				var args struct {
@@ -76,9 +79,9 @@ func Tools(tools.Config) []*tools.Tool {
 			capabilities.Write, false, func(sys tools.Syscalls, pid int64) (any, error) { return sys.CreateCheckpoint(pid) }),
 		byPID("checkpoint_list", "List the checkpoints of a subtree. Needs read on checkpoint:process:<pid>.",
 			capabilities.Read, false, func(sys tools.Syscalls, pid int64) (any, error) { return sys.ListCheckpoints(pid) }),
-		byID("checkpoint_restore", "Restore a quiescent subtree to a checkpoint; a process cannot restore its own subtree. External effects since are reported, not undone. Needs admin on checkpoint:process:<root>.",
+		byID("checkpoint_restore", "Restore a quiescent subtree to a checkpoint; a process cannot restore its own subtree. External effects since are reported, not undone. Ends the batch. Needs admin on checkpoint:process:<root>.",
 			capabilities.Admin, func(sys tools.Syscalls, id string) (any, error) { return sys.RestoreCheckpoint(id) }),
-		byID("checkpoint_fork", "Fork a checkpoint into a new subtree with new pids and Objects (no pending actions, waits made runnable, no one-shot grants). Needs execute on checkpoint:process:<root>.",
+		byID("checkpoint_fork", "Fork a checkpoint into a new subtree with new pids and Objects (no pending actions, waits made runnable, no one-shot grants). Ends the batch. Needs execute on checkpoint:process:<root>.",
 			capabilities.Execute, func(sys tools.Syscalls, id string) (any, error) { return sys.ForkCheckpoint(id) }),
 	}
 }
