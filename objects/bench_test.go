@@ -2,11 +2,14 @@ package objects
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -137,12 +140,134 @@ func BenchmarkRawSyncedSetParallel(b *testing.B) {
 	reportCommitsPerSync(b, fs, syncs, b.N)
 }
 
-// openRawPebble opens Pebble with the options the store uses (including the
-// WAL-watching filesystem, which counts syncs), as the baseline for the CAS
-// benchmarks.
+// BenchmarkCASVsRawParallel measures parallel compare-and-swap writes and
+// raw synced Pebble Sets in the same run, in alternating rounds so that load
+// from elsewhere on the machine falls on all of them alike, and reports the
+// ratios of their rates; absolute rates move too much between runs to
+// compare. cas/raw compares with Pebble opened as the store opens it,
+// cas/raw-default with Pebble's default options, and cas/raw-same-data with
+// raw batches of the same keys and values a compare-and-swap write stores.
+func BenchmarkCASVsRawParallel(b *testing.B) {
+	const rounds = 4
+	s := openTest(b, b.TempDir(), nil)
+	defer closeTest(b, s)
+	db, _ := openRawPebble(b)
+	defer db.Close()
+	dbDefault, _ := openRawPebbleWith(b, &pebble.Options{})
+	defer dbDefault.Close()
+	payload := benchPayload()
+	writers := benchParallelism * runtime.GOMAXPROCS(0)
+
+	// Each CAS writer owns one object, so every compare-and-swap succeeds.
+	oids := make([]string, writers)
+	versions := make([]uint64, writers)
+	for w := range writers {
+		m := create(b, s, CreateSpec{Namespace: "bench", Name: fmt.Sprintf("w%d", w), Kind: "k", Tier: TierDurable, Payload: payload})
+		oids[w], versions[w] = m.OID, m.Version
+	}
+	cas := func(w int) error {
+		return s.Update(func(tx *Txn) error {
+			_, err := tx.Write(oids[w], versions[w], WriteSpec{Payload: payload})
+			if err == nil {
+				versions[w]++
+			}
+			return err
+		})
+	}
+	rawKeys := make([][]byte, writers)
+	for w := range rawKeys {
+		rawKeys[w] = fmt.Appendf(nil, "bench/raw/%d", w)
+	}
+	raw := func(w int) error { return db.Set(rawKeys[w], payload, pebble.Sync) }
+	rawDefault := func(w int) error { return dbDefault.Set(rawKeys[w], payload, pebble.Sync) }
+	// The same keys and values as a compare-and-swap write (metadata,
+	// payload, event) in one synced raw batch: what is left between this and
+	// cas is the store's own cost, the rest is the data a write stores.
+	var metas [][]byte
+	var event []byte
+	mustView(b, s, func(tx *Txn) error {
+		for _, oid := range oids {
+			sm, _, err := tx.loadMeta(oid)
+			if err != nil {
+				return err
+			}
+			metas = append(metas, encodeMeta(&sm))
+			e := Event{Time: s.now(), Kind: EventObjectWritten, Data: objectEventJSON(&sm)}
+			event = encodeEvent(&e)
+		}
+		return nil
+	})
+	var seq atomic.Uint64
+	rawSameData := func(w int) error {
+		batch := db.NewBatch()
+		defer batch.Close()
+		_ = batch.Set(metaKey(oids[w]), metas[w], nil)
+		_ = batch.Set(payloadKey(oids[w]), payload, nil)
+		_ = batch.Set(eventKey(seq.Add(1)), event, nil)
+		return batch.Commit(pebble.Sync)
+	}
+	var casTime, rawTime, rawDefaultTime, rawSameDataTime time.Duration
+	b.ResetTimer()
+	for r := range rounds {
+		n := b.N / rounds
+		if r < b.N%rounds {
+			n++
+		}
+		rawTime += runWriters(b, writers, n, raw)
+		casTime += runWriters(b, writers, n, cas)
+		rawDefaultTime += runWriters(b, writers, n, rawDefault)
+		rawSameDataTime += runWriters(b, writers, n, rawSameData)
+	}
+	b.StopTimer()
+	if casTime > 0 && rawTime > 0 && rawDefaultTime > 0 && rawSameDataTime > 0 {
+		// Equal op counts, so the ratio of rates is the inverse ratio of
+		// times.
+		b.ReportMetric(float64(b.N)/casTime.Seconds(), "cas-ops/s")
+		b.ReportMetric(rawTime.Seconds()/casTime.Seconds(), "cas/raw")
+		b.ReportMetric(rawDefaultTime.Seconds()/casTime.Seconds(), "cas/raw-default")
+		b.ReportMetric(rawSameDataTime.Seconds()/casTime.Seconds(), "cas/raw-same-data")
+	}
+}
+
+// runWriters runs n calls of op spread over writers goroutines (each passing
+// its own index) and returns the elapsed time.
+func runWriters(b *testing.B, writers, n int, op func(w int) error) time.Duration {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := op(w); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// openRawPebble opens Pebble as the store does (its WAL format, bloom
+// filters and block cache, and the WAL-watching filesystem, which counts
+// syncs), as the baseline for the CAS benchmarks.
 func openRawPebble(b *testing.B) (*pebble.DB, *storeFS) {
+	opts := &pebble.Options{FormatMajorVersion: storeFormat, Cache: pebble.NewCache(defaultCacheBytes)}
+	defer opts.Cache.Unref()
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	return openRawPebbleWith(b, opts)
+}
+
+// openRawPebbleWith opens Pebble with opts on the WAL-watching filesystem.
+func openRawPebbleWith(b *testing.B, opts *pebble.Options) (*pebble.DB, *storeFS) {
 	fs := newStoreFS(vfs.Default, func(error) {}, func(error) {})
-	db, err := pebble.Open(b.TempDir(), &pebble.Options{Logger: storeLogger{}, FS: fs})
+	opts.Logger, opts.FS = storeLogger{}, fs
+	db, err := pebble.Open(b.TempDir(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package objects
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 )
@@ -37,5 +38,22 @@ func TestEventsBeforeReadsBackFromTheEnd(t *testing.T) {
 	}
 	if _, err := s.EventsBefore(0, -1); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a negative limit: %v", err)
+	}
+}
+
+func TestObjectEventJSONMatchesMarshal(t *testing.T) {
+	idents := []string{"plain", "with space", "a/b.c-d_e:f", `q"uote`, `back\slash`, "<tag>", "a&b",
+		"tab\tx", "ctl\x01", "del\x7f", "é", "\u2028", "bad\xffutf8", "~"}
+	for _, id := range idents {
+		for _, version := range []uint64{0, 1, 1 << 63} {
+			sm := storedMeta{Meta: Meta{OID: "oid-" + id, Namespace: id, Name: id + "n", Kind: "k" + id, Version: version}}
+			want, err := json.Marshal(ObjectEvent{OID: sm.OID, Namespace: sm.Namespace, Name: sm.Name, Kind: sm.Kind, Version: sm.Version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := objectEventJSON(&sm); string(got) != string(want) {
+				t.Fatalf("objectEventJSON(%q) = %s, want %s", id, got, want)
+			}
+		}
 	}
 }

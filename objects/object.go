@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"time"
 
@@ -150,40 +151,45 @@ func (tx *Txn) publicMeta(sm *storedMeta) Meta {
 const defaultMetaCacheLimit = 1 << 14
 
 // loadMeta reads the stored metadata of oid through the overlay (and, in an
-// Update, the committed-metadata cache).
+// Update, the committed-metadata cache). The returned metadata shares its
+// Labels map with the cache or the overlay: callers replace the map, never
+// modify it.
 func (tx *Txn) loadMeta(oid string) (storedMeta, bool, error) {
 	key := metaKey(oid)
-	cached := false
-	var raw []byte
-	if _, staged := tx.writes[string(key)]; !staged && !tx.readOnly {
-		raw, cached = tx.s.metaCache[oid]
+	sv, staged := tx.writes[string(key)]
+	if staged && sv.meta != nil {
+		return *sv.meta, true, nil
 	}
-	if !cached {
-		var ok bool
-		var err error
-		if raw, ok, err = tx.get(key); err != nil || !ok {
-			return storedMeta{}, false, err
+	if !staged && !tx.readOnly {
+		if sm, ok := tx.s.metaCache[oid]; ok {
+			return *sm, true, nil
 		}
-		if _, staged := tx.writes[string(key)]; !staged && !tx.readOnly {
-			tx.s.cacheMeta(oid, raw)
-		}
+	}
+	raw, ok, err := tx.get(key)
+	if err != nil || !ok {
+		return storedMeta{}, false, err
 	}
 	sm, err := decodeMeta(raw)
 	if err != nil {
 		return storedMeta{}, false, fmt.Errorf("meta of %s: %w", oid, err)
 	}
+	if !staged && !tx.readOnly {
+		cached := sm
+		tx.s.cacheMeta(oid, &cached)
+	}
 	return sm, true, nil
 }
 
-// cacheMeta records committed metadata. Caller holds writeMu.
-func (s *Store) cacheMeta(oid string, raw []byte) {
+// cacheMeta records committed metadata, which must not be modified
+// afterwards. Caller holds writeMu.
+func (s *Store) cacheMeta(oid string, sm *storedMeta) {
 	if _, ok := s.metaCache[oid]; !ok && len(s.metaCache) >= s.metaCacheLimit {
 		for victim := range s.metaCache {
 			delete(s.metaCache, victim)
 			break
 		}
 	}
-	s.metaCache[oid] = raw
+	s.metaCache[oid] = sm
 }
 
 // publishMetas brings the metadata cache up to date with an applied commit.
@@ -194,25 +200,68 @@ func (tx *Txn) publishMetas() {
 			continue
 		}
 		oid := k[len(prefixMeta):]
-		if sv.deleted {
+		switch {
+		case sv.deleted:
 			delete(tx.s.metaCache, oid)
-		} else {
-			tx.s.cacheMeta(oid, sv.value)
+		case sv.meta != nil:
+			tx.s.cacheMeta(oid, sv.meta)
+		default:
+			// Only stageMeta stages metadata, and it keeps the decoded
+			// form; an undecodable value is better left uncached.
+			delete(tx.s.metaCache, oid)
 		}
 	}
 }
 
 func (tx *Txn) stageMeta(sm *storedMeta) {
-	tx.stage(metaKey(sm.OID), encodeMeta(sm), false)
+	kept := *sm
+	tx.stageValue(metaKey(sm.OID), &stagedValue{value: encodeMeta(sm), meta: &kept})
 }
 
 func (tx *Txn) objectEvent(kind string, sm *storedMeta) {
-	data, err := json.Marshal(ObjectEvent{OID: sm.OID, Namespace: sm.Namespace, Name: sm.Name, Kind: sm.Kind, Version: sm.Version})
-	if err != nil {
-		// A struct of strings and an integer always marshals.
-		panic(fmt.Sprintf("objects: marshal object event: %v", err))
+	tx.appendEvent(kind, objectEventJSON(sm))
+}
+
+// objectEventJSON returns exactly what json.Marshal makes of the
+// ObjectEvent of sm; identifiers that need no escaping (the usual case) are
+// written directly because reflection-based marshalling is a large part of
+// a compare-and-swap write, which runs under the store's write lock.
+func objectEventJSON(sm *storedMeta) []byte {
+	if !plainJSON(sm.OID) || !plainJSON(sm.Namespace) || !plainJSON(sm.Name) || !plainJSON(sm.Kind) {
+		data, err := json.Marshal(ObjectEvent{OID: sm.OID, Namespace: sm.Namespace, Name: sm.Name, Kind: sm.Kind, Version: sm.Version})
+		if err != nil {
+			// A struct of strings and an integer always marshals.
+			panic(fmt.Sprintf("objects: marshal object event: %v", err))
+		}
+		return data
 	}
-	tx.appendEvent(kind, data)
+	b := make([]byte, 0, 64+len(sm.OID)+len(sm.Namespace)+len(sm.Name)+len(sm.Kind))
+	b = append(b, `{"oid":"`...)
+	b = append(b, sm.OID...)
+	b = append(b, `","namespace":"`...)
+	b = append(b, sm.Namespace...)
+	b = append(b, `","name":"`...)
+	b = append(b, sm.Name...)
+	b = append(b, `","kind":"`...)
+	b = append(b, sm.Kind...)
+	b = append(b, `","version":`...)
+	b = strconv.AppendUint(b, sm.Version, 10)
+	return append(b, '}')
+}
+
+// plainJSON reports whether encoding/json writes s between quotes
+// unchanged: printable ASCII other than the quote, the backslash and the
+// characters it escapes for HTML.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e:
+			return false
+		case c == '"' || c == '\\' || c == '<' || c == '>' || c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // stagePayload stages the payload of sm (already carrying the payload's hash
@@ -220,7 +269,7 @@ func (tx *Txn) objectEvent(kind string, sm *storedMeta) {
 func (tx *Txn) stagePayload(sm *storedMeta, payload []byte) {
 	data := append(make([]byte, 0, len(payload)), payload...)
 	if sm.Tier == TierDurable {
-		tx.stage(payloadKey(sm.OID), data, false)
+		tx.stageValue(payloadKey(sm.OID), &stagedValue{value: data})
 		return
 	}
 	tx.stageLocal(sm.OID, &localChange{version: sm.Version, sha256: sm.PayloadSHA256, data: data})
@@ -269,7 +318,7 @@ func (tx *Txn) Create(spec CreateSpec) (Meta, error) {
 		sm.Instance = tx.s.instance
 	}
 	tx.stageMeta(&sm)
-	tx.stage(nk, []byte(sm.OID), false)
+	tx.stageValue(nk, &stagedValue{value: []byte(sm.OID)})
 	tx.stagePayload(&sm, spec.Payload)
 	tx.objectEvent(EventObjectCreated, &sm)
 	return tx.publicMeta(&sm), nil

@@ -84,11 +84,11 @@ type Store struct {
 	// lastEventSeq is the highest event seq applied to Pebble. Written under
 	// writeMu, read atomically.
 	lastEventSeq atomic.Uint64
-	// metaCache holds committed encoded metadata by oid for Update
+	// metaCache holds committed decoded metadata by oid for Update
 	// transactions, which read the latest state under writeMu; it spares
-	// every compare-and-swap a Pebble lookup inside the write lock. Guarded
-	// by writeMu; values are never modified.
-	metaCache      map[string][]byte
+	// every compare-and-swap a Pebble lookup and a decode inside the write
+	// lock. Guarded by writeMu; values are never modified.
+	metaCache      map[string]*storedMeta
 	metaCacheLimit int
 
 	// mu guards closed; ops counts operations that use db so Close can wait
@@ -182,7 +182,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		failedCh: make(chan struct{}),
 		parkedCh: make(chan struct{}),
 
-		metaCache:      make(map[string][]byte),
+		metaCache:      make(map[string]*storedMeta),
 		metaCacheLimit: defaultMetaCacheLimit,
 	}
 	if s.clock == nil {

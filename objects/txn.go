@@ -2,6 +2,7 @@ package objects
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,10 @@ type Txn struct {
 type stagedValue struct {
 	value   []byte
 	deleted bool
+	// meta is the decoded form of a staged object metadata value, kept so
+	// that neither a later read in this transaction nor the metadata cache
+	// decodes it again under the write lock. Never modified.
+	meta *storedMeta
 }
 
 type undoEntry struct {
@@ -75,17 +80,24 @@ func (tx *Txn) empty() bool {
 	return len(tx.writes) == 0 && len(tx.events) == 0 && len(tx.locals) == 0
 }
 
-// stage records a raw write (value) or delete (value nil, deleted true).
+// stage records a raw write (value, copied) or delete (value nil, deleted
+// true).
 func (tx *Txn) stage(key []byte, value []byte, deleted bool) {
+	sv := &stagedValue{deleted: deleted}
+	if !deleted {
+		sv.value = append(make([]byte, 0, len(value)), value...)
+	}
+	tx.stageValue(key, sv)
+}
+
+// stageValue records sv under key; sv.value must not be shared with the
+// caller (values the package just built are handed over without a copy).
+func (tx *Txn) stageValue(key []byte, sv *stagedValue) {
 	if tx.writes == nil {
 		tx.writes = make(map[string]*stagedValue)
 	}
 	k := string(key)
 	tx.undo = append(tx.undo, undoEntry{key: k, prevValue: tx.writes[k]})
-	sv := &stagedValue{deleted: deleted}
-	if !deleted {
-		sv.value = append(make([]byte, 0, len(value)), value...)
-	}
 	tx.writes[k] = sv
 }
 
@@ -377,7 +389,7 @@ func (tx *Txn) NextSequence(name string) (uint64, error) {
 		}
 	}
 	cur++
-	tx.stage(key, encodeUint64(cur), false)
+	tx.stageValue(key, &stagedValue{value: encodeUint64(cur)})
 	return cur, nil
 }
 
@@ -468,7 +480,17 @@ func (tx *Txn) RollbackTo(sp Savepoint) {
 
 // buildBatch turns the overlay into one Pebble batch.
 func (tx *Txn) buildBatch() (*pebble.Batch, error) {
-	b := tx.s.db.NewBatch()
+	// Sized up front so that the batch's buffer does not grow (a copy per
+	// doubling) while the write lock is held.
+	size := batchHeaderLen
+	for k, sv := range tx.writes {
+		size += len(k) + len(sv.value) + batchRecordOverhead
+	}
+	for i := range tx.events {
+		e := &tx.events[i]
+		size += 8 + len(prefixEvents) + len(e.Kind) + len(e.Data) + batchRecordOverhead + 16
+	}
+	b := tx.s.db.NewBatchWithSize(size)
 	for k, sv := range tx.writes {
 		var err error
 		if sv.deleted {
@@ -490,3 +512,11 @@ func (tx *Txn) buildBatch() (*pebble.Batch, error) {
 	}
 	return b, nil
 }
+
+// batchHeaderLen is the size of a Pebble batch's header (sequence number and
+// count).
+const batchHeaderLen = 12
+
+// batchRecordOverhead covers a batch record's kind byte and two length
+// varints.
+const batchRecordOverhead = 1 + 2*binary.MaxVarintLen32
