@@ -355,7 +355,8 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		if kept[Namespace(pid)] {
 			continue
 		}
-		superseded, err := k.restoreRecord(tx, id, cp, data, recs[pid], ranSince(rep.EffectsSince, pid))
+		ended := func(child int64) bool { c := recs[child]; return c != nil && c.State.Terminal() }
+		superseded, err := k.restoreRecord(tx, id, cp, data, recs[pid], ranSince(rep.EffectsSince, pid), ended)
 		if err != nil {
 			return RestoreReport{}, err
 		}
@@ -470,7 +471,7 @@ func restoreObjects(tx *objects.Txn, cp Checkpoint, data *checkpointData, kept m
 // fences advance past their high-water marks, one-shots never regain uses,
 // counters and budget usage keep moving forward, and messages that arrived
 // since are superseded (their count is returned).
-func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data *checkpointData, now *procRecord, started map[string]bool) (int, error) {
+func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data *checkpointData, now *procRecord, started map[string]bool, ended func(pid int64) bool) (int, error) {
 	pid := now.PID
 	old := data.procs[pid]
 	r := *old
@@ -514,6 +515,11 @@ func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data 
 	}
 	if err := saveProc(tx, &r); err != nil {
 		return 0, err
+	}
+	if w := r.Wait; r.State == process.Waiting && w != nil && (w.Kind == process.WaitChild || w.Kind == process.WaitCompaction) && ended(w.ChildPID) {
+		// The child it waited for ended since the checkpoint and stays
+		// ended: that exit's wake belongs to the restored wait too.
+		return superseded, k.step(tx, &r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: w.Kind})
 	}
 	state, wait, gen := r.State, r.Wait, r.Gen
 	tx.AfterCommit(func() { k.sched.notify(pid, state, wait, gen) })

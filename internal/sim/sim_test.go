@@ -111,6 +111,7 @@ var regressions = []struct {
 	{1, "a refused call then an outside effect in one batch: internal error, no outside effect in flight (fixed in 76b7032)"},
 	{2, "the same defect at step 4, after a crash"},
 	{3, "the same defect in a child process"},
+	{3067, "a restore brought back a wait on a compressor child that had ended since the checkpoint: a lost wake-up (the restored wait is now woken)"},
 	{2004, "two checkpoint_restore calls of one checkpoint in one batch: the second rewrote a context the first had staged, and the commit failed on a version conflict (restore and fork now end their batch)"},
 }
 
