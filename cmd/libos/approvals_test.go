@@ -19,6 +19,9 @@ func TestApproveAndDenyHeldCalls(t *testing.T) {
 		if out := decodeOutcome(t, stdout); code != exitWaiting || out["status"] != "waiting" {
 			t.Fatalf("run: exit %d, %v\n%s", code, out, stderr)
 		}
+		if !strings.Contains(stderr, "waits for approval of call") || !strings.Contains(stderr, "libos approve 1 ") {
+			t.Fatalf("run does not say how to decide the held call:\n%s", stderr)
+		}
 		stdout, stderr, code = runBin(t, "approvals", "--dir", dir, "--json")
 		var list []struct {
 			PID      int64  `json:"pid"`

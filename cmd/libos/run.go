@@ -252,6 +252,9 @@ func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start
 		return exitFailed
 	}
 	code := printOutcome(rt, pid, stdout, stderr)
+	if code == exitWaiting {
+		approvalHint(rt, dir, stderr)
+	}
 	if !stopped {
 		return code
 	}
@@ -470,4 +473,17 @@ func providerLine(ev kernel.Event) string {
 		line += ": " + strconv.Quote(ev.Summary)
 	}
 	return line
+}
+
+// approvalHint tells, when a run stops idle, which calls wait for a Human
+// and how to decide them: nothing else can move the tree on.
+func approvalHint(rt *kernel.Runtime, dir string, stderr io.Writer) {
+	list, err := rt.Approvals()
+	if err != nil {
+		return
+	}
+	for _, a := range list {
+		fmt.Fprintf(stderr, "libos: pid %d waits for approval of call %s (%s, %s on %s): libos approve %d %s --dir %s (or libos deny), then libos resume --dir %s\n",
+			a.PID, a.CallID, a.Tool, strings.Join(a.Rights, ","), a.Resource, a.PID, a.CallID, shellQuote(dir), shellQuote(dir))
+	}
 }
