@@ -3,11 +3,7 @@ package kernel
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,32 +14,10 @@ import (
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/clock"
+	"github.com/libos/libos/internal/testfs"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 )
-
-// listing is every file under dir with its size, mode and modification time.
-func listing(t *testing.T, dir string) string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		out = append(out, fmt.Sprintf("%s %d %v %d", rel, info.Size(), info.Mode(), info.ModTime().UnixNano()))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(out)
-	return strings.Join(out, "\n")
-}
 
 // diskFullOn injects ENOSPC, while on, into every operation that needs
 // disk space.
@@ -103,7 +77,7 @@ func TestReadOnlyRuntime(t *testing.T) {
 	_ = rt.Close()
 	fault.Off()
 
-	before := listing(t, dir)
+	before := testfs.Listing(t, dir)
 	time.Sleep(20 * time.Millisecond) // coarse file times must not hide a change
 	ro, err := Open(dir, Options{ReadOnly: true, Clock: clk, Provider: prov})
 	if err != nil {
@@ -158,7 +132,7 @@ func TestReadOnlyRuntime(t *testing.T) {
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if after := listing(t, dir); after != before {
+	if after := testfs.Listing(t, dir); after != before {
 		t.Fatalf("a read-only runtime changed the directory:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 

@@ -2,11 +2,8 @@ package objects
 
 import (
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/libos/libos/internal/testfs"
 )
 
 // diskFull injects ENOSPC, while on, into the operations that need disk
@@ -146,35 +145,12 @@ func TestReadOnlyOpenOnFullDisk(t *testing.T) {
 	}
 }
 
-// dirState lists a directory's files with their sizes, modes and times.
-func dirState(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		out = append(out, fmt.Sprintf("%s %d %v %d", rel, info.Size(), info.Mode(), info.ModTime().UnixNano()))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // TestReadOnlyOpenChangesNothing: a read-only open of a store whose log
 // would be replayed and flushed by an ordinary open, reads and a close
 // leave every file as it was.
 func TestReadOnlyOpenChangesNothing(t *testing.T) {
 	dir := storeWithLog(t)
-	before := dirState(t, dir)
+	before := testfs.Listing(t, dir)
 	// Coarse file times must not hide a change.
 	time.Sleep(20 * time.Millisecond)
 	s, err := Open(dir, Options{ReadOnly: true})
@@ -188,10 +164,8 @@ func TestReadOnlyOpenChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeTest(t, s)
-	after := dirState(t, dir)
-	if strings.Join(before, "\n") != strings.Join(after, "\n") {
-		t.Fatalf("a read-only open changed the directory:\nbefore:\n%s\nafter:\n%s",
-			strings.Join(before, "\n"), strings.Join(after, "\n"))
+	if after := testfs.Listing(t, dir); before != after {
+		t.Fatalf("a read-only open changed the directory:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 
 	// A missing directory is an error, and is not created.

@@ -7,11 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/libos/libos/internal/testfs"
 )
 
 // runBinEnv is runBin with extra environment variables.
@@ -29,22 +30,6 @@ func runBinEnv(t *testing.T, env []string, args ...string) (string, string, int)
 		t.Fatalf("run %v: %v", args, err)
 	}
 	return stdout.String(), stderr.String(), code
-}
-
-// dirState lists every file under dir with its size and modification time,
-// to show that a command changed nothing.
-func dirState(t *testing.T, dir string) string {
-	t.Helper()
-	var lines []string
-	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		lines = append(lines, fmt.Sprintf("%s %d %d", p, info.Size(), info.ModTime().UnixNano()))
-		return nil
-	})
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
 }
 
 func decodeJSON(t *testing.T, what, s string, v any) {
@@ -66,7 +51,7 @@ func clockRun(t *testing.T) string {
 
 func TestReadCommandsOnAnIdleDirectory(t *testing.T) {
 	dir := clockRun(t)
-	before := dirState(t, dir)
+	before := testfs.Listing(t, dir)
 
 	out, stderr, code := runBin(t, "inspect", "1", "--dir", dir)
 	for _, want := range []string{"status      exited", "grants:", "clock:now", "budgets:", "recent calls", "get_current_time", `{"timezone":"Europe/Paris"}`} {
@@ -162,7 +147,7 @@ func TestReadCommandsOnAnIdleDirectory(t *testing.T) {
 	if out, _, _ := runBin(t, "ps", "--dir", dir); !strings.Contains(out, "AGE") || !strings.Contains(out, "REASON") {
 		t.Fatalf("ps columns: %s", out)
 	}
-	if after := dirState(t, dir); after != before {
+	if after := testfs.Listing(t, dir); after != before {
 		t.Fatalf("read commands changed the directory:\nbefore\n%s\nafter\n%s", before, after)
 	}
 }
@@ -170,7 +155,7 @@ func TestReadCommandsOnAnIdleDirectory(t *testing.T) {
 func TestBadInputIsRefusedClearly(t *testing.T) {
 	dir := clockRun(t)
 	missing := filepath.Join(t.TempDir(), "nope")
-	before := dirState(t, dir)
+	before := testfs.Listing(t, dir)
 	cases := []struct {
 		args []string
 		code int
@@ -207,7 +192,7 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Fatal("a read command created a directory")
 	}
-	if after := dirState(t, dir); after != before {
+	if after := testfs.Listing(t, dir); after != before {
 		t.Fatal("refused commands changed the directory")
 	}
 	// A signal opens an idle directory to change it; for an unknown pid it

@@ -1,38 +1,13 @@
 package main
 
 import (
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
-)
 
-// dirListing is every file under dir with its size, mode and modification
-// time.
-func dirListing(t *testing.T, dir string) string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		out = append(out, fmt.Sprintf("%s %d %v %d", rel, info.Size(), info.Mode(), info.ModTime().UnixNano()))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(out)
-	return strings.Join(out, "\n")
-}
+	"github.com/libos/libos/internal/testfs"
+)
 
 // storeFile returns the largest file of the runtime's store with the suffix.
 func storeFile(t *testing.T, dir, suffix string) string {
@@ -84,7 +59,7 @@ func TestReadCommandsWriteNothing(t *testing.T) {
 	if out, stderr, code := runBin(t, "checkpoint", "create", "1", "--dir", dir); code != 0 {
 		t.Fatalf("checkpoint create: exit %d %q %s", code, out, stderr)
 	}
-	before := dirListing(t, dir)
+	before := testfs.Listing(t, dir)
 	for _, args := range [][]string{
 		{"ps", "--dir", dir}, {"ps", "--json", "--dir", dir},
 		{"checkpoint", "list", "--dir", dir}, {"checkpoint", "inspect", "cp-1", "--dir", dir},
@@ -93,7 +68,7 @@ func TestReadCommandsWriteNothing(t *testing.T) {
 			t.Fatalf("%v: exit %d %q %s", args, code, out, stderr)
 		}
 	}
-	if after := dirListing(t, dir); after != before {
+	if after := testfs.Listing(t, dir); after != before {
 		t.Fatalf("read commands changed the directory:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
