@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,12 +86,15 @@ func (g Grant) Expired(now time.Time) bool { return g.ExpiresAt != nil && !now.B
 // ask grants. Decide with Check on Live(grants, now); one-shot reservations
 // name grants by id, so they apply to the full list.
 func Live(grants []Grant, now time.Time) []Grant {
+	expired := func(g Grant) bool { return g.effectiveEffect() != Deny && g.Expired(now) }
+	if !slices.ContainsFunc(grants, expired) {
+		return grants // the common case, on every authority check: no copy
+	}
 	out := make([]Grant, 0, len(grants))
 	for _, g := range grants {
-		if g.effectiveEffect() != Deny && g.Expired(now) {
-			continue
+		if !expired(g) {
+			out = append(out, g)
 		}
-		out = append(out, g)
 	}
 	return out
 }

@@ -171,6 +171,8 @@ type OpenAI struct {
 	maxRetries int
 	timeout    time.Duration
 	backoff    time.Duration
+	// tokensField is the request field of the token limit, decided once.
+	tokensField string
 	// wait sleeps between attempts; tests replace it to observe delays without sleeping.
 	wait func(ctx context.Context, d time.Duration) error
 }
@@ -193,13 +195,14 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	oc.HTTPClient = &recordingDoer{client: httpClient}
 	p := &OpenAI{
-		cfg:        cfg,
-		client:     openai.NewClientWithConfig(oc),
-		traced:     stdTransport,
-		maxRetries: cfg.MaxRetries,
-		timeout:    cfg.Timeout,
-		backoff:    cfg.RetryBackoff,
-		wait:       sleepCtx,
+		cfg:         cfg,
+		client:      openai.NewClientWithConfig(oc),
+		traced:      stdTransport,
+		maxRetries:  cfg.MaxRetries,
+		timeout:     cfg.Timeout,
+		backoff:     cfg.RetryBackoff,
+		wait:        sleepCtx,
+		tokensField: cfg.maxTokensField(),
 	}
 	if p.maxRetries < 0 {
 		p.maxRetries = 0
@@ -305,7 +308,7 @@ func (p *OpenAI) buildRequest(req *Request) (openai.ChatCompletionRequest, error
 	if p.cfg.MaxTokens > 0 && (limit == 0 || limit > p.cfg.MaxTokens) {
 		limit = p.cfg.MaxTokens
 	}
-	if p.cfg.maxTokensField() == MaxTokensFieldCompletion {
+	if p.tokensField == MaxTokensFieldCompletion {
 		out.MaxCompletionTokens = limit
 	} else {
 		out.MaxTokens = limit

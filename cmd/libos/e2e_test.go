@@ -30,17 +30,7 @@ func TestMain(m *testing.M) {
 // runBin runs the built binary and returns stdout, stderr and the exit code.
 func runBin(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(libosBin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %v: %v", args, err)
-	}
-	return stdout.String(), stderr.String(), code
+	return runBinEnv(t, nil, args...)
 }
 
 func decodeOutcome(t *testing.T, stdout string) map[string]any {

@@ -15,7 +15,8 @@ import (
 	"github.com/libos/libos/internal/testfs"
 )
 
-// runBinEnv is runBin with extra environment variables.
+// runBinEnv runs the built binary with extra environment variables and
+// returns stdout, stderr and the exit code.
 func runBinEnv(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(libosBin, args...)
