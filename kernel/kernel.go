@@ -22,13 +22,13 @@ import (
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/skills/catalog"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/ckpt"
 	"github.com/libos/libos/tools/msg"
 	"github.com/libos/libos/tools/objmem"
 	"github.com/libos/libos/tools/proc"
 	"github.com/libos/libos/tools/session"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 // Sentinel errors a Host must tell apart.
@@ -180,7 +180,7 @@ func Open(dir string, opts Options) (*Runtime, error) {
 // BuiltinTools returns every built-in tool of the runtime.
 func BuiltinTools(cfg tools.Config) []*tools.Tool {
 	var all []*tools.Tool
-	for _, family := range []tools.Family{session.Tools, proc.Tools, msg.Tools, objmem.Tools, ckpt.Tools, skilltools.MetaTools} {
+	for _, family := range []tools.Family{session.Tools, proc.Tools, msg.Tools, objmem.Tools, ckpt.Tools, catalog.MetaTools} {
 		all = append(all, family(cfg)...)
 	}
 	return all

@@ -13,8 +13,8 @@ import (
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/skills/catalog"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 // capturingProvider records every request before the replay answers it.
@@ -54,10 +54,10 @@ func schemaNames(req llm.Request) []string {
 
 // catalogWithMeta is a skill catalog that also supplies the skill meta tools
 // while the runtime's built-in families do not include them yet.
-type catalogWithMeta struct{ *skilltools.Catalog }
+type catalogWithMeta struct{ *catalog.Catalog }
 
 func (c catalogWithMeta) Tools() []*tools.Tool {
-	return append(skilltools.MetaTools(tools.Config{}), c.Catalog.Tools()...)
+	return append(catalog.MetaTools(tools.Config{}), c.Catalog.Tools()...)
 }
 
 // agentCatalog loads the agent skill fixtures for a runtime.
@@ -69,8 +69,8 @@ func agentCatalog(t *testing.T) tools.SkillCatalog {
 		reserved = append(reserved, b.Name)
 		haveMeta = haveMeta || b.Name == "discover_skills"
 	}
-	c, err := skilltools.LoadCatalog([]string{filepath.Join("..", "testdata", "skills", "agent")},
-		skilltools.CatalogOptions{Workspace: t.TempDir(), ReservedToolNames: reserved})
+	c, err := catalog.LoadCatalog([]string{filepath.Join("..", "testdata", "skills", "agent")},
+		catalog.CatalogOptions{Workspace: t.TempDir(), ReservedToolNames: reserved})
 	if err != nil {
 		t.Fatalf("LoadCatalog: %v", err)
 	}

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/libos/libos/skills/runner/jsrunner"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skills/jsrunner"
 )
 
 // Exit codes.
@@ -50,6 +50,7 @@ func init() {
 			"Run a process tree until its root ends or the runtime is idle.", noStdin(runCommand)},
 		{"demo", "libos demo [--dir DIR]", "Run the embedded offline demo.", noStdin(demoCommand)},
 		{"resume", "libos resume [--dir DIR] [provider flags]", "Continue a runtime directory with the provider its run recorded.", noStdin(resumeCommand)},
+		{"serve", serveSynopsis, "Run the scheduler and serve the HTTP API and the live web console.", noStdin(serveCommand)},
 		{"ps", "libos ps [--dir DIR] [--json]", "List every process of a runtime directory, terminal ones included.", noStdin(psCommand)},
 		{"inspect", "libos inspect <pid> [--dir DIR] [--json]", "Show one process: state, wait, goal, grants, budgets, children, context, result and recent calls.", noStdin(inspectCommand)},
 		{"logs", "libos logs [--pid N] [--follow] [--since SEQ] [--dir DIR] [--json]", "Print the durable event log in commit order; --follow streams a live runtime's new events until interrupted.", noStdin(logsCommand)},

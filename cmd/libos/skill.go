@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/libos/libos/images/skillpkg"
-	"github.com/libos/libos/tools/skills"
+	"github.com/libos/libos/skills/runner"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // maxInputsBytes bounds what --inputs reads; the runners' own limits are far
@@ -78,7 +78,7 @@ func skillDirArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, boo
 
 func runSkillRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newSkillFlagSet("run", stderr)
-	runner := fs.String("runner", "", "runner `NAME` (default: the package's default runner)")
+	runnerName := fs.String("runner", "", "runner `NAME` (default: the package's default runner)")
 	inputsArg := fs.String("inputs", "", "JSON object of inputs read from `FILE`, or - for stdin")
 	workspace := fs.String("workspace", "", "workspace `DIR` (RUNX_CWD); default RUNX_CWD, INIT_CWD, then the current directory")
 	dir, ok := skillDirArg(fs, args, stderr)
@@ -86,22 +86,22 @@ func runSkillRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	pkg, err := skills.Admit(dir)
+	pkg, err := runner.Admit(dir)
 	if err != nil {
-		return printEnvelope(stdout, stderr, skills.Refused(err))
+		return printEnvelope(stdout, stderr, runner.Refused(err))
 	}
 	inputs, err := readInputs(*inputsArg, stdin)
 	if err != nil {
-		return printEnvelope(stdout, stderr, skills.Envelope{
-			Schema: skills.Schema, Status: skills.StatusFailure,
-			Error: &skills.Error{Code: skills.CodeInvalidRequest, Message: err.Error()},
+		return printEnvelope(stdout, stderr, runner.Envelope{
+			Schema: runner.Schema, Status: runner.StatusFailure,
+			Error: &runner.Error{Code: runner.CodeInvalidRequest, Message: err.Error()},
 		})
 	}
 	// An interrupt ends the run through its context, so a cli-tool's process
 	// group is terminated rather than orphaned.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := skills.Run(ctx, pkg, *runner, inputs, skills.RunOptions{Workspace: *workspace})
+	env := runner.Run(ctx, pkg, *runnerName, inputs, runner.RunOptions{Workspace: *workspace})
 	return printEnvelope(stdout, stderr, env)
 }
 
@@ -131,7 +131,7 @@ func readInputs(arg string, stdin io.Reader) (json.RawMessage, error) {
 	return data, nil
 }
 
-func printEnvelope(stdout, stderr io.Writer, env skills.Envelope) int {
+func printEnvelope(stdout, stderr io.Writer, env runner.Envelope) int {
 	raw, err := json.Marshal(env)
 	if err != nil {
 		fmt.Fprintf(stderr, "libos skill run: encoding the envelope: %v\n", err)
@@ -141,7 +141,7 @@ func printEnvelope(stdout, stderr io.Writer, env skills.Envelope) int {
 		fmt.Fprintf(stderr, "libos skill run: writing the envelope: %v\n", err)
 		return 1
 	}
-	if env.Status == skills.StatusSealed {
+	if env.Status == runner.StatusSealed {
 		return 0
 	}
 	return 1
@@ -163,7 +163,7 @@ type checkReport struct {
 	HarnessCases int                        `json:"harness_cases,omitempty"`
 	Runners      []runnerReport             `json:"runners,omitempty"`
 	Tools        []toolReport               `json:"tools,omitempty"`
-	Error        *skills.Error              `json:"error,omitempty"`
+	Error        *runner.Error              `json:"error,omitempty"`
 }
 
 type manifestReport struct {
@@ -270,10 +270,10 @@ func runSkillCheck(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	rep := checkReport{Schema: "libos.skill_check.v1"}
-	pkg, err := skills.Admit(dir)
+	pkg, err := runner.Admit(dir)
 	if err != nil {
 		rep.Status = "refused"
-		rep.Error = skills.Refused(err).Error
+		rep.Error = runner.Refused(err).Error
 	} else {
 		rep.Status = "admitted"
 		rep.Dir, rep.Name, rep.Description = pkg.Dir, pkg.Skill.Name, pkg.Skill.Description

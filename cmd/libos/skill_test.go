@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/libos/libos/tools/skills/jsrunner"
+	"github.com/libos/libos/skills/runner/jsrunner"
 )
 
 // init gives this test binary main's hook: the in-process "skill run" calls

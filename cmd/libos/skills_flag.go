@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/libos/libos/kernel"
+	"github.com/libos/libos/skills/catalog"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 // skillDirsFlag collects repeated --skills DIR flags. Folders are made
@@ -47,13 +47,13 @@ func registerSkillsFlag(fs *flag.FlagSet) *skillDirsFlag {
 // current directory; javascript runners run in workers that are this binary
 // re-executed (main calls jsrunner.MaybeRunWorker first). The caller closes
 // the catalog after the runtime.
-func loadSkillCatalog(dirs []string) (*skilltools.Catalog, error) {
+func loadSkillCatalog(dirs []string) (*catalog.Catalog, error) {
 	builtins := kernel.BuiltinTools(tools.Config{})
 	reserved := make([]string, len(builtins))
 	for i, t := range builtins {
 		reserved[i] = t.Name
 	}
-	c, err := skilltools.LoadCatalog(dirs, skilltools.CatalogOptions{ReservedToolNames: reserved})
+	c, err := catalog.LoadCatalog(dirs, catalog.CatalogOptions{ReservedToolNames: reserved})
 	if err != nil {
 		return nil, fmt.Errorf("--skills: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/libos/libos/tools/skilltools"
+	"github.com/libos/libos/skills/catalog"
 )
 
 func TestSkillsFlagLoadsCatalog(t *testing.T) {
@@ -49,7 +49,7 @@ func TestSkillsFlagRefusesBuiltinToolNames(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: sleep\n---\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "skill.yaml"), []byte("run:\n  type: cli-tool\n  command: cat\n"), 0o644)
 	_, err := loadSkillCatalog([]string{dir})
-	if !errors.Is(err, skilltools.ErrNameCollision) || !strings.Contains(err.Error(), "--skills") || !strings.Contains(err.Error(), "the built-in tool sleep") {
+	if !errors.Is(err, catalog.ErrNameCollision) || !strings.Contains(err.Error(), "--skills") || !strings.Contains(err.Error(), "the built-in tool sleep") {
 		t.Fatalf("want a collision with the built-in sleep, got %v", err)
 	}
 }

@@ -15,9 +15,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/libos/libos/images/skillpkg"
-	"github.com/libos/libos/tools/skills"
-	"github.com/libos/libos/tools/skills/jsrunner"
+	"github.com/libos/libos/skills/runner"
+	"github.com/libos/libos/skills/runner/jsrunner"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // skillTestSchema identifies the --json report of "libos skill test".
@@ -177,7 +177,7 @@ type packageCase struct {
 
 func testPackage(ctx context.Context, dir, runnerFilter, workspace string, getPool func() (*jsrunner.Pool, error), emit func(caseResult)) {
 	label := filepath.Base(dir)
-	pkg, err := skills.Admit(dir)
+	pkg, err := runner.Admit(dir)
 	if err != nil {
 		emit(caseResult{Name: label, Status: caseFail, Reason: "package refused: " + err.Error()})
 		return
@@ -206,7 +206,7 @@ func testPackage(ctx context.Context, dir, runnerFilter, workspace string, getPo
 			emit(caseResult{Name: name, Status: caseSkipped, Reason: reason})
 			continue
 		}
-		opts := skills.RunOptions{Workspace: workspace, LookupEnv: caseLookup(c.Env)}
+		opts := runner.RunOptions{Workspace: workspace, LookupEnv: caseLookup(c.Env)}
 		if r.Type == skillpkg.TypeJavaScript {
 			if opts.JavaScript, err = getPool(); err != nil {
 				emit(caseResult{Name: name, Status: caseFail, Reason: "starting a javascript worker: " + err.Error()})
@@ -219,7 +219,7 @@ func testPackage(ctx context.Context, dir, runnerFilter, workspace string, getPo
 				return v, ok
 			}
 		}
-		env := skills.RunRunner(ctx, pkg, r, c.Inputs, opts)
+		env := runner.RunRunner(ctx, pkg, r, c.Inputs, opts)
 		if diff := compareCase(c.Expect, env); diff != "" {
 			emit(caseResult{Name: name, Status: caseFail, Reason: diff})
 			continue
@@ -308,7 +308,7 @@ func caseLookup(env map[string]string) func(string) (string, bool) {
 // compareCase returns the first difference between a case's expectation and
 // the envelope, or "". Receipt expectations are runx's receipts, which libos
 // does not produce; they are not compared.
-func compareCase(x skillpkg.Expectation, env skills.Envelope) string {
+func compareCase(x skillpkg.Expectation, env runner.Envelope) string {
 	if x.Status != "" && x.Status != string(env.Status) {
 		msg := fmt.Sprintf("status: want %s, got %s", x.Status, env.Status)
 		if env.Error != nil {

@@ -21,9 +21,9 @@ import (
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/skills/catalog"
+	"github.com/libos/libos/skills/runner/jsrunner"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skills/jsrunner"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 //go:embed testdata
@@ -176,7 +176,7 @@ type world struct {
 	effect  string // the effect file skills append to
 	fs      vfs.FS
 	mem     *vfs.MemFS // crashable, for crash tasks
-	catalog *skilltools.Catalog
+	catalog *catalog.Catalog
 	skills  *effectCatalog
 	facts   map[string]string
 	script  string // the template
@@ -286,7 +286,7 @@ func (w *world) loadSkills() error {
 	for _, name := range hostSecrets {
 		env[name] = envCanary
 	}
-	c, err := skilltools.LoadCatalog(dirs, skilltools.CatalogOptions{
+	c, err := catalog.LoadCatalog(dirs, catalog.CatalogOptions{
 		Workspace: w.tmp,
 		TempDir:   w.tmp,
 		// The Host environment skills see: the real one for the cli-tool

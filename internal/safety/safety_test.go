@@ -8,7 +8,7 @@ import (
 
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/process"
-	"github.com/libos/libos/tools/skills/jsrunner"
+	"github.com/libos/libos/skills/runner/jsrunner"
 )
 
 func TestMain(m *testing.M) {

@@ -35,8 +35,8 @@ import (
 	"github.com/libos/libos/clock"
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/objects"
+	"github.com/libos/libos/skills/catalog"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 // Config configures one simulated run.
@@ -115,7 +115,7 @@ type world struct {
 	// exactly those).
 	approved map[string]bool
 	clk      *clock.Fake
-	catalog  *skilltools.Catalog
+	catalog  *catalog.Catalog
 	effects  string // the effect log path
 	tmp      string
 
@@ -234,7 +234,7 @@ func (w *world) setup() error {
 	for i, t := range builtins {
 		reserved[i] = t.Name
 	}
-	cat, err := skilltools.LoadCatalog([]string{w.cfg.SkillsDir}, skilltools.CatalogOptions{
+	cat, err := catalog.LoadCatalog([]string{w.cfg.SkillsDir}, catalog.CatalogOptions{
 		Workspace: w.cfg.WorkDir, TempDir: w.tmp, ReservedToolNames: reserved, LookupEnv: w.lookupEnv,
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package skilltools_test
+package catalog_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/skills/catalog"
+	"github.com/libos/libos/skills/runner"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skills"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 // runEffect invokes a runner tool and runs its outside effect.
@@ -94,20 +94,20 @@ func TestFailureEnvelopeBecomesToolError(t *testing.T) {
     args: ["5"]
     timeout_seconds: 0.2
 `, nil)
-	c, err := skilltools.LoadCatalog([]string{root}, testOptions(t))
+	c, err := catalog.LoadCatalog([]string{root}, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_, err = runEffect(t, toolByName(t, c.Tools(), "fails"), &fakeSys{}, `{}`)
-	te := wantToolError(t, err, string(skills.CodeExecutionFailed), "exit code 7", "stderr: broken pipe dream")
+	te := wantToolError(t, err, string(runner.CodeExecutionFailed), "exit code 7", "stderr: broken pipe dream")
 	if !te.EffectStarted {
 		t.Fatal("a failed run started its effect")
 	}
 	_, err = runEffect(t, toolByName(t, c.Tools(), "fails_missing"), &fakeSys{}, `{}`)
-	wantToolError(t, err, string(skills.CodeExecutionFailed), "libos-no-such-command-anywhere")
+	wantToolError(t, err, string(runner.CodeExecutionFailed), "libos-no-such-command-anywhere")
 	_, err = runEffect(t, toolByName(t, c.Tools(), "fails_slow"), &fakeSys{}, `{}`)
-	wantToolError(t, err, string(skills.CodeResourceLimit))
+	wantToolError(t, err, string(runner.CodeResourceLimit))
 }
 
 func TestJavaScriptRunnerAndBundledTool(t *testing.T) {
@@ -134,33 +134,33 @@ func TestJavaScriptRunnerAndBundledTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = runEffect(t, toolByName(t, c.Tools(), "tally"), &fakeSys{}, `{"text": "x"}`)
-	wantToolError(t, err, string(skills.CodeInternalFailure), "closed")
+	wantToolError(t, err, string(runner.CodeInternalFailure), "closed")
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
 }
 
 func TestEnvelopeResultBounds(t *testing.T) {
-	big := `"` + strings.Repeat("€", skilltools.MaxInlineOutputBytes/3+10) + `"`
-	stderr := strings.Repeat("é", skilltools.MaxInlineStderrBytes) + "END"
-	res, err := skilltools.EnvelopeResult(skills.Envelope{Status: skills.StatusSealed, Output: json.RawMessage(big), Stderr: &stderr})
+	big := `"` + strings.Repeat("€", catalog.MaxInlineOutputBytes/3+10) + `"`
+	stderr := strings.Repeat("é", catalog.MaxInlineStderrBytes) + "END"
+	res, err := catalog.EnvelopeResult(runner.Envelope{Status: runner.StatusSealed, Output: json.RawMessage(big), Stderr: &stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
 	prefix := res["output_prefix"].(string)
-	if res["output_truncated"] != true || res["output_bytes"] != len(big) || len(prefix) > skilltools.MaxInlineOutputBytes || !strings.HasPrefix(big, prefix) || len(res["output_sha256"].(string)) != 64 {
+	if res["output_truncated"] != true || res["output_bytes"] != len(big) || len(prefix) > catalog.MaxInlineOutputBytes || !strings.HasPrefix(big, prefix) || len(res["output_sha256"].(string)) != 64 {
 		t.Fatalf("large output: truncated %v bytes %v prefix %d", res["output_truncated"], res["output_bytes"], len(prefix))
 	}
 	if _, has := res["output"]; has {
 		t.Fatal("a large output is not inlined")
 	}
 	tailStr := res["stderr"].(string)
-	if len(tailStr) > skilltools.MaxInlineStderrBytes || !strings.HasSuffix(tailStr, "END") || !strings.HasPrefix(tailStr, "é") {
+	if len(tailStr) > catalog.MaxInlineStderrBytes || !strings.HasSuffix(tailStr, "END") || !strings.HasPrefix(tailStr, "é") {
 		t.Fatalf("stderr tail of %d bytes must end the stream on a rune boundary", len(tailStr))
 	}
 
 	code := 3
-	_, err = skilltools.EnvelopeResult(skills.Envelope{Status: skills.StatusFailure, ExitCode: &code, Error: &skills.Error{Code: skills.CodeOutputRejected, Message: "stdout was truncated"}})
+	_, err = catalog.EnvelopeResult(runner.Envelope{Status: runner.StatusFailure, ExitCode: &code, Error: &runner.Error{Code: runner.CodeOutputRejected, Message: "stdout was truncated"}})
 	te := wantToolError(t, err, "output_rejected", "stdout was truncated (exit code 3)")
 	if !te.EffectStarted {
 		t.Fatal("failure envelopes started their effect")
@@ -197,7 +197,7 @@ func TestAgentTaskSpawnsChildWithExactTable(t *testing.T) {
 		t.Fatalf("spawned %d children", len(sys.spawned))
 	}
 	spec := sys.spawned[0]
-	if spec.Image != skilltools.SkillAgentImage || !slices.Equal(spec.ToolTable, []string{"get_current_time", "process_exit", "echo"}) || !slices.Equal(spec.Scopes, []string{"delegate.run"}) {
+	if spec.Image != catalog.SkillAgentImage || !slices.Equal(spec.ToolTable, []string{"get_current_time", "process_exit", "echo"}) || !slices.Equal(spec.Scopes, []string{"delegate.run"}) {
 		t.Fatalf("child spec %+v", spec)
 	}
 	if spec.Budget.WallSeconds != 91 {
@@ -227,9 +227,9 @@ func TestAgentTaskSpawnsChildWithExactTable(t *testing.T) {
 		t.Fatalf("resume %v", r)
 	}
 	// A large result is referenced, not inlined.
-	sys.objects["r1"] = []byte(`"` + strings.Repeat("x", skilltools.MaxInlineChildResultBytes) + `"`)
+	sys.objects["r1"] = []byte(`"` + strings.Repeat("x", catalog.MaxInlineChildResultBytes) + `"`)
 	res, err = delegate.Resume(context.Background(), sys, tools.Pending{ID: "p1", Data: out.Block.Data})
-	if err != nil || res.Result["result"] != nil || res.Result["result_bytes"] != skilltools.MaxInlineChildResultBytes+2 {
+	if err != nil || res.Result["result"] != nil || res.Result["result_bytes"] != catalog.MaxInlineChildResultBytes+2 {
 		t.Fatalf("large result: %v %v", res.Result, err)
 	}
 	// A child that did not exit fails the call, naming how it ended.

@@ -1,4 +1,4 @@
-package skills
+package runner
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // TestRunxFixtureGate runs runx's skill-author-runtime fixture gate

@@ -1,4 +1,4 @@
-package skilltools_test
+package catalog_test
 
 import (
 	"encoding/json"
@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/libos/libos/skills/catalog"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 func metaTool(t *testing.T, name string) *tools.Tool {
 	t.Helper()
-	return toolByName(t, skilltools.MetaTools(tools.Config{}), name)
+	return toolByName(t, catalog.MetaTools(tools.Config{}), name)
 }
 
 func TestMetaToolSchemas(t *testing.T) {
@@ -28,7 +28,7 @@ func TestMetaToolSchemas(t *testing.T) {
 			"name":{"type":"string","minLength":1,"maxLength":64,"description":"The skill's name, as discover_skills lists it."},
 			"path":{"type":"string","minLength":1,"maxLength":1024,"description":"Package-relative file path such as SKILL.md or docs/guide.md."}}}`,
 	}
-	ts := skilltools.MetaTools(tools.Config{})
+	ts := catalog.MetaTools(tools.Config{})
 	if got := toolNames(ts); !slices.Equal(got, []string{"discover_skills", "activate_skill", "read_skill_resource", "unload_skill"}) {
 		t.Fatalf("meta tools %v", got)
 	}
@@ -162,14 +162,14 @@ func resourcePackage(t *testing.T) (dir, outside string) {
 	must(os.Symlink(filepath.Join("..", ".."), filepath.Join(dir, "docs", "up")))
 	must(os.Symlink("docs/guide.md", filepath.Join(dir, "guide-link.md")))
 	must(os.WriteFile(filepath.Join(dir, "binary.dat"), []byte{0xff, 0xfe, 0x00, 0x01}, 0o644))
-	must(os.WriteFile(filepath.Join(dir, "big.txt"), []byte(strings.Repeat("a", skilltools.MaxResourceBytes+1)), 0o644))
-	must(os.WriteFile(filepath.Join(dir, "exact.txt"), []byte(strings.Repeat("é", skilltools.MaxResourceBytes/2)), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "big.txt"), []byte(strings.Repeat("a", catalog.MaxResourceBytes+1)), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "exact.txt"), []byte(strings.Repeat("é", catalog.MaxResourceBytes/2)), 0o644))
 	return dir, outside
 }
 
 func TestReadSkillResourceContainment(t *testing.T) {
 	dir, _ := resourcePackage(t)
-	c, err := skilltools.LoadCatalog([]string{dir}, testOptions(t))
+	c, err := catalog.LoadCatalog([]string{dir}, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package skilltools
+package catalog
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/libos/libos/images/skillpkg"
-	builtinskills "github.com/libos/libos/images/skills"
+	"github.com/libos/libos/skills/builtin"
+	"github.com/libos/libos/skills/skillpkg"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
 )
@@ -247,7 +247,7 @@ func skillMetadata(dir string) map[string]json.RawMessage {
 func readPackageFile(dir, rel string, limit int64) ([]byte, error) {
 	var fsys fs.FS
 	if folder, ok := strings.CutPrefix(dir, builtinDirPrefix); ok {
-		sub, err := fs.Sub(builtinskills.FS(), folder)
+		sub, err := fs.Sub(builtin.FS(), folder)
 		if err != nil {
 			return nil, err
 		}

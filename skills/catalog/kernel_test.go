@@ -1,4 +1,4 @@
-package skilltools_test
+package catalog_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/skills/catalog"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 // recorder keeps every request the replay provider answers.
@@ -33,13 +33,13 @@ func (r *recorder) Complete(ctx context.Context, req llm.Request) (llm.Response,
 
 // withMeta adds the skill meta tools when the runtime's built-in families
 // do not already include them.
-type withMeta struct{ *skilltools.Catalog }
+type withMeta struct{ *catalog.Catalog }
 
 func (w withMeta) Tools() []*tools.Tool {
-	return append(skilltools.MetaTools(tools.Config{}), w.Catalog.Tools()...)
+	return append(catalog.MetaTools(tools.Config{}), w.Catalog.Tools()...)
 }
 
-func runtimeCatalog(c *skilltools.Catalog) tools.SkillCatalog {
+func runtimeCatalog(c *catalog.Catalog) tools.SkillCatalog {
 	for _, b := range kernel.BuiltinTools(tools.Config{}) {
 		if b.Name == "discover_skills" {
 			return c

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // BaselineEnvNames are the host variables a cli-tool process inherits when

@@ -1,4 +1,4 @@
-package skilltools
+package catalog
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/libos/libos/capabilities"
-	"github.com/libos/libos/images/skillpkg"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/skills/runner"
+	"github.com/libos/libos/skills/skillpkg"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skills"
 )
 
 // SkillAgentImage is the built-in image of the child an agent-task runner starts.
@@ -87,15 +87,15 @@ func authorizeScopes(sys tools.Syscalls, r *skillpkg.Runner) error {
 // run executes a javascript or cli-tool runner and turns its envelope into
 // a tool result, or a failure envelope into a tool error with its code.
 func (c *Catalog) run(ctx context.Context, pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage) (map[string]any, error) {
-	opts := skills.RunOptions{Workspace: c.opts.Workspace, LookupEnv: c.opts.LookupEnv, TempDir: c.opts.TempDir}
+	opts := runner.RunOptions{Workspace: c.opts.Workspace, LookupEnv: c.opts.LookupEnv, TempDir: c.opts.TempDir}
 	if r.Type == skillpkg.TypeJavaScript {
 		pool, err := c.jsPool()
 		if err != nil {
-			return nil, &tools.Error{Code: string(skills.CodeInternalFailure), Message: err.Error(), EffectStarted: true, Err: err}
+			return nil, &tools.Error{Code: string(runner.CodeInternalFailure), Message: err.Error(), EffectStarted: true, Err: err}
 		}
 		opts.JavaScript = pool
 	}
-	return EnvelopeResult(skills.RunRunner(ctx, pkg, r, inputs, opts))
+	return EnvelopeResult(runner.RunRunner(ctx, pkg, r, inputs, opts))
 }
 
 // EnvelopeResult renders a run's envelope as a tool result: status, output
@@ -104,9 +104,9 @@ func (c *Catalog) run(ctx context.Context, pkg *skillpkg.Package, r *skillpkg.Ru
 // only when the envelope has it. A failure envelope becomes a *tools.Error
 // whose code is the envelope's failure code and whose message adds the exit
 // code and the stderr tail.
-func EnvelopeResult(env skills.Envelope) (map[string]any, error) {
-	if env.Status != skills.StatusSealed {
-		code, msg := string(skills.CodeInternalFailure), "the run failed without an error"
+func EnvelopeResult(env runner.Envelope) (map[string]any, error) {
+	if env.Status != runner.StatusSealed {
+		code, msg := string(runner.CodeInternalFailure), "the run failed without an error"
 		if env.Error != nil {
 			code, msg = string(env.Error.Code), env.Error.Message
 		}

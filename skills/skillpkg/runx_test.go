@@ -95,7 +95,7 @@ func checkRefusal(t *testing.T, err error, line int, want string) {
 }
 
 // TestRunnerSchemasValidate checks inputs before a run and names the input
-// and the rule; outputs are checked by tools/skills with the same schemas.
+// and the rule; outputs are checked by skills/runner with the same schemas.
 func TestRunnerSchemasValidate(t *testing.T) {
 	m, err := ParseManifest(XManifestFile, []byte(`skill: typed
 input_definitions:

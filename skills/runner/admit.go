@@ -1,4 +1,4 @@
-package skills
+package runner
 
 import (
 	"encoding/json"
@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/libos/libos/images/skillpkg"
-	"github.com/libos/libos/tools/skills/jsrunner"
+	"github.com/libos/libos/skills/runner/jsrunner"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // ModuleGraphError refuses a package whose javascript runner has a module

@@ -1,4 +1,4 @@
-package skilltools_test
+package catalog_test
 
 import (
 	"bytes"
@@ -10,10 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/skills/catalog"
+	"github.com/libos/libos/skills/skillpkg"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 const runtimeSession = "agent-libos-runtime-session"
@@ -34,7 +34,7 @@ func toolNames(ts []*tools.Tool) []string {
 	return out
 }
 
-func skillInfo(t *testing.T, c *skilltools.Catalog, name string) tools.SkillInfo {
+func skillInfo(t *testing.T, c *catalog.Catalog, name string) tools.SkillInfo {
 	t.Helper()
 	for _, s := range c.Skills() {
 		if s.Name == name {
@@ -96,7 +96,7 @@ func TestLoadCatalogFixtures(t *testing.T) {
 }
 
 func TestLoadCatalogFolderIsPackage(t *testing.T) {
-	c, err := skilltools.LoadCatalog([]string{filepath.Join(agentSkills(t), "echo")}, testOptions(t))
+	c, err := catalog.LoadCatalog([]string{filepath.Join(agentSkills(t), "echo")}, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestLoadCatalogFolderIsPackage(t *testing.T) {
 	}
 	// The same package reached twice (as itself and through its parent) is
 	// loaded once.
-	c2, err := skilltools.LoadCatalog([]string{filepath.Join(agentSkills(t), "echo"), agentSkills(t)}, testOptions(t))
+	c2, err := catalog.LoadCatalog([]string{filepath.Join(agentSkills(t), "echo"), agentSkills(t)}, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestLoadCatalogFolderIsPackage(t *testing.T) {
 		t.Fatalf("%d skills, want 5", n)
 	}
 	// Without folders only the built-in skills exist.
-	c3, err := skilltools.LoadCatalog(nil, testOptions(t))
+	c3, err := catalog.LoadCatalog(nil, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +162,11 @@ func TestToolNamesSanitizedAndTruncated(t *testing.T) {
 		"tools/ns.x/t/manifest.json": "",
 	})
 	// The bundled tool folder above is not a valid tool namespace: refused.
-	if _, err := skilltools.LoadCatalog([]string{root}, testOptions(t)); err == nil || !errors.Is(err, skillpkg.ErrAdmission) || !strings.Contains(err.Error(), filepath.Join(root, "long")) {
+	if _, err := catalog.LoadCatalog([]string{root}, testOptions(t)); err == nil || !errors.Is(err, skillpkg.ErrAdmission) || !strings.Contains(err.Error(), filepath.Join(root, "long")) {
 		t.Fatalf("bad bundled tool folder: want an admission error naming the package, got %v", err)
 	}
 	os.RemoveAll(filepath.Join(root, "long", "tools"))
-	c, err := skilltools.LoadCatalog([]string{root}, testOptions(t))
+	c, err := catalog.LoadCatalog([]string{root}, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 	cases := []struct {
 		name  string
 		setup func(t *testing.T, root string) []string
-		opts  func(*skilltools.CatalogOptions)
+		opts  func(*catalog.CatalogOptions)
 		is    error
 		parts []string
 	}{
@@ -201,7 +201,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 				writePackage(t, root, "ab", skillMD("a_b"), "runners:\n  main:\n    default: true\n    "+catRunner+"  c:\n    "+catRunner, nil)
 				return []string{root}
 			},
-			is:    skilltools.ErrNameCollision,
+			is:    catalog.ErrNameCollision,
 			parts: []string{`"a_b_c"`, "skill a runner b_c", "skill a_b runner c"},
 		},
 		{
@@ -212,7 +212,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 				})
 				return []string{root}
 			},
-			is:    skilltools.ErrNameCollision,
+			is:    catalog.ErrNameCollision,
 			parts: []string{`"ns_t"`, "skill ns runner t", "skill ns bundled tool ns.t"},
 		},
 		{
@@ -221,8 +221,8 @@ func TestLoadCatalogRefusals(t *testing.T) {
 				writePackage(t, root, "sleep", skillMD("sleep"), "run:\n  "+strings.ReplaceAll(catRunner, "    ", "  "), nil)
 				return []string{root}
 			},
-			opts:  func(o *skilltools.CatalogOptions) { o.ReservedToolNames = []string{"get_current_time", "sleep"} },
-			is:    skilltools.ErrNameCollision,
+			opts:  func(o *catalog.CatalogOptions) { o.ReservedToolNames = []string{"get_current_time", "sleep"} },
+			is:    catalog.ErrNameCollision,
 			parts: []string{`"sleep"`, "the built-in tool sleep", "skill sleep runner default"},
 		},
 		{
@@ -232,7 +232,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 				two := writePackage(t, filepath.Join(root, "two"), "y", skillMD("twin"), "", nil)
 				return []string{one, two}
 			},
-			is:    skilltools.ErrNameCollision,
+			is:    catalog.ErrNameCollision,
 			parts: []string{`skill "twin"`, filepath.Join("one", "x"), filepath.Join("two", "y")},
 		},
 		{
@@ -240,7 +240,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 			setup: func(t *testing.T, root string) []string {
 				return []string{writePackage(t, root, "rs", skillMD(runtimeSession), "", nil)}
 			},
-			is:    skilltools.ErrNameCollision,
+			is:    catalog.ErrNameCollision,
 			parts: []string{runtimeSession, "built-in skill folder runtime-session"},
 		},
 		{
@@ -259,7 +259,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 				os.MkdirAll(filepath.Join(root, "empty", "sub"), 0o755)
 				return []string{filepath.Join(root, "empty")}
 			},
-			is:    skilltools.ErrNoPackage,
+			is:    catalog.ErrNoPackage,
 			parts: []string{"dirs[0]", "SKILL.md"},
 		},
 		{
@@ -275,7 +275,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 			setup: func(t *testing.T, root string) []string {
 				return []string{writePackage(t, root, "p", skillMD("p"), "run:\n  type: cli-tool\n  command: cat\n  scopes: [\"net.*\"]\n", nil)}
 			},
-			is:    skilltools.ErrInvalidPackage,
+			is:    catalog.ErrInvalidPackage,
 			parts: []string{"runners.default.scopes[0]", "net.*", "pattern"},
 		},
 		{
@@ -283,7 +283,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 			setup: func(t *testing.T, root string) []string {
 				return nil
 			},
-			opts:  func(o *skilltools.CatalogOptions) { o.Workspace = "/no/such/workspace" },
+			opts:  func(o *catalog.CatalogOptions) { o.Workspace = "/no/such/workspace" },
 			is:    os.ErrNotExist,
 			parts: []string{"workspace"},
 		},
@@ -296,7 +296,7 @@ func TestLoadCatalogRefusals(t *testing.T) {
 			if tc.opts != nil {
 				tc.opts(&opts)
 			}
-			c, err := skilltools.LoadCatalog(dirs, opts)
+			c, err := catalog.LoadCatalog(dirs, opts)
 			if err == nil {
 				c.Close()
 				t.Fatal("LoadCatalog succeeded")
@@ -388,7 +388,7 @@ func TestInputSchemaKeepsDefaultsExact(t *testing.T) {
 		{Name: "obj", Type: skillpkg.TypeObject, Default: json.RawMessage(`{"a":[1,2.5]}`)},
 		{Name: "need", Type: skillpkg.TypeBoolean, Required: true},
 	}}
-	s, err := skilltools.InputSchema(r)
+	s, err := catalog.InputSchema(r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // probeHost is the host environment the conformance runs see: the probe on

@@ -1,4 +1,4 @@
-// Package skills runs the runners of admitted skill packages and reports each
+// Package runner runs the runners of admitted skill packages and reports each
 // run as one libos.skill_run.v1 envelope. It resolves what both runner types
 // share (the runner, the workspace, the inputs against their declarations,
 // the declared environment) and hands the rest to clitool for cli-tool
@@ -25,7 +25,7 @@
 // javascript runners report jsrunner's codes unchanged; module_rejected also
 // covers a module path or module graph refused at admission (Admit builds
 // every javascript runner's graph with the resolver that runs it).
-package skills
+package runner
 
 import (
 	"context"
@@ -37,9 +37,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/libos/libos/images/skillpkg"
-	"github.com/libos/libos/tools/skills/clitool"
-	"github.com/libos/libos/tools/skills/jsrunner"
+	"github.com/libos/libos/skills/runner/clitool"
+	"github.com/libos/libos/skills/runner/jsrunner"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // Schema identifies the envelope format.

@@ -1,14 +1,14 @@
 //go:build unix
 
-package skilltools_test
+package catalog_test
 
 import (
 	"path/filepath"
 	"syscall"
 	"testing"
 
+	"github.com/libos/libos/skills/catalog"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 // A FIFO in a package is refused without being opened: opening it for
@@ -18,7 +18,7 @@ func TestReadSkillResourceRefusesFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := skilltools.LoadCatalog([]string{dir}, testOptions(t))
+	c, err := catalog.LoadCatalog([]string{dir}, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
 	}

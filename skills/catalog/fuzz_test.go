@@ -1,4 +1,4 @@
-package skilltools
+package catalog
 
 import (
 	"bytes"

@@ -1,8 +1,8 @@
-// Package skills holds the skill packages built into the libos binary. Each
+// Package builtin holds the skill packages built into the libos binary. Each
 // top-level folder is one package (a SKILL.md and, optionally, a skill.yaml);
 // they are read from the embedded file system, never from disk, so a
 // built-in skill is the same in every runtime.
-package skills
+package builtin
 
 import (
 	"embed"

@@ -1,4 +1,4 @@
-package skills
+package runner
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libos/libos/images/skillpkg"
-	"github.com/libos/libos/tools/skills/clitool"
-	"github.com/libos/libos/tools/skills/jsrunner"
+	"github.com/libos/libos/skills/runner/clitool"
+	"github.com/libos/libos/skills/runner/jsrunner"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 var probeDir string

@@ -18,7 +18,7 @@ import (
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
 
-	"github.com/libos/libos/tools/skills/clitool"
+	"github.com/libos/libos/skills/runner/clitool"
 )
 
 // WorkerEnv is the environment variable that turns a process into a

@@ -1,4 +1,4 @@
-package skilltools_test
+package catalog_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/objects"
+	"github.com/libos/libos/skills/catalog"
+	"github.com/libos/libos/skills/runner/jsrunner"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/skills/jsrunner"
-	"github.com/libos/libos/tools/skilltools"
 )
 
 func TestMain(m *testing.M) {
@@ -34,17 +34,17 @@ func agentSkills(t testing.TB) string {
 }
 
 // testOptions run skills in a private workspace with a small javascript pool.
-func testOptions(t testing.TB) skilltools.CatalogOptions {
-	return skilltools.CatalogOptions{
+func testOptions(t testing.TB) catalog.CatalogOptions {
+	return catalog.CatalogOptions{
 		Workspace:  t.TempDir(),
 		JavaScript: jsrunner.PoolOptions{Workers: 1, MemoryLimit: 128 << 20},
 	}
 }
 
 // loadAgent loads the fixtures and closes the catalog after the test.
-func loadAgent(t testing.TB) *skilltools.Catalog {
+func loadAgent(t testing.TB) *catalog.Catalog {
 	t.Helper()
-	c, err := skilltools.LoadCatalog([]string{agentSkills(t)}, testOptions(t))
+	c, err := catalog.LoadCatalog([]string{agentSkills(t)}, testOptions(t))
 	if err != nil {
 		t.Fatalf("LoadCatalog: %v", err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // Failure codes reported in Failure.Code. They are the whole vocabulary: a

@@ -1,4 +1,4 @@
-package skills
+package runner
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/libos/libos/images/skillpkg"
-	"github.com/libos/libos/tools/skills/jsrunner"
+	"github.com/libos/libos/skills/runner/jsrunner"
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // jsFixtures is the folder of the javascript fixtures.

@@ -1,10 +1,10 @@
-package skilltools_test
+package catalog_test
 
 import (
 	"encoding/json"
 	"testing"
 
-	"github.com/libos/libos/images/skillpkg"
+	"github.com/libos/libos/skills/skillpkg"
 	"github.com/libos/libos/tools/schema"
 )
 

@@ -1,8 +1,8 @@
-// Package skilltools puts skill packages into the ToolBroker: a Catalog
+// Package catalog puts skill packages into the ToolBroker: a Catalog
 // admits the built-in skills and the packages of skill folders and turns
 // every runner and bundled tool into a catalog tool with an exact schema;
 // MetaTools are the built-in tools that let a process discover, activate,
-// read and unload skills.
+// read and unload runner.
 //
 // A skill tool is checked like any other tool: before anything runs, the
 // calling process must hold execute on scope:<name> for every scope its
@@ -11,7 +11,7 @@
 // an agent-task runner starts a child process (image skill-agent:v0) whose
 // tool table is exactly the runner's allowed_tools, and the call waits
 // durably for that child.
-package skilltools
+package catalog
 
 import (
 	"encoding/json"
@@ -28,12 +28,12 @@ import (
 	"sync"
 
 	"github.com/libos/libos/capabilities"
-	"github.com/libos/libos/images/skillpkg"
-	builtinskills "github.com/libos/libos/images/skills"
+	"github.com/libos/libos/skills/builtin"
+	"github.com/libos/libos/skills/runner"
+	"github.com/libos/libos/skills/runner/jsrunner"
+	"github.com/libos/libos/skills/skillpkg"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
-	"github.com/libos/libos/tools/skills"
-	"github.com/libos/libos/tools/skills/jsrunner"
 )
 
 // Errors a caller of LoadCatalog may need to tell apart. Admission errors of
@@ -114,7 +114,7 @@ func LoadCatalog(dirs []string, opts CatalogOptions) (*Catalog, error) {
 	if opts.LookupEnv == nil {
 		opts.LookupEnv = os.LookupEnv
 	}
-	ws, err := skills.ResolveWorkspace(opts.Workspace, opts.LookupEnv)
+	ws, err := runner.ResolveWorkspace(opts.Workspace, opts.LookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("skill catalog: %w", err)
 	}
@@ -122,7 +122,7 @@ func LoadCatalog(dirs []string, opts CatalogOptions) (*Catalog, error) {
 	c := &Catalog{opts: opts}
 
 	var entries []*skillEntry
-	for _, folder := range builtinskills.Folders() {
+	for _, folder := range builtin.Folders() {
 		e, err := loadBuiltin(folder)
 		if err != nil {
 			return nil, err
@@ -136,7 +136,7 @@ func LoadCatalog(dirs []string, opts CatalogOptions) (*Catalog, error) {
 			return nil, fmt.Errorf("skill catalog: dirs[%d]: %w", i, err)
 		}
 		for _, pd := range pkgDirs {
-			pkg, err := skills.Admit(pd)
+			pkg, err := runner.Admit(pd)
 			if err != nil {
 				return nil, fmt.Errorf("skill package %s: %w", pd, err)
 			}
@@ -239,7 +239,7 @@ func isPackage(dir string) bool {
 // agent-task runners (and none at all) are allowed.
 func loadBuiltin(folder string) (*skillEntry, error) {
 	origin := "built-in skill folder " + folder
-	fsys := builtinskills.FS()
+	fsys := builtin.FS()
 	data, err := fs.ReadFile(fsys, path.Join(folder, skillpkg.SkillFile))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", origin, err)

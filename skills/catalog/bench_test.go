@@ -1,4 +1,4 @@
-package skilltools_test
+package catalog_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libos/libos/tools/skilltools"
+	"github.com/libos/libos/skills/catalog"
 )
 
 // reportLatency prints the median and p99 of per-call latencies.
@@ -73,7 +73,7 @@ func BenchmarkLoadCatalog(b *testing.B) {
 	opts := testOptions(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		c, err := skilltools.LoadCatalog(dirs, opts)
+		c, err := catalog.LoadCatalog(dirs, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
