@@ -10,7 +10,6 @@ import (
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/llm"
-	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 )
@@ -70,7 +69,7 @@ func (k *Runtime) approvalBlock(need *ApprovalRequiredError) *tools.Block {
 // Approvals lists every call waiting for a Human's decision, by pid.
 func (k *Runtime) Approvals() ([]Approval, error) {
 	var out []Approval
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
 			var r procRecord
 			if err := json.Unmarshal(v, &r); err != nil {
@@ -92,7 +91,7 @@ func (k *Runtime) Approvals() ([]Approval, error) {
 	return out, err
 }
 
-func loadApproval(tx *objects.Txn, r *procRecord) (*pendingAction, approvalData, error) {
+func loadApproval(tx *txn, r *procRecord) (*pendingAction, approvalData, error) {
 	var a approvalData
 	p, err := loadPending(tx, r.PID, r.Wait.PendingID)
 	if err != nil {
@@ -118,7 +117,7 @@ func (k *Runtime) DenyApproval(pid int64, callID, reason string) error {
 }
 
 func (k *Runtime) decideApproval(pid int64, callID, decision, reason string) error {
-	return k.update(func(tx *objects.Txn) error {
+	return k.update(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -158,7 +157,7 @@ func optional(sep, s string) string {
 // resumeApproval ends an approval wait: a denied call is answered with a
 // denied error; an approved one is dispatched again as a batch of one, with
 // its approval, and may return an outside effect to run.
-func (k *Runtime) resumeApproval(ctx context.Context, tx *objects.Txn, r *procRecord, p *pendingAction, c *llmContext) (effectFunc, error) {
+func (k *Runtime) resumeApproval(ctx context.Context, tx *txn, r *procRecord, p *pendingAction, c *llmContext) (effectFunc, error) {
 	var a approvalData
 	if err := json.Unmarshal(p.Data, &a); err != nil {
 		return nil, fmt.Errorf("decode approval %s of pid %d: %w", p.ID, r.PID, err)

@@ -36,7 +36,7 @@ func benchRuntime(b *testing.B, script string) *Runtime {
 func fillContext(b *testing.B, rt *Runtime, pid int64, tokens int) {
 	b.Helper()
 	text := strings.Repeat("lorem ipsum dolor sit amet ", 40) // about 270 tokens
-	err := rt.update(func(tx *objects.Txn) error {
+	err := rt.update(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -134,7 +134,7 @@ func BenchmarkReopen(b *testing.B) {
 	}
 	// 10,000 processes hold 20,000 Objects (goal, context); add 80,000 more.
 	for batch := 0; batch < 80; batch++ {
-		err := rt.update(func(tx *objects.Txn) error {
+		err := rt.update(func(tx *txn) error {
 			for j := 0; j < 1000; j++ {
 				if _, err := tx.Create(objects.CreateSpec{Namespace: "bench", Name: fmt.Sprintf("o-%d-%d", batch, j), Kind: "data", Payload: []byte(`{"x":1}`)}); err != nil {
 					return err
@@ -173,7 +173,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 		b.Fatal(err)
 	}
 	for batch := 0; batch < 10; batch++ {
-		err := rt.update(func(tx *objects.Txn) error {
+		err := rt.update(func(tx *txn) error {
 			for j := 0; j < 1000; j++ {
 				if _, err := tx.Create(objects.CreateSpec{Namespace: Namespace(pid), Name: fmt.Sprintf("o-%d-%d", batch, j), Kind: "data", Payload: []byte(`{"x":1}`)}); err != nil {
 					return err

@@ -58,7 +58,7 @@ type checkpointObject struct {
 }
 
 // subtree lists root and every descendant, parents before children.
-func subtree(tx *objects.Txn, root int64) ([]int64, error) {
+func subtree(tx *txn, root int64) ([]int64, error) {
 	out := []int64{root}
 	for i := 0; i < len(out); i++ {
 		kids, err := children(tx, out[i])
@@ -70,7 +70,7 @@ func subtree(tx *objects.Txn, root int64) ([]int64, error) {
 	return out, nil
 }
 
-func putCheckpointItem(tx *objects.Txn, id, kind, key string, v any) error {
+func putCheckpointItem(tx *txn, id, kind, key string, v any) error {
 	return putJSON(tx, []byte(fmt.Sprintf("%s%s/%s", checkpointDataPrefix(id), kind, key)), v)
 }
 
@@ -79,7 +79,7 @@ func putCheckpointItem(tx *objects.Txn, id, kind, key string, v any) error {
 // mailboxes, pending actions, context and goal Objects.
 func (k *Runtime) CreateCheckpoint(pid int64) (Checkpoint, error) {
 	var cp Checkpoint
-	err := k.update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *txn) error {
 		var err error
 		cp, err = k.createCheckpoint(tx, pid, nil, nil)
 		return err
@@ -91,7 +91,7 @@ func (k *Runtime) CreateCheckpoint(pid int64) (Checkpoint, error) {
 // checkpoint from inside its own quantum passes its live record and context
 // as caller and callerCtx: the stored ones are stale until the quantum's
 // commit, and the capture must hold the results the process already saw.
-func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64, caller *procRecord, callerCtx *llmContext) (Checkpoint, error) {
+func (k *Runtime) createCheckpoint(tx *txn, root int64, caller *procRecord, callerCtx *llmContext) (Checkpoint, error) {
 	pids, err := subtree(tx, root)
 	if err != nil {
 		return Checkpoint{}, err
@@ -112,7 +112,7 @@ func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64, caller *procReco
 		if err := putCheckpointItem(tx, cp.ID, "p", fmt.Sprintf("%020d", pid), r); err != nil {
 			return Checkpoint{}, err
 		}
-		last, err := mailbox.LastSeq(tx, pid)
+		last, err := mailbox.LastSeq(tx.Txn, pid)
 		if err != nil {
 			return Checkpoint{}, err
 		}
@@ -144,7 +144,7 @@ func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64, caller *procReco
 			}
 			cp.Objects++
 		}
-		err = mailbox.List(tx, pid, func(m *mailbox.Message) error {
+		err = mailbox.List(tx.Txn, pid, func(m *mailbox.Message) error {
 			cp.Messages++
 			return putCheckpointItem(tx, cp.ID, "m", fmt.Sprintf("%020d/%020d", pid, m.Seq), m)
 		})
@@ -168,13 +168,13 @@ func (k *Runtime) createCheckpoint(tx *objects.Txn, root int64, caller *procReco
 	if err := putJSON(tx, checkpointKey(cp.ID), cp); err != nil {
 		return Checkpoint{}, err
 	}
-	k.markCommit(tx, commitCheckpoint)
+	tx.markCommit(commitCheckpoint)
 	return cp, k.emit(tx, Event{Kind: EventCheckpoint, PID: root, Reason: "created " + cp.ID})
 }
 
 // rebuiltPayload returns what the kernel can rebuild of a lost payload of
 // one of r's Objects, and whether it stays lost.
-func (k *Runtime) rebuiltPayload(tx *objects.Txn, r *procRecord, m objects.Meta) ([]byte, bool) {
+func (k *Runtime) rebuiltPayload(tx *txn, r *procRecord, m objects.Meta) ([]byte, bool) {
 	switch m.OID {
 	case r.ContextOID:
 		if c, err := k.loadContext(tx, r); err == nil {
@@ -190,7 +190,7 @@ func (k *Runtime) rebuiltPayload(tx *objects.Txn, r *procRecord, m objects.Meta)
 	return nil, true
 }
 
-func loadCheckpoint(tx *objects.Txn, id string) (Checkpoint, error) {
+func loadCheckpoint(tx *txn, id string) (Checkpoint, error) {
 	var cp Checkpoint
 	b, err := tx.Get(checkpointKey(id))
 	if errors.Is(err, objects.ErrNotFound) {
@@ -210,7 +210,7 @@ type checkpointData struct {
 	pending  map[int64]*pendingAction
 }
 
-func loadCheckpointData(tx *objects.Txn, id string) (*checkpointData, error) {
+func loadCheckpointData(tx *txn, id string) (*checkpointData, error) {
 	d := &checkpointData{procs: map[int64]*procRecord{}, messages: map[int64][]mailbox.Message{}, pending: map[int64]*pendingAction{}}
 	prefix := checkpointDataPrefix(id)
 	err := tx.Scan(prefix, func(key, v []byte) error {
@@ -251,7 +251,7 @@ func loadCheckpointData(tx *objects.Txn, id string) (*checkpointData, error) {
 // Checkpoints lists checkpoints, optionally of one root (0 for all).
 func (k *Runtime) Checkpoints(root int64) ([]Checkpoint, error) {
 	var out []Checkpoint
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		return tx.Scan([]byte(prefixCheckpoint), func(_, v []byte) error {
 			var cp Checkpoint
 			if err := json.Unmarshal(v, &cp); err != nil {
@@ -269,7 +269,7 @@ func (k *Runtime) Checkpoints(root int64) ([]Checkpoint, error) {
 // InspectCheckpoint returns a checkpoint's description.
 func (k *Runtime) InspectCheckpoint(id string) (Checkpoint, error) {
 	var cp Checkpoint
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		var err error
 		cp, err = loadCheckpoint(tx, id)
 		return err
@@ -304,7 +304,7 @@ type EffectSinceRef struct {
 // RestoreCheckpoint restores a quiescent subtree to checkpoint id.
 func (k *Runtime) RestoreCheckpoint(id string) (RestoreReport, error) {
 	var rep RestoreReport
-	err := k.update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *txn) error {
 		var err error
 		rep, err = k.restoreCheckpoint(tx, id, 0)
 		return err
@@ -314,7 +314,7 @@ func (k *Runtime) RestoreCheckpoint(id string) (RestoreReport, error) {
 
 // restoreCheckpoint restores checkpoint id; caller, when non-zero, is the
 // process asking, which may not be inside the subtree.
-func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (RestoreReport, error) {
+func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller int64) (RestoreReport, error) {
 	cp, err := loadCheckpoint(tx, id)
 	if err != nil {
 		return RestoreReport{}, err
@@ -363,7 +363,7 @@ func (k *Runtime) restoreCheckpoint(tx *objects.Txn, id string, caller int64) (R
 		rep.SupersededMessages += superseded
 		rep.Restored = append(rep.Restored, pid)
 	}
-	k.markCommit(tx, commitCheckpoint)
+	tx.markCommit(commitCheckpoint)
 	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: cp.RootPID, Reason: "restored " + id})
 }
 
@@ -380,7 +380,7 @@ func ranSince(effects []EffectSinceRef, pid int64) map[string]bool {
 
 // quiescentSubtree loads the records of root's subtree as it is now, and
 // refuses a restore of id while one of them runs a quantum or is caller.
-func quiescentSubtree(tx *objects.Txn, root int64, id string, caller int64) ([]int64, map[int64]*procRecord, error) {
+func quiescentSubtree(tx *txn, root int64, id string, caller int64) ([]int64, map[int64]*procRecord, error) {
 	current, err := subtree(tx, root)
 	if err != nil {
 		return nil, nil, err
@@ -404,7 +404,7 @@ func quiescentSubtree(tx *objects.Txn, root int64, id string, caller int64) ([]i
 
 // effectsSince lists the calls recorded since cp: external effects are
 // reported by a restore, never undone.
-func effectsSince(tx *objects.Txn, cp Checkpoint, current []int64, recs map[int64]*procRecord) []EffectSinceRef {
+func effectsSince(tx *txn, cp Checkpoint, current []int64, recs map[int64]*procRecord) []EffectSinceRef {
 	out := []EffectSinceRef{}
 	for _, pid := range current {
 		for seq := cp.Marks[pid].ToolCalls + 1; seq <= recs[pid].ToolCalls; seq++ {
@@ -421,7 +421,7 @@ func effectsSince(tx *objects.Txn, cp Checkpoint, current []int64, recs map[int6
 // version and removes ones created since, outside the kept namespaces:
 // versions never go backwards. It returns the captured Objects that no
 // longer exist.
-func restoreObjects(tx *objects.Txn, cp Checkpoint, data *checkpointData, kept map[string]bool) ([]string, error) {
+func restoreObjects(tx *txn, cp Checkpoint, data *checkpointData, kept map[string]bool) ([]string, error) {
 	captured := map[string]bool{}
 	for _, o := range data.objects {
 		captured[o.Meta.OID] = true
@@ -471,7 +471,7 @@ func restoreObjects(tx *objects.Txn, cp Checkpoint, data *checkpointData, kept m
 // fences advance past their high-water marks, one-shots never regain uses,
 // counters and budget usage keep moving forward, and messages that arrived
 // since are superseded (their count is returned).
-func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data *checkpointData, now *procRecord, started map[string]bool, ended func(pid int64) bool) (int, error) {
+func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpointData, now *procRecord, started map[string]bool, ended func(pid int64) bool) (int, error) {
 	pid := now.PID
 	old := data.procs[pid]
 	r := *old
@@ -505,7 +505,7 @@ func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data 
 			return 0, err
 		}
 	}
-	superseded, err := mailbox.SupersedeAfter(tx, pid, cp.Marks[pid].MailboxSeq)
+	superseded, err := mailbox.SupersedeAfter(tx.Txn, pid, cp.Marks[pid].MailboxSeq)
 	if err != nil {
 		return 0, err
 	}
@@ -528,7 +528,7 @@ func (k *Runtime) restoreRecord(tx *objects.Txn, id string, cp Checkpoint, data 
 
 // advanceGeneration returns a context Object's labels with the generation
 // past both the current and the captured one.
-func advanceGeneration(tx *objects.Txn, captured objects.Meta) map[string]string {
+func advanceGeneration(tx *txn, captured objects.Meta) map[string]string {
 	gen := parseGeneration(captured.Labels)
 	if cur, err := tx.Stat(captured.OID); err == nil {
 		gen = max(gen, parseGeneration(cur.Labels))
@@ -570,7 +570,7 @@ func neverRegain(captured, now []capabilities.Grant) []capabilities.Grant {
 
 // retainSnapshot writes a reset marker and the whole current context of r
 // as evidence, so a rebuild after reopen starts from it.
-func (k *Runtime) retainSnapshot(tx *objects.Txn, r *procRecord) error {
+func (k *Runtime) retainSnapshot(tx *txn, r *procRecord) error {
 	if !k.retain {
 		return nil
 	}
@@ -610,7 +610,7 @@ type ForkReport struct {
 // OIDs, no pending actions, waits turned runnable, no one-shot grants.
 func (k *Runtime) ForkCheckpoint(id string) (ForkReport, error) {
 	var rep ForkReport
-	err := k.update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *txn) error {
 		var err error
 		rep, err = k.forkCheckpoint(tx, id, nil)
 		return err
@@ -621,7 +621,7 @@ func (k *Runtime) ForkCheckpoint(id string) (ForkReport, error) {
 // forkCheckpoint forks checkpoint id. A process asking (caller non-nil)
 // gets the fork as its own child: the forked grants narrowed to what the
 // caller holds, the new processes charged to its children budget.
-func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord) (ForkReport, error) {
+func (k *Runtime) forkCheckpoint(tx *txn, id string, caller *procRecord) (ForkReport, error) {
 	cp, err := loadCheckpoint(tx, id)
 	if err != nil {
 		return ForkReport{}, err
@@ -656,7 +656,7 @@ func (k *Runtime) forkCheckpoint(tx *objects.Txn, id string, caller *procRecord)
 			return ForkReport{}, err
 		}
 	}
-	k.markCommit(tx, commitCheckpoint)
+	tx.markCommit(commitCheckpoint)
 	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: rep.RootPID, Reason: "forked " + id})
 }
 
@@ -687,7 +687,7 @@ func (k *Runtime) forkedGrants(old *procRecord, namespace string, caller *procRe
 
 // forkObjects copies the captured Objects whose payloads survived into the
 // fork's namespaces, under new OIDs; it returns the new OID of each.
-func forkObjects(tx *objects.Txn, data *checkpointData, pids map[int64]int64) (map[string]string, error) {
+func forkObjects(tx *txn, data *checkpointData, pids map[int64]int64) (map[string]string, error) {
 	oids := map[string]string{}
 	sort.Slice(data.objects, func(i, j int) bool { return data.objects[i].Meta.OID < data.objects[j].Meta.OID })
 	for _, o := range data.objects {
@@ -724,7 +724,7 @@ func forkObjects(tx *objects.Txn, data *checkpointData, pids map[int64]int64) (m
 // forkRecord starts the fork of pid: a new process from its captured record,
 // with new pids and OIDs, no pending actions or one-shots, its waits made
 // runnable with their calls answered, and its unread messages re-posted.
-func (k *Runtime) forkRecord(tx *objects.Txn, id string, cp Checkpoint, data *checkpointData, rep ForkReport, oids map[string]string, caller *procRecord, pid int64) error {
+func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpointData, rep ForkReport, oids map[string]string, caller *procRecord, pid int64) error {
 	old := data.procs[pid]
 	r := *old
 	forked, err := process.Step(old.Record, process.Input{Kind: process.Fork}, k.now())
@@ -780,7 +780,7 @@ func (k *Runtime) forkRecord(tx *objects.Txn, id string, cp Checkpoint, data *ch
 		if spid, ok := m.SenderPID(); ok && rep.PIDs[spid] != 0 {
 			m.Sender = fmt.Sprintf("%s%d", mailbox.SenderProcessPrefix, rep.PIDs[spid])
 		}
-		if _, err := mailbox.Post(tx, m, k.now()); err != nil {
+		if _, err := mailbox.Post(tx.Txn, m, k.now()); err != nil {
 			return err
 		}
 	}
@@ -800,7 +800,7 @@ func (k *Runtime) forkRecord(tx *objects.Txn, id string, cp Checkpoint, data *ch
 
 // answerUnanswered answers every call of r's latest response that has no
 // result yet, so its context stays a valid conversation.
-func (k *Runtime) answerUnanswered(tx *objects.Txn, r *procRecord, started map[string]bool, reason string) error {
+func (k *Runtime) answerUnanswered(tx *txn, r *procRecord, started map[string]bool, reason string) error {
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return err

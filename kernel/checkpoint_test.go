@@ -30,7 +30,7 @@ func objectPayload(t *testing.T, h *harness, pid int64, name string) (objects.Me
 	t.Helper()
 	var meta objects.Meta
 	var payload []byte
-	err := h.rt.store.View(func(tx *objects.Txn) error {
+	err := h.rt.view(func(tx *txn) error {
 		m, err := tx.Lookup(Namespace(pid), name)
 		if err != nil {
 			return err
@@ -68,7 +68,7 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 	ctxBefore := contextOf(t, h, pid)
 	var genBefore uint64
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		r, _ := loadProc(tx, pid)
 		genBefore = r.Gen
 		return nil
@@ -95,12 +95,12 @@ func TestCheckpointRestore(t *testing.T) {
 	if c.generation() <= ctxBefore.generation() || len(c.entries) >= len(ctxBefore.entries) {
 		t.Fatalf("context after restore: generation %d (was %d), %d entries (was %d)", c.generation(), ctxBefore.generation(), len(c.entries), len(ctxBefore.entries))
 	}
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		r, _ := loadProc(tx, pid)
 		if r.Gen <= genBefore {
 			t.Errorf("generation fence did not advance: %d", r.Gen)
 		}
-		unread, total, _ := mailbox.Count(tx, pid)
+		unread, total, _ := mailbox.Count(tx.Txn, pid)
 		if unread != 0 || total != 2 {
 			t.Errorf("mailbox after restore: unread %d total %d", unread, total)
 		}
@@ -182,7 +182,7 @@ func TestCheckpointFork(t *testing.T) {
 	if _, p := objectPayload(t, h, fork, "notes"); p != `{"v":"a"}` {
 		t.Fatalf("forked notes %s", p)
 	}
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		r, _ := loadProc(tx, fork)
 		for _, g := range r.Grants {
 			if g.UsesRemaining != nil {

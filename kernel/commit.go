@@ -19,31 +19,44 @@ const (
 	commitCheckpoint  = "checkpoint"
 )
 
+// txn is one kernel transaction: the store's transaction and what the kernel
+// stages beside its writes. It lives for one k.update or k.view call and is
+// owned by the goroutine running it; nothing may keep it afterwards.
+type txn struct {
+	*objects.Txn
+	// readOnly marks a view: staging a change in it is a defect.
+	readOnly bool
+	// dirty are the contexts changed in this transaction, written once when
+	// its function ends so a context Object's version advances once per commit.
+	dirty []dirtyContext
+	// afterFlush runs once the contexts are written (their versions final).
+	afterFlush []func() error
+	// kinds are the kinds of commit this transaction holds, for failpoints.
+	kinds []string
+}
+
+type dirtyContext struct {
+	r *procRecord
+	c *llmContext
+}
+
 // update is the kernel's only way to commit: one synced batch per call.
 // With failpoints compiled in, it fires the failpoints of the kinds of
 // change the batch holds.
-//
-// Context changes are staged on their llmContext during fn and written once,
-// at the end, so a context Object's version advances once per commit.
-func (k *Runtime) update(fn func(tx *objects.Txn) error) error {
+func (k *Runtime) update(fn func(tx *txn) error) error {
 	if k.opts.ReadOnly {
 		return ErrReadOnly
 	}
 	var kinds []string
-	err := k.store.Update(func(tx *objects.Txn) error {
-		st := &txState{}
-		k.txStates.Store(tx, st)
-		defer k.txStates.Delete(tx)
-		if failpoint.Enabled {
-			k.commitKinds.Store(tx, &kinds)
-			defer k.commitKinds.Delete(tx)
-		}
+	err := k.store.Update(func(otx *objects.Txn) error {
+		tx := &txn{Txn: otx}
 		if err := fn(tx); err != nil {
 			return err
 		}
-		if err := k.flushContexts(tx, st); err != nil {
+		if err := k.flushContexts(tx); err != nil {
 			return err
 		}
+		kinds = tx.kinds
 		for _, kind := range kinds {
 			failpoint.Hit("before-commit:" + kind)
 		}
@@ -57,44 +70,36 @@ func (k *Runtime) update(fn func(tx *objects.Txn) error) error {
 	return err
 }
 
-// txState is what one transaction staged beside its writes.
-type txState struct {
-	dirty      []dirtyContext
-	afterFlush []func() error
+// view runs fn in a read-only transaction.
+func (k *Runtime) view(fn func(tx *txn) error) error {
+	return k.store.View(func(otx *objects.Txn) error {
+		return fn(&txn{Txn: otx, readOnly: true})
+	})
 }
 
-// afterFlush runs fn once tx's contexts are written (their versions final).
-func (k *Runtime) afterFlush(tx *objects.Txn, fn func() error) {
-	v, ok := k.txStates.Load(tx)
-	if !ok {
-		panic("kernel: afterFlush outside k.update")
+// onFlush runs fn once tx's contexts are written (their versions final).
+func (tx *txn) onFlush(fn func() error) {
+	if tx.readOnly {
+		panic("kernel: afterFlush in a view")
 	}
-	st := v.(*txState)
-	st.afterFlush = append(st.afterFlush, fn)
-}
-
-type dirtyContext struct {
-	r *procRecord
-	c *llmContext
+	tx.afterFlush = append(tx.afterFlush, fn)
 }
 
 // stageContext registers c (of r) to be written when tx's function ends.
-func (k *Runtime) stageContext(tx *objects.Txn, r *procRecord, c *llmContext) {
-	v, ok := k.txStates.Load(tx)
-	if !ok {
-		panic("kernel: context staged outside k.update")
+func (tx *txn) stageContext(r *procRecord, c *llmContext) {
+	if tx.readOnly {
+		panic("kernel: context staged in a view")
 	}
-	st := v.(*txState)
-	for _, d := range st.dirty {
+	for _, d := range tx.dirty {
 		if d.c == c {
 			return
 		}
 	}
-	st.dirty = append(st.dirty, dirtyContext{r: r, c: c})
+	tx.dirty = append(tx.dirty, dirtyContext{r: r, c: c})
 }
 
-func (k *Runtime) flushContexts(tx *objects.Txn, st *txState) error {
-	for _, d := range st.dirty {
+func (k *Runtime) flushContexts(tx *txn) error {
+	for _, d := range tx.dirty {
 		if err := k.writeContext(tx, d.r, d.c); err != nil {
 			return err
 		}
@@ -102,7 +107,7 @@ func (k *Runtime) flushContexts(tx *objects.Txn, st *txState) error {
 			return err
 		}
 	}
-	for _, fn := range st.afterFlush {
+	for _, fn := range tx.afterFlush {
 		if err := fn(); err != nil {
 			return err
 		}
@@ -111,17 +116,14 @@ func (k *Runtime) flushContexts(tx *objects.Txn, st *txState) error {
 }
 
 // markCommit records that tx holds a change of kind (failpoint builds only).
-func (k *Runtime) markCommit(tx *objects.Txn, kind string) {
+func (tx *txn) markCommit(kind string) {
 	if !failpoint.Enabled {
 		return
 	}
-	if v, ok := k.commitKinds.Load(tx); ok {
-		kinds := v.(*[]string)
-		for _, have := range *kinds {
-			if have == kind {
-				return
-			}
+	for _, have := range tx.kinds {
+		if have == kind {
+			return
 		}
-		*kinds = append(*kinds, kind)
 	}
+	tx.kinds = append(tx.kinds, kind)
 }

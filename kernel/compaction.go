@@ -157,7 +157,7 @@ func compressorGoal(job *compactionJob, stage int) string {
 
 func jobName(pid int64) string { return fmt.Sprintf("%s%d", jobNamePrefix, pid) }
 
-func loadJob(tx *objects.Txn, r *procRecord) (objects.Meta, *compactionJob, error) {
+func loadJob(tx *txn, r *procRecord) (objects.Meta, *compactionJob, error) {
 	meta, err := tx.Lookup(r.Namespace, jobName(r.PID))
 	if err != nil {
 		return meta, nil, err
@@ -174,7 +174,7 @@ func loadJob(tx *objects.Txn, r *procRecord) (objects.Meta, *compactionJob, erro
 }
 
 // saveJob writes the job Object (durable: a pending compaction survives reopen).
-func saveJob(tx *objects.Txn, r *procRecord, job *compactionJob) (objects.Meta, error) {
+func saveJob(tx *txn, r *procRecord, job *compactionJob) (objects.Meta, error) {
 	payload, err := json.Marshal(job)
 	if err != nil {
 		return objects.Meta{}, err
@@ -193,7 +193,7 @@ func saveJob(tx *objects.Txn, r *procRecord, job *compactionJob) (objects.Meta, 
 // startCompaction is the whole decision of a compaction request: the
 // no-op, the authority and budget checks, the plan, the job and the first
 // compressor. callID is the calling tool call ("" for automatic maintenance).
-func (k *Runtime) startCompaction(tx *objects.Txn, r *procRecord, c *llmContext, req tools.CompactionRequest, callID string) (tools.Outcome, error) {
+func (k *Runtime) startCompaction(tx *txn, r *procRecord, c *llmContext, req tools.CompactionRequest, callID string) (tools.Outcome, error) {
 	im, err := k.image(r.Image)
 	if err != nil {
 		return tools.Outcome{}, err
@@ -274,7 +274,7 @@ func (k *Runtime) startCompaction(tx *objects.Txn, r *procRecord, c *llmContext,
 	}
 	// The source version is the one this commit writes: record it once the
 	// context is flushed.
-	k.afterFlush(tx, func() error {
+	tx.onFlush(func() error {
 		job.SourceVersion = c.meta.Version
 		_, err := saveJob(tx, r, job)
 		return err
@@ -284,7 +284,7 @@ func (k *Runtime) startCompaction(tx *objects.Txn, r *procRecord, c *llmContext,
 
 // spawnCompressor starts the compressor of the job's current stage. It holds
 // nothing beyond its own namespace.
-func (k *Runtime) spawnCompressor(tx *objects.Txn, r *procRecord, job *compactionJob) (int64, error) {
+func (k *Runtime) spawnCompressor(tx *txn, r *procRecord, job *compactionJob) (int64, error) {
 	// Every stage needs the authority, as the first did.
 	if err := k.authorize(tx, r, capabilities.Write, "process:spawn"); err != nil {
 		return 0, err
@@ -313,14 +313,14 @@ func (k *Runtime) spawnCompressor(tx *objects.Txn, r *procRecord, job *compactio
 	if err := tx.Set(childKey(r.PID, child.PID), nil); err != nil {
 		return 0, err
 	}
-	k.markCommit(tx, commitSpawn)
+	tx.markCommit(commitSpawn)
 	job.CurrentChild = child.PID
 	job.CompressorPIDs = append(job.CompressorPIDs, child.PID)
 	return child.PID, nil
 }
 
 // resumeCompaction advances r's job after its compressor ended.
-func (k *Runtime) resumeCompaction(tx *objects.Txn, r *procRecord, c *llmContext) (tools.Outcome, error) {
+func (k *Runtime) resumeCompaction(tx *txn, r *procRecord, c *llmContext) (tools.Outcome, error) {
 	_, job, err := loadJob(tx, r)
 	if err != nil {
 		return tools.Outcome{}, err
@@ -395,7 +395,7 @@ func (k *Runtime) resumeCompaction(tx *objects.Txn, r *procRecord, c *llmContext
 	summaryEntry.Tokens = k.entryTokens(&summaryEntry)
 	entries := append([]Entry{summaryEntry}, c.entries[job.Cut:]...)
 	k.replaceContext(tx, r, c, entries)
-	k.markCommit(tx, commitCompaction)
+	tx.markCommit(commitCompaction)
 	job.State = "completed"
 	if _, err := saveJob(tx, r, job); err != nil {
 		return tools.Outcome{}, err
@@ -415,7 +415,7 @@ func samePrefix(a, b []Entry) bool {
 }
 
 // compressorGoalFor rebuilds a compressor's lost goal from its parent's job.
-func (k *Runtime) compressorGoalFor(tx *objects.Txn, child *procRecord) (string, error) {
+func (k *Runtime) compressorGoalFor(tx *txn, child *procRecord) (string, error) {
 	parent, err := loadProc(tx, child.CompactionOf)
 	if err != nil {
 		return "", err
@@ -434,7 +434,7 @@ func (k *Runtime) compressorGoalFor(tx *objects.Txn, child *procRecord) (string,
 // per episode, it starts automatic compaction when the process holds execute
 // on context:maintenance, and gives a pressure notice otherwise. It reports
 // whether the process now waits for a compaction.
-func (k *Runtime) maintain(tx *objects.Txn, r *procRecord, c *llmContext, projected, window int) (bool, error) {
+func (k *Runtime) maintain(tx *txn, r *procRecord, c *llmContext, projected, window int) (bool, error) {
 	if float64(projected) < pressureThreshold*float64(window) {
 		r.PressureEpisode = false
 		return false, nil

@@ -136,7 +136,7 @@ func compactionGrants() []capabilities.Grant {
 func contextOf(t *testing.T, h *harness, pid int64) *llmContext {
 	t.Helper()
 	var c *llmContext
-	err := h.rt.store.View(func(tx *objects.Txn) error {
+	err := h.rt.view(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -175,7 +175,7 @@ processes:
 	if ps, _ := h.rt.Processes(); len(ps) != 1 {
 		t.Fatalf("a no-op spawned %d processes", len(ps)-1)
 	}
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		if _, err := tx.Lookup(Namespace(pid), jobName(pid)); !errors.Is(err, objects.ErrNotFound) {
 			t.Fatalf("a no-op created a job Object: %v", err)
 		}
@@ -206,7 +206,7 @@ processes:
 		if ps, _ := h.rt.Processes(); len(ps) != 1 {
 			t.Errorf("missing %s: a child exists", missing)
 		}
-		h.rt.store.View(func(tx *objects.Txn) error {
+		h.rt.view(func(tx *txn) error {
 			if _, err := tx.Lookup(Namespace(pid), jobName(pid)); !errors.Is(err, objects.ErrNotFound) {
 				t.Errorf("missing %s: a job Object exists", missing)
 			}
@@ -310,7 +310,7 @@ func checkFailedJob(t *testing.T, h *harness, pid int64, before *llmContext, wan
 	if after.entries[0].Kind == "summary" || after.generation() != before.generation() {
 		t.Fatal("a failed compaction changed the context")
 	}
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		r, _ := loadProc(tx, pid)
 		_, job, err := loadJob(tx, r)
 		if err != nil || job.State != "failed" {
@@ -471,7 +471,7 @@ processes:
 		t.Fatal(err)
 	}
 	h.run()
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		_, err := tx.Lookup(Namespace(pid), contextNamePrefix+fmt.Sprint(pid))
 		sawHeading = err == nil
 		return nil
@@ -501,7 +501,7 @@ processes:
 	if ps, _ := h.rt.Processes(); len(ps) != 1 {
 		t.Fatal("a compaction the budget cannot carry spawned a compressor")
 	}
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		if _, err := tx.Lookup(Namespace(pid), jobName(pid)); !errors.Is(err, objects.ErrNotFound) {
 			t.Fatal("a refused compaction created a job Object")
 		}

@@ -85,7 +85,7 @@ type contextDoc struct {
 // loadContext reads a process's context Object, using the cache when the
 // version matches. A payload lost to a reopen reads as empty here; recovery
 // rebuilds it from retained evidence before any quantum runs.
-func (k *Runtime) loadContext(tx *objects.Txn, r *procRecord) (*llmContext, error) {
+func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	meta, err := tx.Stat(r.ContextOID)
 	if err != nil {
 		return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
@@ -129,7 +129,7 @@ func (k *Runtime) loadContext(tx *objects.Txn, r *procRecord) (*llmContext, erro
 
 // appendEntries stages new entries on the context, retains them as evidence
 // when full-I/O retention is on, and refreshes the cache after commit.
-func (k *Runtime) appendEntries(tx *objects.Txn, r *procRecord, c *llmContext, add ...Entry) error {
+func (k *Runtime) appendEntries(tx *txn, r *procRecord, c *llmContext, add ...Entry) error {
 	if len(add) == 0 {
 		return nil
 	}
@@ -145,7 +145,7 @@ func (k *Runtime) appendEntries(tx *objects.Txn, r *procRecord, c *llmContext, a
 		c.entries, c.owned = entries, true
 	}
 	c.entries = append(c.entries, add...)
-	k.stageContext(tx, r, c)
+	tx.stageContext(r, c)
 	return nil
 }
 
@@ -172,7 +172,7 @@ func truncatedArgs(args json.RawMessage) json.RawMessage {
 // assistant entry with a description when they are larger than
 // maxRefusedArgsBytes. The entry may be shared with the cache, so it is
 // copied before it changes.
-func (k *Runtime) shrinkRefusedCall(tx *objects.Txn, r *procRecord, c *llmContext, id string) {
+func (k *Runtime) shrinkRefusedCall(tx *txn, r *procRecord, c *llmContext, id string) {
 	for i := len(c.entries) - 1; i >= 0; i-- {
 		if c.entries[i].Role != llm.RoleAssistant {
 			continue
@@ -190,14 +190,14 @@ func (k *Runtime) shrinkRefusedCall(tx *objects.Txn, r *procRecord, c *llmContex
 		c.tokens -= e.Tokens
 		e.Tokens = k.entryTokens(e)
 		c.tokens += e.Tokens
-		k.stageContext(tx, r, c)
+		tx.stageContext(r, c)
 		return
 	}
 }
 
 // replaceContext stages a whole new entry list (a compaction writeback)
 // and advances the generation.
-func (k *Runtime) replaceContext(tx *objects.Txn, r *procRecord, c *llmContext, entries []Entry) {
+func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries []Entry) {
 	c.entries, c.owned = entries, true
 	c.tokens = 0
 	for _, e := range entries {
@@ -207,12 +207,12 @@ func (k *Runtime) replaceContext(tx *objects.Txn, r *procRecord, c *llmContext, 
 	// Evidence after a compaction starts from the summary: recovery rebuilds
 	// the context from the last compaction on.
 	r.RetainedEntries = 0
-	k.stageContext(tx, r, c)
+	tx.stageContext(r, c)
 }
 
 // writeContext stores c's entries with a compare-and-swap on the version c
 // was read at.
-func (k *Runtime) writeContext(tx *objects.Txn, r *procRecord, c *llmContext) error {
+func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 	payload, err := json.Marshal(contextDoc{Entries: c.entries})
 	if err != nil {
 		return fmt.Errorf("encode context of pid %d: %w", r.PID, err)
@@ -266,7 +266,7 @@ func (k *Runtime) writeContext(tx *objects.Txn, r *procRecord, c *llmContext) er
 }
 
 // forgetContext drops pid's context from the cache once tx commits.
-func (k *Runtime) forgetContext(tx *objects.Txn, pid int64) {
+func (k *Runtime) forgetContext(tx *txn, pid int64) {
 	tx.AfterCommit(func() {
 		k.ctxMu.Lock()
 		delete(k.ctxCache, pid)

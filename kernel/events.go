@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/libos/libos/objects"
 )
 
 // Event kinds of the durable event log.
@@ -47,7 +45,7 @@ type Event struct {
 
 // emit appends ev to the durable log in tx and hands it to OnEvent after
 // the commit.
-func (k *Runtime) emit(tx *objects.Txn, ev Event) error {
+func (k *Runtime) emit(tx *txn, ev Event) error {
 	ev.Time = k.clock.Now()
 	seq, err := tx.AppendEvent(ev.Kind, ev)
 	if err != nil {

@@ -270,7 +270,7 @@ func checkRetainedResults(t *testing.T, rt *Runtime, seen map[int64]map[string]s
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = rt.Store().View(func(tx *objects.Txn) error {
+	err = rt.view(func(tx *txn) error {
 		for _, p := range procs {
 			results := map[string]string{}
 			if err := tx.Scan(retainPrefix(p.PID), func(_, v []byte) error {
@@ -377,7 +377,7 @@ func checkFaultRunEnd(t *testing.T, rt *Runtime, root int64, seen map[int64]map[
 	if len(spawns) != 3 || spawns[1] != 1 || spawns[2] != 1 || spawns[3] != 1 {
 		t.Errorf("spawn events %v, want one each for pids 1, 2 and 3", spawns)
 	}
-	err = rt.Store().View(func(tx *objects.Txn) error {
+	err = rt.view(func(tx *txn) error {
 		acks := map[string]int{}
 		for _, p := range procs {
 			if err := tx.Scan(retainPrefix(p.PID), func(_, v []byte) error {
@@ -402,7 +402,7 @@ func checkFaultRunEnd(t *testing.T, rt *Runtime, root int64, seen map[int64]map[
 		}
 		total := 0
 		for _, p := range procs {
-			if err := mailbox.List(tx, p.PID, func(m *mailbox.Message) error {
+			if err := mailbox.List(tx.Txn, p.PID, func(m *mailbox.Message) error {
 				total++
 				if m.Status != mailbox.StatusAcked || acks[m.ID] != 1 {
 					t.Errorf("message %s to pid %d: %s, acked by %d reads", m.ID, p.PID, m.Status, acks[m.ID])

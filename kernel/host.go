@@ -33,7 +33,7 @@ func (k *Runtime) PostHumanMessage(h HumanMessage) (mailbox.Message, error) {
 		kind = mailbox.KindInterrupt
 	}
 	var stored mailbox.Message
-	err := k.update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *txn) error {
 		var err error
 		stored, err = k.post(tx, mailbox.Message{
 			Recipient: h.To, Sender: mailbox.SenderHumanPrefix + from, Kind: kind, Channel: h.Channel, Subject: h.Subject, Body: h.Body,
@@ -58,12 +58,12 @@ func (k *Runtime) PutMeta(key string, v any) error {
 	if err != nil {
 		return fmt.Errorf("meta %s: %w", key, err)
 	}
-	return k.update(func(tx *objects.Txn) error { return tx.Set([]byte(prefixHostMeta+key), b) })
+	return k.update(func(tx *txn) error { return tx.Set([]byte(prefixHostMeta+key), b) })
 }
 
 // GetMeta loads a Host value stored with PutMeta; objects.ErrNotFound when absent.
 func (k *Runtime) GetMeta(key string, v any) error {
-	return k.store.View(func(tx *objects.Txn) error {
+	return k.view(func(tx *txn) error {
 		b, err := tx.Get([]byte(prefixHostMeta + key))
 		if err != nil {
 			return fmt.Errorf("meta %s: %w", key, err)
@@ -143,7 +143,7 @@ func (k *Runtime) hostSignal(pid int64, sig, killReason string) error {
 	if sig == SignalContinue {
 		sig = "resume" // the kernel's name for it
 	}
-	return k.update(func(tx *objects.Txn) error {
+	return k.update(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -155,7 +155,7 @@ func (k *Runtime) hostSignal(pid int64, sig, killReason string) error {
 // signalStates reads pid and, for kill, its descendants in pid order.
 func (k *Runtime) signalStates(pid int64, sig string) ([]SignalState, error) {
 	var out []SignalState
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		queue := []int64{pid}
 		for len(queue) > 0 {
 			p := queue[0]
@@ -180,7 +180,7 @@ func (k *Runtime) signalStates(pid int64, sig string) ([]SignalState, error) {
 
 // emitPosted records a posted message in the event log, under the
 // recipient's pid.
-func (k *Runtime) emitPosted(tx *objects.Txn, m mailbox.Message) error {
+func (k *Runtime) emitPosted(tx *txn, m mailbox.Message) error {
 	return k.emit(tx, Event{Kind: EventMessage, PID: m.Recipient, Detail: map[string]any{
 		"action": "posted", "message_id": m.ID, "sender": m.Sender, "message_kind": m.Kind,
 		"subject": m.Subject, "body": m.Body,
@@ -189,7 +189,7 @@ func (k *Runtime) emitPosted(tx *objects.Txn, m mailbox.Message) error {
 
 // emitRead records a read of pid's mailbox: the messages it returned and
 // those it acknowledged. A read that returned nothing leaves no event.
-func (k *Runtime) emitRead(tx *objects.Txn, pid int64, page mailbox.Page) error {
+func (k *Runtime) emitRead(tx *txn, pid int64, page mailbox.Page) error {
 	if len(page.Messages) == 0 {
 		return nil
 	}
@@ -214,7 +214,7 @@ func (k *Runtime) SetGoal(pid int64, goal string) (objects.Meta, error) {
 		return objects.Meta{}, errors.New("goal: required")
 	}
 	var meta objects.Meta
-	err := k.update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err

@@ -148,7 +148,7 @@ type CallView struct {
 // Inspect returns one process in detail.
 func (k *Runtime) Inspect(pid int64) (ProcessDetail, error) {
 	var d ProcessDetail
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -205,7 +205,7 @@ func (k *Runtime) Inspect(pid int64) (ProcessDetail, error) {
 
 // resultData is a process's result as run prints it: the result Object's
 // payload when it is JSON, else null with the reason it cannot be read.
-func resultData(tx *objects.Txn, r *procRecord) (json.RawMessage, string) {
+func resultData(tx *txn, r *procRecord) (json.RawMessage, string) {
 	null := json.RawMessage("null")
 	if r.ResultOID == "" {
 		return null, ""
@@ -224,7 +224,7 @@ func resultData(tx *objects.Txn, r *procRecord) (json.RawMessage, string) {
 
 // readContext loads a process's context as the next quantum would see it,
 // saying whether it had to be rebuilt from retained evidence.
-func (k *Runtime) readContext(tx *objects.Txn, r *procRecord) (*llmContext, bool, error) {
+func (k *Runtime) readContext(tx *txn, r *procRecord) (*llmContext, bool, error) {
 	meta, err := tx.Stat(r.ContextOID)
 	if err != nil {
 		return nil, false, fmt.Errorf("context of pid %d: %w", r.PID, err)
@@ -238,7 +238,7 @@ func contextSummary(c *llmContext, rebuilt bool) ContextSummary {
 }
 
 // recentCalls returns the latest n tool call records of pid, oldest first.
-func recentCalls(tx *objects.Txn, pid int64, n int) ([]CallView, error) {
+func recentCalls(tx *txn, pid int64, n int) ([]CallView, error) {
 	prefix := fmt.Appendf(nil, "%s%020d/", prefixToolRec, pid)
 	var out []CallView
 	err := tx.ScanRange(prefix, prefixEnd(prefix), true, func(_, v []byte) error {
@@ -604,7 +604,7 @@ type ContextView struct {
 // ContextOf returns the context of pid as its next provider call would send it.
 func (k *Runtime) ContextOf(pid int64) (ContextView, error) {
 	var v ContextView
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -646,7 +646,7 @@ func (k *Runtime) ContextOf(pid int64) (ContextView, error) {
 // ObjectsOf lists the Objects in the namespace of pid.
 func (k *Runtime) ObjectsOf(pid int64) ([]objects.Meta, error) {
 	var out []objects.Meta
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -713,15 +713,15 @@ type MessageList struct {
 // whatever its status with all.
 func (k *Runtime) Messages(pid int64, all bool) (MessageList, error) {
 	out := MessageList{PID: pid, Messages: []mailbox.Message{}}
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		if _, err := loadProc(tx, pid); err != nil {
 			return err
 		}
 		var err error
-		if out.Unread, out.Total, err = mailbox.Count(tx, pid); err != nil {
+		if out.Unread, out.Total, err = mailbox.Count(tx.Txn, pid); err != nil {
 			return err
 		}
-		return mailbox.List(tx, pid, func(m *mailbox.Message) error {
+		return mailbox.List(tx.Txn, pid, func(m *mailbox.Message) error {
 			if all || m.Status == mailbox.StatusUnread {
 				out.Messages = append(out.Messages, *m)
 			}
@@ -760,7 +760,7 @@ type GoalView struct {
 // GoalOf returns the goal of pid.
 func (k *Runtime) GoalOf(pid int64) (GoalView, error) {
 	var v GoalView
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err

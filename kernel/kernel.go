@@ -102,8 +102,6 @@ type Runtime struct {
 
 	provMu sync.Mutex
 
-	commitKinds sync.Map // *objects.Txn -> *[]string, failpoint builds only
-	txStates    sync.Map // *objects.Txn -> *txState
 	schemaCache sync.Map // tool table selector -> []llm.ToolSchema
 
 	closeOnce sync.Once
@@ -267,7 +265,7 @@ func (k *Runtime) Spawn(spec SpawnSpec) (int64, error) {
 		grants[i] = g
 	}
 	var pid int64
-	err = k.update(func(tx *objects.Txn) error {
+	err = k.update(func(tx *txn) error {
 		r, err := k.createProcess(tx, im, 0, spec.Goal, grants, spec.Budget)
 		if err != nil {
 			return err
@@ -291,7 +289,7 @@ func imageBudget(im *images.Image) capabilities.Budget {
 }
 
 // createProcess stages a new runnable process with its goal and context Objects.
-func (k *Runtime) createProcess(tx *objects.Txn, im *images.Image, parent int64, goal string, grants []capabilities.Grant, budget capabilities.Budget) (*procRecord, error) {
+func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal string, grants []capabilities.Grant, budget capabilities.Budget) (*procRecord, error) {
 	seq, err := tx.NextSequence("pid")
 	if err != nil {
 		return nil, err
@@ -411,7 +409,7 @@ func (r *procRecord) info() ProcessInfo {
 // Process returns a snapshot of one process.
 func (k *Runtime) Process(pid int64) (ProcessInfo, error) {
 	var info ProcessInfo
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -425,7 +423,7 @@ func (k *Runtime) Process(pid int64) (ProcessInfo, error) {
 // Processes lists every process, terminal ones included, by pid.
 func (k *Runtime) Processes() ([]ProcessInfo, error) {
 	var out []ProcessInfo
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
 			var r procRecord
 			if err := json.Unmarshal(v, &r); err != nil {
@@ -444,7 +442,7 @@ func (k *Runtime) Processes() ([]ProcessInfo, error) {
 func (k *Runtime) ReadObject(oid string) (objects.Meta, []byte, error) {
 	var meta objects.Meta
 	var payload []byte
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		var err error
 		meta, payload, err = tx.Read(oid)
 		return err

@@ -117,7 +117,7 @@ func (h *harness) result(pid int64) map[string]any {
 func (h *harness) toolResults(pid int64) []map[string]any {
 	h.t.Helper()
 	var out []map[string]any
-	err := h.rt.store.View(func(tx *objects.Txn) error {
+	err := h.rt.view(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -497,7 +497,7 @@ processes:
 		t.Fatalf("result = %v", got)
 	}
 	var sawNotice bool
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		r, _ := loadProc(tx, pid)
 		c, _ := h.rt.loadContext(tx, r)
 		for _, e := range c.entries {
@@ -540,7 +540,7 @@ func TestRestatedGoalIsRecoveredAfterReopen(t *testing.T) {
 	h.rt.Close()
 	h.open("")
 	var text string
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		r, _ := loadProc(tx, pid)
 		var err error
 		text, err = h.rt.goalText(tx, r)

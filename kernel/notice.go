@@ -6,7 +6,6 @@ import (
 
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/mailbox"
-	"github.com/libos/libos/objects"
 )
 
 // maxNoticeBody bounds an interrupt body quoted in a notice; the full message
@@ -15,13 +14,13 @@ const maxNoticeBody = 2000
 
 // newMessages returns the unread messages of r the process has not been
 // told of, and advances its notified watermark.
-func newMessages(tx *objects.Txn, r *procRecord) ([]mailbox.Message, error) {
-	last, err := mailbox.LastSeq(tx, r.PID)
+func newMessages(tx *txn, r *procRecord) ([]mailbox.Message, error) {
+	last, err := mailbox.LastSeq(tx.Txn, r.PID)
 	if err != nil || last <= r.NotifiedSeq {
 		return nil, err
 	}
 	var out []mailbox.Message
-	err = mailbox.UnreadAfter(tx, r.PID, r.NotifiedSeq, func(m *mailbox.Message) error {
+	err = mailbox.UnreadAfter(tx.Txn, r.PID, r.NotifiedSeq, func(m *mailbox.Message) error {
 		out = append(out, *m)
 		return nil
 	})

@@ -9,7 +9,6 @@ import (
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/llm"
-	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 )
 
@@ -49,7 +48,7 @@ func providerEvent(pid int64, turn, attempt int, cr callRecord, perr error, resp
 // provider call: back off on a durable provider wait, wait for the Host,
 // make its context fit, or fail. Nothing here fails a process for a
 // server that is only unavailable.
-func (k *Runtime) providerFailed(tx *objects.Txn, r *procRecord, im *images.Image, perr error) error {
+func (k *Runtime) providerFailed(tx *txn, r *procRecord, im *images.Image, perr error) error {
 	policy := k.opts.ProviderRetry.WithDefaults()
 	var ce *llm.CallError
 	hint := ""
@@ -91,7 +90,7 @@ func (k *Runtime) providerFailed(tx *objects.Txn, r *procRecord, im *images.Imag
 
 // waitForProvider parks r on a provider wait: until a time (a backoff the
 // scheduler's timer ends) or, with a zero time, until the Host resumes it.
-func (k *Runtime) waitForProvider(tx *objects.Txn, r *procRecord, until time.Time, reason string) error {
+func (k *Runtime) waitForProvider(tx *txn, r *procRecord, until time.Time, reason string) error {
 	w := process.Wait{Kind: process.WaitProvider, Until: until, Reason: reason, Attempt: r.ProviderFailures}
 	return k.step(tx, r, process.Input{Kind: process.Block, Wait: &w})
 }

@@ -46,7 +46,7 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 	// Anything else is this process's own failure (a defect or an invalid
 	// state it reached): it must not stop the scheduler for every other
 	// process, nor stay running with no worker.
-	return k.update(func(tx *objects.Txn) error {
+	return k.update(func(tx *txn) error {
 		r, lerr := loadProc(tx, pid)
 		if lerr != nil || r.State.Terminal() {
 			return lerr
@@ -75,7 +75,7 @@ type callStart struct {
 func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 	var start *callStart
 	var effect effectFunc
-	err := k.update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *txn) error {
 		var err error
 		start, effect, err = k.startQuantum(ctx, tx, pid)
 		return err
@@ -87,7 +87,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 		return k.runEffects(ctx, pid, effect, err)
 	}
 	resp, perr := k.provider().Complete(ctx, start.req)
-	err = k.update(func(tx *objects.Txn) error {
+	err = k.update(func(tx *txn) error {
 		var err error
 		effect, err = k.finishCall(ctx, tx, pid, start, resp, perr)
 		return err
@@ -99,7 +99,7 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 // ended (which may return an outside effect), or announces what the process
 // must know, runs context maintenance, and prepares and reserves the
 // provider call, moving the process to running.
-func (k *Runtime) startQuantum(ctx context.Context, tx *objects.Txn, pid int64) (*callStart, effectFunc, error) {
+func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callStart, effectFunc, error) {
 	r, err := loadProc(tx, pid)
 	if err != nil {
 		return nil, nil, err
@@ -178,13 +178,13 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *objects.Txn, pid int64) 
 	if err := k.emit(tx, Event{Kind: EventQuantum, PID: r.PID, Turn: r.Turn}); err != nil {
 		return nil, nil, err
 	}
-	k.markCommit(tx, commitQuantum)
+	tx.markCommit(commitQuantum)
 	return start, nil, k.step(tx, r, process.Input{Kind: process.Dispatch})
 }
 
 // announce tells the process, before its call, what it must know: that its
 // last turn was interrupted, and which messages arrived.
-func (k *Runtime) announce(tx *objects.Txn, r *procRecord, c *llmContext) error {
+func (k *Runtime) announce(tx *txn, r *procRecord, c *llmContext) error {
 	if r.InterruptedTurn {
 		r.InterruptedTurn = false
 		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: interruptedNotice}); err != nil {
@@ -203,7 +203,7 @@ func (k *Runtime) announce(tx *objects.Txn, r *procRecord, c *llmContext) error 
 // reservation and records its outcome; a failure goes to providerFailed, a
 // reply is appended and its tool calls dispatched (which may return an
 // outside effect).
-func (k *Runtime) finishCall(ctx context.Context, tx *objects.Txn, pid int64, start *callStart, resp llm.Response, perr error) (effectFunc, error) {
+func (k *Runtime) finishCall(ctx context.Context, tx *txn, pid int64, start *callStart, resp llm.Response, perr error) (effectFunc, error) {
 	r, err := loadProc(tx, pid)
 	if err != nil {
 		return nil, err
@@ -257,7 +257,7 @@ func (k *Runtime) finishCall(ctx context.Context, tx *objects.Txn, pid int64, st
 }
 
 // callFailed records a failed provider call and decides what follows.
-func (k *Runtime) callFailed(ctx context.Context, tx *objects.Txn, r *procRecord, start *callStart, cr callRecord, perr error) error {
+func (k *Runtime) callFailed(ctx context.Context, tx *txn, r *procRecord, start *callStart, cr callRecord, perr error) error {
 	cr.Error = perr.Error()
 	cr.Settlement = string(llm.SettlementOf(perr))
 	cr.Status = "failed"
@@ -297,7 +297,7 @@ func (k *Runtime) runEffects(ctx context.Context, pid int64, effect effectFunc, 
 		failpoint.Hit("effect:started")
 		res, effErr := effect(ctx)
 		effect = nil
-		err = k.update(func(tx *objects.Txn) error {
+		err = k.update(func(tx *txn) error {
 			r, err := loadProc(tx, pid)
 			if err != nil {
 				return err
@@ -312,7 +312,7 @@ func (k *Runtime) runEffects(ctx context.Context, pid int64, effect effectFunc, 
 // adjustUsage adds delta (which may be negative) to the usage of r's chain
 // without a limit check: it settles what already happened (a reservation
 // against actual tokens, a call that certainly never started).
-func adjustUsage(tx *objects.Txn, r *procRecord, delta capabilities.Budget) error {
+func adjustUsage(tx *txn, r *procRecord, delta capabilities.Budget) error {
 	recs, err := chain(tx, r)
 	if err != nil {
 		return err
@@ -366,7 +366,7 @@ type effectFunc func(ctx context.Context) (map[string]any, error)
 // current transaction, and moves the process to its next state. When a call
 // has an outside effect, dispatch records that it started and returns it:
 // the caller commits, runs it, and records its result with finishEffect.
-func (k *Runtime) dispatch(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, im *images.Image) (effectFunc, error) {
+func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmContext, im *images.Image) (effectFunc, error) {
 	d := r.Dispatch
 	if len(d.Calls) == 0 {
 		return nil, k.textOnlyReply(tx, r, c, im)
@@ -412,7 +412,7 @@ type batchEnd struct {
 // dispatchCall runs one call of r's batch at a savepoint: a refused call
 // leaves nothing behind and is answered; a call an ask grant covers is held
 // for a Human; an outside effect is made durable and returned to run.
-func (k *Runtime) dispatchCall(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, table map[string]*tools.Tool, call llm.ToolCall, end *batchEnd) (effectFunc, error) {
+func (k *Runtime) dispatchCall(ctx context.Context, tx *txn, r *procRecord, c *llmContext, table map[string]*tools.Tool, call llm.ToolCall, end *batchEnd) (effectFunc, error) {
 	d := r.Dispatch
 	if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: d.Turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120),
 		Detail: map[string]any{"arguments": loggedArguments(call.Arguments)}}); err != nil {
@@ -464,7 +464,7 @@ func (k *Runtime) dispatchCall(ctx context.Context, tx *objects.Txn, r *procReco
 
 // endBatch moves r on once its batch is answered: it exits, waits, or
 // yields, with the notices the batch collected after its results.
-func (k *Runtime) endBatch(tx *objects.Txn, r *procRecord, c *llmContext, d *dispatchState, end batchEnd) error {
+func (k *Runtime) endBatch(tx *txn, r *procRecord, c *llmContext, d *dispatchState, end batchEnd) error {
 	r.Dispatch = nil
 	if end.exit != nil {
 		return k.exitProcess(tx, r, end.exit)
@@ -499,7 +499,7 @@ func (k *Runtime) endBatch(tx *objects.Txn, r *procRecord, c *llmContext, d *dis
 // textOnlyReply answers a reply without a tool call with a notice that only
 // tool calls act, and fails the process after the image's limit of such
 // replies in a row.
-func (k *Runtime) textOnlyReply(tx *objects.Txn, r *procRecord, c *llmContext, im *images.Image) error {
+func (k *Runtime) textOnlyReply(tx *txn, r *procRecord, c *llmContext, im *images.Image) error {
 	d := r.Dispatch
 	r.Dispatch = nil
 	r.TextOnlyTurns++
@@ -524,7 +524,7 @@ func (k *Runtime) textOnlyReply(tx *objects.Txn, r *procRecord, c *llmContext, i
 // told: an interrupt stops the batch before the next call, a normal message
 // after the current one (before is true when checking ahead of a call). The
 // notice follows the turn's tool results, so every call is answered first.
-func checkMessages(tx *objects.Txn, r *procRecord, d *dispatchState, before bool) error {
+func checkMessages(tx *txn, r *procRecord, d *dispatchState, before bool) error {
 	msgs, err := newMessages(tx, r)
 	if err != nil {
 		return err
@@ -542,7 +542,7 @@ func checkMessages(tx *objects.Txn, r *procRecord, d *dispatchState, before bool
 // finishEffect records the result of the outside effect of r's current
 // call. A process killed meanwhile keeps the result as evidence and runs
 // nothing more.
-func (k *Runtime) finishEffect(ctx context.Context, tx *objects.Txn, r *procRecord, res map[string]any, effErr error) (effectFunc, error) {
+func (k *Runtime) finishEffect(ctx context.Context, tx *txn, r *procRecord, res map[string]any, effErr error) (effectFunc, error) {
 	d := r.Dispatch
 	if d == nil || d.EffectCall < 0 {
 		return nil, fmt.Errorf("pid %d: no outside effect in flight", r.PID)
@@ -580,7 +580,7 @@ func (k *Runtime) finishEffect(ctx context.Context, tx *objects.Txn, r *procReco
 }
 
 // pauseIfRequested applies a pause signalled while the quantum ran.
-func (k *Runtime) pauseIfRequested(tx *objects.Txn, r *procRecord) error {
+func (k *Runtime) pauseIfRequested(tx *txn, r *procRecord) error {
 	if !r.PauseRequested {
 		return nil
 	}
@@ -589,7 +589,7 @@ func (k *Runtime) pauseIfRequested(tx *objects.Txn, r *procRecord) error {
 }
 
 // invoke validates, authorizes budget and runs one call.
-func (k *Runtime) invoke(ctx context.Context, tx *objects.Txn, r *procRecord, c *llmContext, table map[string]*tools.Tool, call llm.ToolCall) (tools.Outcome, error) {
+func (k *Runtime) invoke(ctx context.Context, tx *txn, r *procRecord, c *llmContext, table map[string]*tools.Tool, call llm.ToolCall) (tools.Outcome, error) {
 	if _, ok := table[call.Name]; !ok {
 		names := make([]string, 0, len(table))
 		for n := range table {
@@ -618,13 +618,13 @@ func (k *Runtime) invoke(ctx context.Context, tx *objects.Txn, r *procRecord, c 
 }
 
 // recordCall appends a tool result to the context and records the call.
-func (k *Runtime) recordCall(tx *objects.Txn, r *procRecord, c *llmContext, turn int, call llm.ToolCall, result map[string]any, ok bool, code string) error {
+func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, call llm.ToolCall, result map[string]any, ok bool, code string) error {
 	body, err := json.Marshal(result)
 	if err != nil {
 		return fmt.Errorf("encode result of %s: %w", call.Name, err)
 	}
 	r.ToolCalls++
-	k.markCommit(tx, commitToolResult)
+	tx.markCommit(commitToolResult)
 	if err := putJSON(tx, toolRecKey(r.PID, r.ToolCalls), toolRecord{
 		Turn: turn, CallID: call.ID, Tool: call.Name, OK: ok, ArgsSHA256: sha(call.Arguments), ResultSHA256: sha(body), Code: code,
 		Authority: r.decisions,
@@ -681,7 +681,7 @@ func callInContext(c *llmContext, id string) bool {
 
 // blockProcess records the pending action of a blocking call and makes the
 // process wait. The pending action is durable before timing starts.
-func (k *Runtime) blockProcess(tx *objects.Txn, r *procRecord, turn int, call llm.ToolCall, b *tools.Block) error {
+func (k *Runtime) blockProcess(tx *txn, r *procRecord, turn int, call llm.ToolCall, b *tools.Block) error {
 	id := fmt.Sprintf("t%d-%s", turn, call.ID)
 	p := &pendingAction{ID: id, PID: r.PID, Tool: call.Name, CallID: call.ID, Kind: b.Wait.Kind, Args: call.Arguments, State: pendingStatePending, Data: b.Data, StartedAt: k.now()}
 	if err := savePending(tx, p); err != nil {
@@ -695,7 +695,7 @@ func (k *Runtime) blockProcess(tx *objects.Txn, r *procRecord, turn int, call ll
 
 // resumePending produces the result of a pending action whose wait ended.
 // An approved call is dispatched again, and may return its outside effect.
-func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRecord) (effectFunc, error) {
+func (k *Runtime) resumePending(ctx context.Context, tx *txn, r *procRecord) (effectFunc, error) {
 	p, err := loadPending(tx, r.PID, r.ResumePending)
 	if err != nil {
 		return nil, err
@@ -714,7 +714,7 @@ func (k *Runtime) resumePending(ctx context.Context, tx *objects.Txn, r *procRec
 }
 
 // resumeAction produces the result of a tool's pending action whose wait ended.
-func (k *Runtime) resumeAction(ctx context.Context, tx *objects.Txn, r *procRecord, p *pendingAction) error {
+func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *pendingAction) error {
 	t, ok := k.broker.Lookup(p.Tool)
 	if !ok || t.Resume == nil {
 		return k.failProcess(tx, r, fmt.Sprintf("pending action %s: tool %q cannot resume", p.ID, p.Tool))
@@ -771,8 +771,8 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *objects.Txn, r *procReco
 
 // exitProcess commits a terminal exit: state, result identity, evidence
 // hash and the parent's wake in one batch.
-func (k *Runtime) exitProcess(tx *objects.Txn, r *procRecord, e *tools.Exit) error {
-	k.markCommit(tx, commitExit)
+func (k *Runtime) exitProcess(tx *txn, r *procRecord, e *tools.Exit) error {
+	tx.markCommit(commitExit)
 	if e.EvidenceSHA256 != "" {
 		r.EvidenceSHA256 = e.EvidenceSHA256
 		if err := tx.Set(evidenceKey(r.PID), e.Evidence); err != nil {
@@ -783,14 +783,14 @@ func (k *Runtime) exitProcess(tx *objects.Txn, r *procRecord, e *tools.Exit) err
 }
 
 // failProcess moves r to failed with reason.
-func (k *Runtime) failProcess(tx *objects.Txn, r *procRecord, reason string) error {
+func (k *Runtime) failProcess(tx *txn, r *procRecord, reason string) error {
 	return k.terminate(tx, r, process.Input{Kind: process.Fail, Reason: reason})
 }
 
 // fireTimer wakes pid from a wait that ends at a time (a sleep, a provider
 // backoff) if the wait is still the one the timer was armed for.
 func (k *Runtime) fireTimer(pid int64, gen uint64) error {
-	err := k.update(func(tx *objects.Txn) error {
+	err := k.update(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
 			return err
@@ -807,7 +807,7 @@ func (k *Runtime) fireTimer(pid int64, gen uint64) error {
 }
 
 // goalText is the goal as the prompt shows it.
-func (k *Runtime) goalText(tx *objects.Txn, r *procRecord) (string, error) {
+func (k *Runtime) goalText(tx *txn, r *procRecord) (string, error) {
 	meta, payload, err := tx.Read(r.GoalOID)
 	switch {
 	case errors.Is(err, objects.ErrPayloadLost):

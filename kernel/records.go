@@ -139,7 +139,7 @@ func (r *procRecord) restore(s *procRecord) {
 	r.Dispatch = d
 }
 
-func loadProc(tx *objects.Txn, pid int64) (*procRecord, error) {
+func loadProc(tx *txn, pid int64) (*procRecord, error) {
 	b, err := tx.Get(procKey(pid))
 	if err != nil {
 		if errors.Is(err, objects.ErrNotFound) {
@@ -154,7 +154,7 @@ func loadProc(tx *objects.Txn, pid int64) (*procRecord, error) {
 	return &r, nil
 }
 
-func saveProc(tx *objects.Txn, r *procRecord) error {
+func saveProc(tx *txn, r *procRecord) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode process %d: %w", r.PID, err)
@@ -163,7 +163,7 @@ func saveProc(tx *objects.Txn, r *procRecord) error {
 }
 
 // step applies a state-machine input, records the event and saves.
-func (k *Runtime) step(tx *objects.Txn, r *procRecord, in process.Input) error {
+func (k *Runtime) step(tx *txn, r *procRecord, in process.Input) error {
 	from := r.State
 	next, err := process.Step(r.Record, in, k.clock.Now())
 	if err != nil {
@@ -183,7 +183,7 @@ func (k *Runtime) step(tx *objects.Txn, r *procRecord, in process.Input) error {
 }
 
 // chain returns the records of pid and its ancestors, nearest first.
-func chain(tx *objects.Txn, r *procRecord) ([]*procRecord, error) {
+func chain(tx *txn, r *procRecord) ([]*procRecord, error) {
 	out := []*procRecord{r}
 	for p := r.ParentPID; p != 0; {
 		a, err := loadProc(tx, p)
@@ -198,7 +198,7 @@ func chain(tx *objects.Txn, r *procRecord) ([]*procRecord, error) {
 
 // charge adds delta to the budgets of r and every ancestor, all or nothing.
 // The caller saves r; ancestors are saved here.
-func charge(tx *objects.Txn, r *procRecord, delta capabilities.Budget) error {
+func charge(tx *txn, r *procRecord, delta capabilities.Budget) error {
 	recs, err := chain(tx, r)
 	if err != nil {
 		return err
@@ -257,7 +257,7 @@ const (
 	pendingStateCompleted = "completed"
 )
 
-func loadPending(tx *objects.Txn, pid int64, id string) (*pendingAction, error) {
+func loadPending(tx *txn, pid int64, id string) (*pendingAction, error) {
 	b, err := tx.Get(pendingKey(pid, id))
 	if err != nil {
 		return nil, fmt.Errorf("load pending action %s of pid %d: %w", id, pid, err)
@@ -269,7 +269,7 @@ func loadPending(tx *objects.Txn, pid int64, id string) (*pendingAction, error) 
 	return &p, nil
 }
 
-func savePending(tx *objects.Txn, p *pendingAction) error {
+func savePending(tx *txn, p *pendingAction) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -314,7 +314,7 @@ type toolRecord struct {
 	Authority []string `json:"authority,omitempty"`
 }
 
-func putJSON(tx *objects.Txn, key []byte, v any) error {
+func putJSON(tx *txn, key []byte, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err

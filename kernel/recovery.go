@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/libos/libos/llm"
-	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 )
@@ -24,7 +23,7 @@ const historyLostNotice = "(runtime notice) The runtime was reopened with full-I
 // settlement. Context payloads are rebuilt lazily from evidence.
 func (k *Runtime) recover() error {
 	var pids []int64
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
 			var r procRecord
 			if err := json.Unmarshal(v, &r); err != nil {
@@ -44,7 +43,7 @@ func (k *Runtime) recover() error {
 		return err
 	}
 	for _, pid := range pids {
-		err := k.update(func(tx *objects.Txn) error {
+		err := k.update(func(tx *txn) error {
 			r, err := loadProc(tx, pid)
 			if err != nil {
 				return err
@@ -103,7 +102,7 @@ func (k *Runtime) recover() error {
 
 // rebuildContext reconstructs a context whose runtime-local payload was lost
 // from the retained evidence of the process.
-func (k *Runtime) rebuildContext(tx *objects.Txn, r *procRecord) ([]Entry, error) {
+func (k *Runtime) rebuildContext(tx *txn, r *procRecord) ([]Entry, error) {
 	if !k.retain {
 		return []Entry{{Role: llm.RoleUser, Kind: "notice", Content: historyLostNotice}}, nil
 	}
@@ -127,7 +126,7 @@ func (k *Runtime) rebuildContext(tx *objects.Txn, r *procRecord) ([]Entry, error
 // recoveredGoal returns the text of the goal Object's current version
 // from retained evidence (the initial goal, or a restated one), or why it
 // cannot.
-func (k *Runtime) recoveredGoal(tx *objects.Txn, r *procRecord) (string, error) {
+func (k *Runtime) recoveredGoal(tx *txn, r *procRecord) (string, error) {
 	if !k.retain {
 		return "", errors.New("full-I/O retention is off")
 	}
@@ -165,7 +164,7 @@ func (k *Runtime) recoveredGoal(tx *objects.Txn, r *procRecord) (string, error) 
 // recoverEffect settles a quantum that crashed while a call's outside effect
 // ran: the call is answered with an unknown settlement (the effect may have
 // happened), later calls of the batch as not started; nothing is re-run.
-func (k *Runtime) recoverEffect(tx *objects.Txn, r *procRecord) error {
+func (k *Runtime) recoverEffect(tx *txn, r *procRecord) error {
 	d := r.Dispatch
 	c, err := k.loadContext(tx, r)
 	if err != nil {

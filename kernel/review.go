@@ -14,7 +14,7 @@ const prefixEvidence = "k/evid/"
 func evidenceKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixEvidence, pid) }
 
 // reviewInput is the completion review's view of r, read fresh in tx.
-func (k *Runtime) reviewInput(tx *objects.Txn, r *procRecord) (process.ReviewInput, error) {
+func (k *Runtime) reviewInput(tx *txn, r *procRecord) (process.ReviewInput, error) {
 	meta, payload, err := tx.Read(r.GoalOID)
 	in := process.ReviewInput{
 		GoalOID: meta.OID, GoalVersion: meta.Version, GoalNamespace: meta.Namespace, GoalName: meta.Name,
@@ -33,7 +33,7 @@ func (k *Runtime) reviewInput(tx *objects.Txn, r *procRecord) (process.ReviewInp
 	default:
 		in.GoalSHA256 = sha(payload)
 	}
-	err = mailbox.List(tx, r.PID, func(m *mailbox.Message) error {
+	err = mailbox.List(tx.Txn, r.PID, func(m *mailbox.Message) error {
 		if m.FromHuman() {
 			in.HumanMessages = append(in.HumanMessages, process.HumanMessage{ID: m.ID, Status: m.Status, ContentSHA256: m.ContentSHA256()})
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/libos/libos/clock"
-	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 )
 
@@ -98,7 +97,7 @@ func (s *scheduler) notify(pid int64, state process.State, w *process.Wait, gen 
 
 // load seeds the queue and timers from the durable records.
 func (s *scheduler) load() error {
-	return s.k.store.View(func(tx *objects.Txn) error {
+	return s.k.view(func(tx *txn) error {
 		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
 			var r procRecord
 			if err := json.Unmarshal(v, &r); err != nil {
@@ -234,7 +233,7 @@ func (s *scheduler) stopAndWait() {
 // for.
 func (k *Runtime) timerLive(t timer) bool {
 	live := false
-	err := k.store.View(func(tx *objects.Txn) error {
+	err := k.view(func(tx *txn) error {
 		r, err := loadProc(tx, t.pid)
 		if err != nil {
 			return err

@@ -18,7 +18,7 @@ import (
 // transaction the call's effects commit in.
 type syscalls struct {
 	k  *Runtime
-	tx *objects.Txn
+	tx *txn
 	r  *procRecord
 	c  *llmContext // the process's context as staged in tx
 	// callID is the tool call being served.
@@ -56,7 +56,7 @@ func (s *syscalls) Authorize(right capabilities.Right, names ...string) error {
 
 // authorize checks (and for a one-shot, reserves) a right of r in tx, for
 // the kernel's own stages: nothing is approved there.
-func (k *Runtime) authorize(tx *objects.Txn, r *procRecord, right capabilities.Right, names ...string) error {
+func (k *Runtime) authorize(tx *txn, r *procRecord, right capabilities.Right, names ...string) error {
 	return k.apply(tx, r, k.decide(r, false, right, names...), right, names...)
 }
 
@@ -72,7 +72,7 @@ func (k *Runtime) decide(r *procRecord, approved bool, right capabilities.Right,
 
 // apply acts on decision d for r: a refusal, a request for approval, or an
 // allow that reserves a one-shot use.
-func (k *Runtime) apply(tx *objects.Txn, r *procRecord, d capabilities.Decision, right capabilities.Right, names ...string) error {
+func (k *Runtime) apply(tx *txn, r *procRecord, d capabilities.Decision, right capabilities.Right, names ...string) error {
 	r.noteDecision(d)
 	if d.Ask {
 		return &ApprovalRequiredError{GrantID: d.GrantID, Right: right, Resource: d.Name}
@@ -190,9 +190,9 @@ func (s *syscalls) PostMessage(m mailbox.Message) (mailbox.Message, error) {
 }
 
 func (s *syscalls) ReadMessages(f mailbox.Filter, ack bool) (mailbox.Page, error) {
-	page, err := mailbox.Read(s.tx, s.r.PID, f, ack, msgtools.MaxResultBytes, s.k.now())
+	page, err := mailbox.Read(s.tx.Txn, s.r.PID, f, ack, msgtools.MaxResultBytes, s.k.now())
 	if err == nil && len(page.AckedIDs) > 0 {
-		s.k.markCommit(s.tx, commitMessageAck)
+		s.tx.markCommit(commitMessageAck)
 	}
 	if err == nil {
 		err = s.k.emitRead(s.tx, s.r.PID, page)
@@ -201,7 +201,7 @@ func (s *syscalls) ReadMessages(f mailbox.Filter, ack bool) (mailbox.Page, error
 }
 
 func (s *syscalls) HasMessage(f mailbox.Filter) (bool, error) {
-	m, err := mailbox.FirstMatch(s.tx, s.r.PID, f)
+	m, err := mailbox.FirstMatch(s.tx.Txn, s.r.PID, f)
 	return m != nil, err
 }
 

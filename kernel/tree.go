@@ -8,7 +8,6 @@ import (
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/mailbox"
-	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 )
@@ -21,7 +20,7 @@ func childKey(parent, child int64) []byte {
 func childPrefix(parent int64) []byte { return fmt.Appendf(nil, "%s%020d/", prefixChildren, parent) }
 
 // children lists the direct children of pid.
-func children(tx *objects.Txn, pid int64) ([]int64, error) {
+func children(tx *txn, pid int64) ([]int64, error) {
 	var out []int64
 	err := tx.Scan(childPrefix(pid), func(k, _ []byte) error {
 		var child int64
@@ -42,7 +41,7 @@ func childStatus(r *procRecord) tools.ChildStatus {
 }
 
 // directChild loads pid and checks that parent is its direct parent.
-func directChild(tx *objects.Txn, parent, pid int64) (*procRecord, error) {
+func directChild(tx *txn, parent, pid int64) (*procRecord, error) {
 	c, err := loadProc(tx, pid)
 	if errors.Is(err, ErrNoProcess) || (err == nil && c.ParentPID != parent) {
 		return nil, tools.Errorf(tools.CodeDenied, "pid %d: %v of pid %d", pid, ErrNotChild, parent)
@@ -52,7 +51,7 @@ func directChild(tx *objects.Txn, parent, pid int64) (*procRecord, error) {
 
 // spawnChild creates a child of parent: grants attenuated from the parent's,
 // the children budget charged up the chain in the same batch.
-func (k *Runtime) spawnChild(tx *objects.Txn, parent *procRecord, spec tools.ChildSpec) (*procRecord, error) {
+func (k *Runtime) spawnChild(tx *txn, parent *procRecord, spec tools.ChildSpec) (*procRecord, error) {
 	im, err := k.image(spec.Image)
 	if err != nil {
 		return nil, tools.Errorf(tools.CodeInvalidArguments, "image: %v", err)
@@ -94,7 +93,7 @@ func (k *Runtime) spawnChild(tx *objects.Txn, parent *procRecord, spec tools.Chi
 	if err := tx.Set(childKey(parent.PID, child.PID), nil); err != nil {
 		return nil, err
 	}
-	k.markCommit(tx, commitSpawn)
+	tx.markCommit(commitSpawn)
 	return child, nil
 }
 
@@ -123,7 +122,7 @@ func transferOneShots(parent *procRecord, handed []capabilities.Grant) error {
 
 // terminate moves r to a terminal state through in, then kills its live
 // descendants and wakes a parent waiting for it, all in tx.
-func (k *Runtime) terminate(tx *objects.Txn, r *procRecord, in process.Input) error {
+func (k *Runtime) terminate(tx *txn, r *procRecord, in process.Input) error {
 	if err := k.step(tx, r, in); err != nil {
 		return err
 	}
@@ -147,7 +146,7 @@ func (k *Runtime) terminate(tx *objects.Txn, r *procRecord, in process.Input) er
 }
 
 // killDescendants kills every live descendant of pid.
-func (k *Runtime) killDescendants(tx *objects.Txn, pid int64, reason string) error {
+func (k *Runtime) killDescendants(tx *txn, pid int64, reason string) error {
 	kids, err := children(tx, pid)
 	if err != nil {
 		return err
@@ -170,7 +169,7 @@ func (k *Runtime) killDescendants(tx *objects.Txn, pid int64, reason string) err
 }
 
 // signal applies a signal to a direct child of caller.
-func (k *Runtime) signal(tx *objects.Txn, caller *procRecord, pid int64, sig string) (*procRecord, error) {
+func (k *Runtime) signal(tx *txn, caller *procRecord, pid int64, sig string) (*procRecord, error) {
 	c, err := directChild(tx, caller.PID, pid)
 	if err != nil {
 		return nil, err
@@ -180,7 +179,7 @@ func (k *Runtime) signal(tx *objects.Txn, caller *procRecord, pid int64, sig str
 
 // applySignal applies kill (the whole subtree), pause or resume to c, from a
 // parent or the Host; a terminal process is left as it is.
-func (k *Runtime) applySignal(tx *objects.Txn, c *procRecord, sig, killReason string) error {
+func (k *Runtime) applySignal(tx *txn, c *procRecord, sig, killReason string) error {
 	if c.State.Terminal() {
 		return nil
 	}
@@ -211,7 +210,7 @@ func (k *Runtime) applySignal(tx *objects.Txn, c *procRecord, sig, killReason st
 
 // canMessage reports whether sender may send to recipient: itself, its parent
 // or a direct child.
-func canMessage(tx *objects.Txn, sender *procRecord, recipient int64) error {
+func canMessage(tx *txn, sender *procRecord, recipient int64) error {
 	if recipient == sender.PID || recipient == sender.ParentPID {
 		return nil
 	}
@@ -223,7 +222,7 @@ func canMessage(tx *objects.Txn, sender *procRecord, recipient int64) error {
 
 // post stores m and wakes its recipient when the recipient waits for a
 // matching message: the post and the wake are one batch.
-func (k *Runtime) post(tx *objects.Txn, m mailbox.Message) (mailbox.Message, error) {
+func (k *Runtime) post(tx *txn, m mailbox.Message) (mailbox.Message, error) {
 	rec, err := loadProc(tx, m.Recipient)
 	if err != nil {
 		return mailbox.Message{}, tools.Errorf(tools.CodeNotFound, "recipient_pid %d: %v", m.Recipient, err)
@@ -231,14 +230,14 @@ func (k *Runtime) post(tx *objects.Txn, m mailbox.Message) (mailbox.Message, err
 	if rec.State.Terminal() {
 		return mailbox.Message{}, tools.Errorf(tools.CodeFailed, "recipient_pid %d has ended (%s); its mailbox is closed", m.Recipient, rec.State)
 	}
-	stored, err := mailbox.Post(tx, m, k.now())
+	stored, err := mailbox.Post(tx.Txn, m, k.now())
 	if err != nil {
 		return mailbox.Message{}, err
 	}
 	if err := k.emitPosted(tx, stored); err != nil {
 		return mailbox.Message{}, err
 	}
-	k.markCommit(tx, commitMessagePost)
+	tx.markCommit(commitMessagePost)
 	w := rec.Wait
 	if w != nil && (w.Kind == process.WaitMessage || w.Kind == process.WaitHuman) && (rec.State == process.Waiting || rec.State == process.Paused) {
 		var f mailbox.Filter

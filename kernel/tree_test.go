@@ -361,7 +361,7 @@ func TestGatedExitReview(t *testing.T) {
 		t.Fatalf("final submission: %v", res[4])
 	}
 	var stored []byte
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		stored, _ = tx.Get(evidenceKey(pid))
 		return nil
 	})
@@ -406,8 +406,8 @@ func TestPostValidationChangesNothing(t *testing.T) {
 	if _, err := h.rt.PostHumanMessage(HumanMessage{To: 99, Body: "hi"}); err == nil {
 		t.Fatal("posting to a missing process must fail")
 	}
-	h.rt.store.View(func(tx *objects.Txn) error {
-		unread, total, err := mailbox.Count(tx, pid)
+	h.rt.view(func(tx *txn) error {
+		unread, total, err := mailbox.Count(tx.Txn, pid)
 		if err != nil || unread != 0 || total != 0 {
 			t.Fatalf("refused posts left messages: %d/%d %v", unread, total, err)
 		}
@@ -451,8 +451,8 @@ processes:
 		if got.Status != process.Exited {
 			t.Fatalf("iteration %d: %+v", i, got)
 		}
-		h.rt.store.View(func(tx *objects.Txn) error {
-			unread, total, _ := mailbox.Count(tx, pid)
+		h.rt.view(func(tx *txn) error {
+			unread, total, _ := mailbox.Count(tx.Txn, pid)
 			if unread != 0 || total != 1 {
 				t.Errorf("iteration %d: unread %d total %d", i, unread, total)
 			}
@@ -549,7 +549,7 @@ func TestInterruptStopsTheBatch(t *testing.T) {
 	if !delivered {
 		t.Fatal("the interrupt's content must be delivered in a notice")
 	}
-	h.rt.store.View(func(tx *objects.Txn) error {
+	h.rt.view(func(tx *txn) error {
 		if _, err := tx.Lookup(Namespace(pid), "a"); !errors.Is(err, objects.ErrNotFound) {
 			t.Fatal("a call after the interrupt ran")
 		}
