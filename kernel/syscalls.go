@@ -247,36 +247,67 @@ func (s *syscalls) CheckpointRoot(id string) (int64, error) {
 	return cp.RootPID, nil
 }
 
-func (s *syscalls) CreateCheckpoint(root int64) (any, error) {
+func (s *syscalls) CreateCheckpoint(root int64) (tools.Checkpoint, error) {
 	if _, err := loadProc(s.tx, root); err != nil {
-		return nil, tools.Errorf(tools.CodeNotFound, "pid: %v", err)
+		return tools.Checkpoint{}, tools.Errorf(tools.CodeNotFound, "pid: %v", err)
 	}
-	return s.k.createCheckpoint(s.tx, root, s.r, s.c)
+	cp, err := s.k.createCheckpoint(s.tx, root, s.r, s.c)
+	return cp.view(), err
 }
 
-func (s *syscalls) ListCheckpoints(root int64) (any, error) {
-	out := []Checkpoint{}
+func (s *syscalls) ListCheckpoints(root int64) ([]tools.Checkpoint, error) {
+	out := []tools.Checkpoint{}
 	err := s.tx.Scan([]byte(prefixCheckpoint), func(_, v []byte) error {
 		var cp Checkpoint
 		if err := json.Unmarshal(v, &cp); err != nil {
 			return err
 		}
 		if cp.RootPID == root {
-			out = append(out, cp)
+			out = append(out, cp.view())
 		}
 		return nil
 	})
 	return out, err
 }
 
-func (s *syscalls) RestoreCheckpoint(id string) (any, error) {
+func (s *syscalls) RestoreCheckpoint(id string) (tools.RestoreReport, error) {
 	rep, err := s.k.restoreCheckpoint(s.tx, id, s.r.PID)
 	if err != nil {
-		return nil, tools.Errorf(tools.CodeFailed, "%w", err)
+		return tools.RestoreReport{}, tools.Errorf(tools.CodeFailed, "%w", err)
 	}
-	return rep, nil
+	return rep.view(), nil
 }
 
-func (s *syscalls) ForkCheckpoint(id string) (any, error) {
-	return s.k.forkCheckpoint(s.tx, id, s.r)
+func (s *syscalls) ForkCheckpoint(id string) (tools.ForkReport, error) {
+	rep, err := s.k.forkCheckpoint(s.tx, id, s.r)
+	return rep.view(), err
+}
+
+// view is cp as the checkpoint tools show it: the same fields, so the same
+// JSON the Host's commands print.
+func (cp Checkpoint) view() tools.Checkpoint {
+	v := tools.Checkpoint{ID: cp.ID, RootPID: cp.RootPID, CreatedAt: cp.CreatedAt, PIDs: cp.PIDs, Objects: cp.Objects, Messages: cp.Messages}
+	if cp.Marks != nil {
+		v.Marks = make(map[int64]tools.CheckpointMarks, len(cp.Marks))
+		for pid, m := range cp.Marks {
+			v.Marks[pid] = tools.CheckpointMarks(m)
+		}
+	}
+	return v
+}
+
+// view is rep as the checkpoint tools show it.
+func (rep ForkReport) view() tools.ForkReport { return tools.ForkReport(rep) }
+
+// view is rep as the checkpoint tools show it.
+func (rep RestoreReport) view() tools.RestoreReport {
+	v := tools.RestoreReport{Checkpoint: rep.Checkpoint, Restored: rep.Restored, Killed: rep.Killed, KeptTerminal: rep.KeptTerminal,
+		NotRestored: rep.NotRestored, SupersededMessages: rep.SupersededMessages}
+	if rep.EffectsSince != nil {
+		v.EffectsSince = make([]tools.EffectSinceRef, len(rep.EffectsSince))
+		for i, e := range rep.EffectsSince {
+			v.EffectsSince[i] = tools.EffectSinceRef(e)
+		}
+	}
+	return v
 }

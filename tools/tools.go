@@ -92,7 +92,10 @@ var ErrApprovalRequired = errors.New("approval required")
 // namespace): a caller without that right gets the same denial whether or
 // not the Object exists, so probing cannot tell which OIDs exist or which
 // namespace holds them. Only a caller with the right learns it is missing.
-func StatAuthorized(sys Syscalls, right capabilities.Right, oid string) (objects.Meta, error) {
+func StatAuthorized(sys interface {
+	Caller
+	ObjectStore
+}, right capabilities.Right, oid string) (objects.Meta, error) {
 	meta, err := sys.StatObject(oid)
 	switch {
 	case errors.Is(err, objects.ErrNotFound):
@@ -131,12 +134,28 @@ type Config struct {
 	MaxSleepSeconds float64
 }
 
-// Syscalls is the process-scoped kernel surface a tool call uses. The kernel
-// hands each call its own value, bound to the transaction the call's effects
-// commit in: every staged change of a call that returns an error is rolled
-// back, so a failed call changes nothing. A Syscalls value must not be kept
-// after the call returns and is not safe for concurrent use.
+// Syscalls is the process-scoped kernel surface a tool call uses: the
+// composition of the roles below, which the kernel implements. A tool
+// family's code depends only on the roles it uses, so each is tested against
+// the in-memory fakes of those roles (tools/toolstest).
+//
+// The kernel hands each call its own value, bound to the transaction the
+// call's effects commit in: every staged change of a call that returns an
+// error is rolled back, so a failed call changes nothing. A Syscalls value
+// must not be kept after the call returns and is not safe for concurrent use.
 type Syscalls interface {
+	Caller
+	ObjectStore
+	ProcessTree
+	Mailbox
+	SkillSet
+	Compactor
+	Checkpoints
+	Reviewer
+}
+
+// Caller is who is calling, when, and with what authority: every tool uses it.
+type Caller interface {
 	Self() Self
 	Now() time.Time
 	Config() Config
@@ -144,17 +163,24 @@ type Syscalls interface {
 	// and reserves a one-shot grant if that is what allows it. A refusal wraps
 	// ErrDenied and names the right and resource.
 	Authorize(right capabilities.Right, names ...string) error
-	// StatObject and ReadObject read Objects; they do not check authority.
+}
+
+// ObjectStore reads and writes Objects. None of its methods checks
+// authority: the tool checks first.
+type ObjectStore interface {
 	StatObject(oid string) (objects.Meta, error)
 	ReadObject(oid string) (objects.Meta, []byte, error)
+	CreateObject(spec objects.CreateSpec) (objects.Meta, error)
+	WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error)
+	LookupObject(namespace, name string) (objects.Meta, error)
+	ListObjects(namespace string) ([]objects.Meta, error)
 	// CreateResult creates the caller's result Object holding data (JSON),
 	// without an authority check: every process may end itself.
 	CreateResult(data json.RawMessage) (objects.Meta, error)
-	// CompletionReview runs the cumulative completion review of a gated
-	// image for a process_exit call with token ("" for a bare probe) and
-	// evidence (nil for none).
-	CompletionReview(token string, evidence json.RawMessage) (process.Decision, error)
+}
 
+// ProcessTree is the caller's place in the process tree: its children.
+type ProcessTree interface {
 	// ImageOf resolves an image reference; the error names the built-ins.
 	ImageOf(ref string) (ImageInfo, error)
 	// SpawnChild creates a child of the caller. The kernel refuses grants the
@@ -165,6 +191,10 @@ type Syscalls interface {
 	Child(pid int64) (ChildStatus, error)
 	// SignalChild kills (with every descendant), pauses or resumes a direct child.
 	SignalChild(pid int64, signal string) (ChildStatus, error)
+}
+
+// Mailbox is the caller's durable message queue and its sending.
+type Mailbox interface {
 	// PostMessage sends m from the caller to itself, its parent or a direct
 	// child, waking the recipient if its wait matches.
 	PostMessage(m mailbox.Message) (mailbox.Message, error)
@@ -172,36 +202,97 @@ type Syscalls interface {
 	ReadMessages(f mailbox.Filter, ack bool) (mailbox.Page, error)
 	// HasMessage reports whether a message matching f is in the caller's mailbox.
 	HasMessage(f mailbox.Filter) (bool, error)
+}
 
-	// Skills: the kernel keeps the set of skills a process activated;
-	// activation shows schemas and grants nothing.
+// SkillSet is the set of skills the caller activated; activation shows
+// schemas and grants nothing.
+type SkillSet interface {
 	DiscoverSkills() []SkillInfo
 	ActivateSkill(name string) (SkillInfo, error)
 	UnloadSkill(name string) error
 	ActiveSkills() []string
+}
 
-	// StartCompaction compacts the caller's LLM context Object: an
-	// under-target call returns its no-op result at once; otherwise a job is
-	// created and the outcome blocks on its first compressor child.
+// Compactor compacts the caller's LLM context Object.
+type Compactor interface {
+	// StartCompaction: an under-target call returns its no-op result at
+	// once; otherwise a job is created and the outcome blocks on its first
+	// compressor child.
 	StartCompaction(req CompactionRequest) (Outcome, error)
 	// ResumeCompaction advances the caller's compaction job when its
 	// compressor child ended: the next stage (another Block), the writeback
 	// (a Result), or the job's failure (an error; the context is unchanged).
 	ResumeCompaction(p Pending) (Outcome, error)
+}
 
-	// Checkpoints of a subtree; the tool checks the checkpoint:process:<root>
-	// right first. Results are JSON-ready values.
+// Checkpoints snapshots, lists, restores and forks subtrees; the tool checks
+// the checkpoint:process:<root> right first.
+type Checkpoints interface {
+	// CheckpointRoot is the root pid checkpoint id snapshots; a missing id is
+	// a not_found tool error.
 	CheckpointRoot(id string) (int64, error)
-	CreateCheckpoint(root int64) (any, error)
-	ListCheckpoints(root int64) (any, error)
-	RestoreCheckpoint(id string) (any, error)
-	ForkCheckpoint(id string) (any, error)
+	CreateCheckpoint(root int64) (Checkpoint, error)
+	ListCheckpoints(root int64) ([]Checkpoint, error)
+	RestoreCheckpoint(id string) (RestoreReport, error)
+	ForkCheckpoint(id string) (ForkReport, error)
+}
 
-	// Objects: the tool checks authority first.
-	CreateObject(spec objects.CreateSpec) (objects.Meta, error)
-	WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error)
-	LookupObject(namespace, name string) (objects.Meta, error)
-	ListObjects(namespace string) ([]objects.Meta, error)
+// Reviewer runs the completion review of a gated image.
+type Reviewer interface {
+	// CompletionReview runs the cumulative completion review for a
+	// process_exit call with token ("" for a bare probe) and evidence (nil
+	// for none).
+	CompletionReview(token string, evidence json.RawMessage) (process.Decision, error)
+}
+
+// Checkpoint describes a durable snapshot of a process subtree, as the
+// checkpoint tools show it.
+type Checkpoint struct {
+	ID        string    `json:"id"`
+	RootPID   int64     `json:"root_pid"`
+	CreatedAt time.Time `json:"created_at"`
+	PIDs      []int64   `json:"pids"`
+	Objects   int       `json:"objects"`
+	Messages  int       `json:"messages"`
+	// Marks are each process's high-water marks at the checkpoint.
+	Marks map[int64]CheckpointMarks `json:"marks"`
+}
+
+// CheckpointMarks are one process's high-water marks at a checkpoint.
+type CheckpointMarks struct {
+	MailboxSeq uint64 `json:"mailbox_seq"`
+	ToolCalls  uint64 `json:"tool_calls"`
+}
+
+// RestoreReport says what a restore did and which external effects it did
+// not undo.
+type RestoreReport struct {
+	Checkpoint string  `json:"checkpoint"`
+	Restored   []int64 `json:"restored_pids"`
+	Killed     []int64 `json:"killed_pids"`
+	// KeptTerminal are processes that ended since the checkpoint: an exit is
+	// irreversible, so they stay ended.
+	KeptTerminal []int64 `json:"kept_terminal_pids"`
+	// NotRestored are Objects removed since the checkpoint: re-creating one
+	// would restart its version, so they stay removed.
+	NotRestored        []string         `json:"not_restored_oids"`
+	SupersededMessages int              `json:"superseded_messages"`
+	EffectsSince       []EffectSinceRef `json:"external_effects_since_checkpoint"`
+}
+
+// EffectSinceRef is a tool call made after the checkpoint: its effect stays.
+type EffectSinceRef struct {
+	PID    int64  `json:"pid"`
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id"`
+	OK     bool   `json:"ok"`
+}
+
+// ForkReport maps a checkpoint's processes to their forks.
+type ForkReport struct {
+	Checkpoint string          `json:"checkpoint"`
+	RootPID    int64           `json:"root_pid"`
+	PIDs       map[int64]int64 `json:"pids"` // checkpoint pid -> new pid
 }
 
 // SkillInfo describes a skill a process may activate.

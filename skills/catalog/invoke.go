@@ -74,7 +74,7 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 }
 
 // authorizeScopes checks execute on scope:<name> for every scope r declares.
-func authorizeScopes(sys tools.Syscalls, r *skillpkg.Runner) error {
+func authorizeScopes(sys tools.Caller, r *skillpkg.Runner) error {
 	for _, sc := range r.Scopes {
 		res := capabilities.ScopeResource(sc)
 		if err := sys.Authorize(capabilities.Execute, res); err != nil {
@@ -175,13 +175,19 @@ type agentTaskData struct {
 	Runner   string `json:"runner"`
 }
 
+// agentSpawner is what starting an agent task uses.
+type agentSpawner interface {
+	tools.Caller
+	tools.ProcessTree
+}
+
 // startAgentTask checks the runner's scopes and the right to spawn, then
 // starts the child whose tool table is exactly the runner's allowed_tools
 // (holding execute on the runner's scopes, handed down from the caller, and
 // a wall budget of the runner's timeout_seconds when declared) and makes the
 // caller wait for it. The kernel refuses a table name that
 // does not resolve before the child exists, so no provider call happens.
-func startAgentTask(sys tools.Syscalls, pkg *skillpkg.Package, r *skillpkg.Runner, args json.RawMessage) (tools.Outcome, error) {
+func startAgentTask(sys agentSpawner, pkg *skillpkg.Package, r *skillpkg.Runner, args json.RawMessage) (tools.Outcome, error) {
 	if err := authorizeScopes(sys, r); err != nil {
 		return tools.Outcome{}, err
 	}
@@ -270,9 +276,15 @@ func agentGoal(pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage
 	return b.String()
 }
 
+// agentWaiter is what finishing an agent task uses.
+type agentWaiter interface {
+	tools.ProcessTree
+	tools.ObjectStore
+}
+
 // finishAgentTask reports the ended child: its status and result. A child
 // that did not exit makes the call fail, naming its status and reason.
-func finishAgentTask(sys tools.Syscalls, p tools.Pending) (map[string]any, error) {
+func finishAgentTask(sys agentWaiter, p tools.Pending) (map[string]any, error) {
 	var d agentTaskData
 	if err := json.Unmarshal(p.Data, &d); err != nil {
 		return nil, fmt.Errorf("agent-task: decode pending action %s: %w", p.ID, err)

@@ -16,72 +16,85 @@ import (
 
 // Tools returns the checkpoint family.
 func Tools(tools.Config) []*tools.Tool {
-	byPID := func(name, desc string, right capabilities.Right, required bool, run func(sys tools.Syscalls, pid int64) (any, error)) *tools.Tool {
-		var req []string
-		if required {
-			req = []string{"pid"}
-		}
-		return &tools.Tool{
-			Name: name, Description: desc,
-			Schema: schema.Object(map[string]*schema.Schema{"pid": {Type: "integer", Minimum: schema.Ptr(1.0), Description: "Root of the subtree (default: yourself)."}}, req...),
-			Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-				var args struct{ PID int64 }
-				if err := json.Unmarshal(raw, &args); err != nil {
-					return tools.Outcome{}, fmt.Errorf("%s: decode arguments: %w", name, err)
-				}
-				if args.PID == 0 {
-					args.PID = sys.Self().PID
-				}
-				if err := sys.Authorize(right, fmt.Sprintf("checkpoint:process:%d", args.PID)); err != nil {
-					return tools.Outcome{}, err
-				}
-				v, err := run(sys, args.PID)
-				if err != nil {
-					return tools.Outcome{}, err
-				}
-				return tools.Outcome{Result: map[string]any{"result": v}}, nil
-			},
-		}
-	}
-	// Restore and fork reshape a process tree, other processes' contexts
-	// included: like a wait, each ends its batch, so one transaction never
-	// rewrites a tree twice.
-	byID := func(name, desc string, right capabilities.Right, run func(sys tools.Syscalls, id string) (any, error)) *tools.Tool {
-		return &tools.Tool{
-			Name: name, Description: desc, EndsBatch: true,
-			Schema: schema.Object(map[string]*schema.Schema{"checkpoint_id": {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(64)}}, "checkpoint_id"),
-			Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-				var args struct {
-					ID string `json:"checkpoint_id"`
-				}
-				if err := json.Unmarshal(raw, &args); err != nil {
-					return tools.Outcome{}, fmt.Errorf("%s: decode arguments: %w", name, err)
-				}
-				// A missing checkpoint and one the caller may not touch
-				// answer alike: neither existence nor owner leaks.
-				root, err := sys.CheckpointRoot(args.ID)
-				if err != nil || sys.Authorize(right, fmt.Sprintf("checkpoint:process:%d", root)) != nil {
-					if err != nil && tools.AsError(err).Code != tools.CodeNotFound {
-						return tools.Outcome{}, err
-					}
-					return tools.Outcome{}, tools.HiddenDenial(right, fmt.Sprintf("checkpoint %q", args.ID))
-				}
-				v, err := run(sys, args.ID)
-				if err != nil {
-					return tools.Outcome{}, err
-				}
-				return tools.Outcome{Result: map[string]any{"result": v}}, nil
-			},
-		}
-	}
 	return []*tools.Tool{
 		byPID("checkpoint_create", "Snapshot a process subtree durably (records, Objects with payloads, mailboxes, pending actions). Needs write on checkpoint:process:<pid>.",
-			capabilities.Write, false, func(sys tools.Syscalls, pid int64) (any, error) { return sys.CreateCheckpoint(pid) }),
+			capabilities.Write, func(sys tools.Checkpoints, pid int64) (any, error) { return sys.CreateCheckpoint(pid) }),
 		byPID("checkpoint_list", "List the checkpoints of a subtree. Needs read on checkpoint:process:<pid>.",
-			capabilities.Read, false, func(sys tools.Syscalls, pid int64) (any, error) { return sys.ListCheckpoints(pid) }),
+			capabilities.Read, func(sys tools.Checkpoints, pid int64) (any, error) { return sys.ListCheckpoints(pid) }),
 		byID("checkpoint_restore", "Restore a quiescent subtree to a checkpoint; a process cannot restore its own subtree. External effects since are reported, not undone. Ends the batch. Needs admin on checkpoint:process:<root>.",
-			capabilities.Admin, func(sys tools.Syscalls, id string) (any, error) { return sys.RestoreCheckpoint(id) }),
+			capabilities.Admin, func(sys tools.Checkpoints, id string) (any, error) { return sys.RestoreCheckpoint(id) }),
 		byID("checkpoint_fork", "Fork a checkpoint into a new subtree with new pids and Objects (no pending actions, waits made runnable, no one-shot grants). Ends the batch. Needs execute on checkpoint:process:<root>.",
-			capabilities.Execute, func(sys tools.Syscalls, id string) (any, error) { return sys.ForkCheckpoint(id) }),
+			capabilities.Execute, func(sys tools.Checkpoints, id string) (any, error) { return sys.ForkCheckpoint(id) }),
+	}
+}
+
+// ckptSys is what the checkpoint tools use: the caller's authority and the
+// checkpoints.
+type ckptSys interface {
+	tools.Caller
+	tools.Checkpoints
+}
+
+// byPID is a tool on the subtree rooted at its pid argument (default: the
+// caller).
+func byPID(name, desc string, right capabilities.Right, run func(sys tools.Checkpoints, pid int64) (any, error)) *tools.Tool {
+	invoke := func(sys ckptSys, raw json.RawMessage) (tools.Outcome, error) {
+		var args struct{ PID int64 }
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return tools.Outcome{}, fmt.Errorf("%s: decode arguments: %w", name, err)
+		}
+		if args.PID == 0 {
+			args.PID = sys.Self().PID
+		}
+		if err := sys.Authorize(right, fmt.Sprintf("checkpoint:process:%d", args.PID)); err != nil {
+			return tools.Outcome{}, err
+		}
+		v, err := run(sys, args.PID)
+		if err != nil {
+			return tools.Outcome{}, err
+		}
+		return tools.Outcome{Result: map[string]any{"result": v}}, nil
+	}
+	return &tools.Tool{
+		Name: name, Description: desc,
+		Schema: schema.Object(map[string]*schema.Schema{"pid": {Type: "integer", Minimum: schema.Ptr(1.0), Description: "Root of the subtree (default: yourself)."}}),
+		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+			return invoke(sys, raw)
+		},
+	}
+}
+
+// byID is a tool on an existing checkpoint. Restore and fork reshape a
+// process tree, other processes' contexts included: like a wait, each ends
+// its batch, so one transaction never rewrites a tree twice.
+func byID(name, desc string, right capabilities.Right, run func(sys tools.Checkpoints, id string) (any, error)) *tools.Tool {
+	invoke := func(sys ckptSys, raw json.RawMessage) (tools.Outcome, error) {
+		var args struct {
+			ID string `json:"checkpoint_id"`
+		}
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return tools.Outcome{}, fmt.Errorf("%s: decode arguments: %w", name, err)
+		}
+		// A missing checkpoint and one the caller may not touch
+		// answer alike: neither existence nor owner leaks.
+		root, err := sys.CheckpointRoot(args.ID)
+		if err != nil || sys.Authorize(right, fmt.Sprintf("checkpoint:process:%d", root)) != nil {
+			if err != nil && tools.AsError(err).Code != tools.CodeNotFound {
+				return tools.Outcome{}, err
+			}
+			return tools.Outcome{}, tools.HiddenDenial(right, fmt.Sprintf("checkpoint %q", args.ID))
+		}
+		v, err := run(sys, args.ID)
+		if err != nil {
+			return tools.Outcome{}, err
+		}
+		return tools.Outcome{Result: map[string]any{"result": v}}, nil
+	}
+	return &tools.Tool{
+		Name: name, Description: desc, EndsBatch: true,
+		Schema: schema.Object(map[string]*schema.Schema{"checkpoint_id": {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(64)}}, "checkpoint_id"),
+		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+			return invoke(sys, raw)
+		},
 	}
 }

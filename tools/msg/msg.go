@@ -39,29 +39,33 @@ func send() *tools.Tool {
 			"reply_to":       {Type: "string", MaxLength: schema.Ptr(256)},
 		}, "recipient_pid", "body"),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args struct {
-				Recipient     int64           `json:"recipient_pid"`
-				Body          string          `json:"body"`
-				Subject       string          `json:"subject"`
-				Payload       json.RawMessage `json:"payload"`
-				Kind          string          `json:"kind"`
-				Channel       string          `json:"channel"`
-				CorrelationID string          `json:"correlation_id"`
-				ReplyTo       string          `json:"reply_to"`
-			}
-			if err := json.Unmarshal(raw, &args); err != nil {
-				return tools.Outcome{}, fmt.Errorf("send_process_message: decode arguments: %w", err)
-			}
-			m, err := sys.PostMessage(mailbox.Message{
-				Recipient: args.Recipient, Body: args.Body, Subject: args.Subject, Payload: args.Payload, Kind: args.Kind,
-				Channel: args.Channel, CorrelationID: args.CorrelationID, ReplyTo: args.ReplyTo,
-			})
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			return tools.Outcome{Result: map[string]any{"message_id": m.ID, "recipient_pid": m.Recipient, "status": m.Status}}, nil
+			return sendMessage(sys, raw)
 		},
 	}
+}
+
+func sendMessage(sys tools.Mailbox, raw json.RawMessage) (tools.Outcome, error) {
+	var args struct {
+		Recipient     int64           `json:"recipient_pid"`
+		Body          string          `json:"body"`
+		Subject       string          `json:"subject"`
+		Payload       json.RawMessage `json:"payload"`
+		Kind          string          `json:"kind"`
+		Channel       string          `json:"channel"`
+		CorrelationID string          `json:"correlation_id"`
+		ReplyTo       string          `json:"reply_to"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return tools.Outcome{}, fmt.Errorf("send_process_message: decode arguments: %w", err)
+	}
+	m, err := sys.PostMessage(mailbox.Message{
+		Recipient: args.Recipient, Body: args.Body, Subject: args.Subject, Payload: args.Payload, Kind: args.Kind,
+		Channel: args.Channel, CorrelationID: args.CorrelationID, ReplyTo: args.ReplyTo,
+	})
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{Result: map[string]any{"message_id": m.ID, "recipient_pid": m.Recipient, "status": m.Status}}, nil
 }
 
 func filterProps(block bool) map[string]*schema.Schema {
@@ -131,17 +135,22 @@ func read() *tools.Tool {
 			"has_more/continuation say how to ask for the rest (the same filters; with message_ids, the ids not yet returned). No cursor.",
 		Schema: schema.Object(filterProps(false)),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			args, err := decodeRead("read_process_messages", raw)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			page, err := sys.ReadMessages(args.filter(), args.Ack)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			return tools.Outcome{Result: pageResult(page)}, nil
+			return readMessages(sys, "read_process_messages", raw)
 		},
 	}
+}
+
+// readMessages reads a page of the caller's mailbox with the arguments raw.
+func readMessages(sys tools.Mailbox, name string, raw json.RawMessage) (tools.Outcome, error) {
+	args, err := decodeRead(name, raw)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	page, err := sys.ReadMessages(args.filter(), args.Ack)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{Result: pageResult(page)}, nil
 }
 
 func receive() *tools.Tool {
@@ -152,50 +161,46 @@ func receive() *tools.Tool {
 		Schema:    schema.Object(filterProps(true)),
 		EndsBatch: true,
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			args, err := decodeRead("receive_process_messages", raw)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			f := args.filter()
-			if args.Block {
-				if f.MessageIDs != nil && len(*f.MessageIDs) == 0 {
-					return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "message_ids: an empty list matches nothing, so block=true would wait forever")
-				}
-				if f.Limit == 0 {
-					return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "limit: 0 returns nothing, so block=true would wait forever")
-				}
-			}
-			found, err := sys.HasMessage(f)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			if found || !args.Block {
-				page, err := sys.ReadMessages(f, args.Ack)
-				if err != nil {
-					return tools.Outcome{}, err
-				}
-				return tools.Outcome{Result: pageResult(page)}, nil
-			}
-			fj, err := json.Marshal(f)
-			if err != nil {
-				return tools.Outcome{}, fmt.Errorf("receive_process_messages: encode filter: %w", err)
-			}
-			kind := process.WaitMessage
-			if f.Sender != nil && strings.HasPrefix(*f.Sender, mailbox.SenderHumanPrefix) {
-				kind = process.WaitHuman
-			}
-			return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: kind, Filter: fj}, Data: raw}}, nil
+			return startReceive(sys, raw)
 		},
 		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
-			args, err := decodeRead("receive_process_messages", p.Data)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			page, err := sys.ReadMessages(args.filter(), args.Ack)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			return tools.Outcome{Result: pageResult(page)}, nil
+			return readMessages(sys, "receive_process_messages", p.Data)
 		},
 	}
+}
+
+func startReceive(sys tools.Mailbox, raw json.RawMessage) (tools.Outcome, error) {
+	args, err := decodeRead("receive_process_messages", raw)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	f := args.filter()
+	if args.Block {
+		if f.MessageIDs != nil && len(*f.MessageIDs) == 0 {
+			return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "message_ids: an empty list matches nothing, so block=true would wait forever")
+		}
+		if f.Limit == 0 {
+			return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "limit: 0 returns nothing, so block=true would wait forever")
+		}
+	}
+	found, err := sys.HasMessage(f)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if found || !args.Block {
+		page, err := sys.ReadMessages(f, args.Ack)
+		if err != nil {
+			return tools.Outcome{}, err
+		}
+		return tools.Outcome{Result: pageResult(page)}, nil
+	}
+	fj, err := json.Marshal(f)
+	if err != nil {
+		return tools.Outcome{}, fmt.Errorf("receive_process_messages: encode filter: %w", err)
+	}
+	kind := process.WaitMessage
+	if f.Sender != nil && strings.HasPrefix(*f.Sender, mailbox.SenderHumanPrefix) {
+		kind = process.WaitHuman
+	}
+	return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: kind, Filter: fj}, Data: raw}}, nil
 }

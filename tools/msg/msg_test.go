@@ -2,7 +2,6 @@ package msg
 
 import (
 	"encoding/json"
-	"fmt"
 	"testing"
 
 	"github.com/libos/libos/mailbox"
@@ -11,48 +10,9 @@ import (
 	"github.com/libos/libos/tools/toolstest"
 )
 
-// mailSys is the fake with a mailbox of its own and one parent.
-type mailSys struct {
-	*toolstest.Syscalls
-	inbox []mailbox.Message
-	sent  []mailbox.Message
-}
-
-func (s *mailSys) PostMessage(m mailbox.Message) (mailbox.Message, error) {
-	if m.Recipient != s.Proc.PID && m.Recipient != s.Proc.ParentPID {
-		return mailbox.Message{}, tools.Errorf(tools.CodeDenied, "recipient_pid: %d is not yourself, your parent or a direct child", m.Recipient)
-	}
-	m.ID, m.Status = fmt.Sprintf("m%d", len(s.sent)+1), mailbox.StatusUnread
-	s.sent = append(s.sent, m)
-	return m, nil
-}
-
-func (s *mailSys) HasMessage(f mailbox.Filter) (bool, error) {
-	for _, m := range s.inbox {
-		if m.Status == mailbox.StatusUnread {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-func (s *mailSys) ReadMessages(f mailbox.Filter, ack bool) (mailbox.Page, error) {
-	page := mailbox.Page{Messages: []mailbox.Message{}, AckedIDs: []string{}}
-	for i := range s.inbox {
-		if s.inbox[i].Status != mailbox.StatusUnread {
-			continue
-		}
-		page.Messages = append(page.Messages, s.inbox[i])
-		if ack {
-			s.inbox[i].Status = mailbox.StatusAcked
-			page.AckedIDs = append(page.AckedIDs, s.inbox[i].ID)
-		}
-	}
-	return page, nil
-}
-
-func newMail() *mailSys {
-	s := &mailSys{Syscalls: toolstest.New(2)}
+// newMail is the fake of pid 2, whose parent is 1.
+func newMail() *toolstest.Syscalls {
+	s := toolstest.New(2)
 	s.Proc.ParentPID = 1
 	return s
 }
@@ -60,8 +20,8 @@ func newMail() *mailSys {
 func TestSendChecksItsArguments(t *testing.T) {
 	sys := newMail()
 	out, e := toolstest.Call(Tools(tools.Config{}), sys, "send_process_message", `{"recipient_pid":1,"body":"done"}`)
-	if e != nil || out.Result["message_id"] != "m1" || sys.sent[0].Kind != "normal" || sys.sent[0].Channel != "default" {
-		t.Fatalf("send: %v %v %+v", out.Result, e, sys.sent)
+	if e != nil || out.Result["message_id"] != "msg_1_1" || sys.Sent[0].Sender != "process:2" || sys.Sent[0].Kind != "normal" || sys.Sent[0].Channel != "default" {
+		t.Fatalf("send: %v %v %+v", out.Result, e, sys.Sent)
 	}
 	for _, bad := range []string{`{"recipient_pid":1}`, `{"recipient_pid":1,"body":"x","kind":"urgent"}`, `{"recipient_pid":0,"body":"x"}`} {
 		if _, e := toolstest.Call(Tools(tools.Config{}), sys, "send_process_message", bad); e == nil || e.Code != tools.CodeInvalidArguments {
@@ -91,13 +51,38 @@ func TestReceiveBlocksOrAnswers(t *testing.T) {
 			t.Errorf("%s: %v", never, e)
 		}
 	}
-	sys.inbox = []mailbox.Message{{ID: "h1", Body: "hello", Status: mailbox.StatusUnread}}
+	sys.Deliver(mailbox.Message{Sender: "human:ana", Body: "hello"})
 	out, e = toolstest.Call(Tools(tools.Config{}), sys, "receive_process_messages", `{}`)
 	if e != nil || out.Block != nil {
 		t.Fatalf("with a message: %+v %v", out, e)
 	}
 	b, _ := json.Marshal(out.Result)
-	if sys.inbox[0].Status != mailbox.StatusAcked || !json.Valid(b) {
-		t.Fatalf("the message is acknowledged with the read: %+v", sys.inbox)
+	if sys.Inbox[0].Status != mailbox.StatusAcked || !json.Valid(b) {
+		t.Fatalf("the message is acknowledged with the read: %+v", sys.Inbox)
+	}
+}
+
+// Reads apply the filter and the limit, acknowledge only when asked, and
+// say that more is left; a message to oneself lands in one's own queue.
+func TestReadFiltersAndPages(t *testing.T) {
+	sys := newMail()
+	for _, from := range []string{"human:ana", "process:1", "human:ana"} {
+		sys.Deliver(mailbox.Message{Sender: from, Body: "b"})
+	}
+	out, e := toolstest.Call(Tools(tools.Config{}), sys, "read_process_messages", `{"sender":"human:ana","limit":1,"ack":false}`)
+	if e != nil || len(out.Result["messages"].([]mailbox.Message)) != 1 || out.Result["has_more"] != true || len(out.Result["acked_message_ids"].([]string)) != 0 {
+		t.Fatalf("first page: %v %v", out.Result, e)
+	}
+	out, e = toolstest.Call(Tools(tools.Config{}), sys, "read_process_messages", `{"sender":"human:ana"}`)
+	if e != nil || len(out.Result["acked_message_ids"].([]string)) != 2 || sys.Inbox[1].Status != mailbox.StatusUnread {
+		t.Fatalf("acking read: %v %v", out.Result, e)
+	}
+	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "send_process_message", `{"recipient_pid":2,"body":"note to self"}`); e != nil || len(sys.Inbox) != 4 {
+		t.Fatalf("to oneself: %v (%d queued)", e, len(sys.Inbox))
+	}
+	// A blocked receive resumes by reading with its own arguments.
+	res, e := toolstest.Resume(Tools(tools.Config{}), sys, "receive_process_messages", tools.Pending{ID: "p", Data: []byte(`{"sender":"process:1","limit":50,"ack":true,"block":true}`)})
+	if e != nil || len(res.Result["messages"].([]mailbox.Message)) != 1 || sys.Inbox[1].Status != mailbox.StatusAcked {
+		t.Fatalf("resumed receive: %v %v", res.Result, e)
 	}
 }

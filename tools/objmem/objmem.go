@@ -22,6 +22,12 @@ func Tools(tools.Config) []*tools.Tool {
 	return []*tools.Tool{createObject(), readObject(), writeObject(), listObjects()}
 }
 
+// objectSys is what the Object tools use: the caller's authority and the store.
+type objectSys interface {
+	tools.Caller
+	tools.ObjectStore
+}
+
 // names are the resource names an Object answers to, most specific first.
 func names(m objects.Meta) []string {
 	return []string{"object:" + m.OID, "object_namespace:" + m.Namespace}
@@ -29,7 +35,7 @@ func names(m objects.Meta) []string {
 
 // lookupAuthorized finds namespace/name and checks right on it, with the
 // same answer for a missing Object and a forbidden one.
-func lookupAuthorized(sys tools.Syscalls, right capabilities.Right, namespace, name string) (objects.Meta, error) {
+func lookupAuthorized(sys objectSys, right capabilities.Right, namespace, name string) (objects.Meta, error) {
 	target := fmt.Sprintf("object_namespace:%s (name %q)", namespace, name)
 	meta, err := sys.LookupObject(namespace, name)
 	switch {
@@ -100,44 +106,48 @@ func createObject() *tools.Tool {
 			"durable":   {Type: "boolean", Default: false},
 		}, "name", "payload"),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args struct {
-				Namespace string          `json:"namespace"`
-				Name      string          `json:"name"`
-				Kind      string          `json:"kind"`
-				Payload   json.RawMessage `json:"payload"`
-				Labels    json.RawMessage `json:"labels"`
-				Durable   bool            `json:"durable"`
-			}
-			if err := decode("create_object", raw, &args); err != nil {
-				return tools.Outcome{}, err
-			}
-			if args.Namespace == "" {
-				args.Namespace = sys.Self().Namespace
-			}
-			labels, err := decodeLabels(args.Labels)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			if err := checkPayload(args.Payload); err != nil {
-				return tools.Outcome{}, err
-			}
-			if err := sys.Authorize(capabilities.Write, "object_namespace:"+args.Namespace); err != nil {
-				return tools.Outcome{}, err
-			}
-			tier := objects.TierRuntimeLocal
-			if args.Durable {
-				tier = objects.TierDurable
-			}
-			m, err := sys.CreateObject(objects.CreateSpec{
-				Namespace: args.Namespace, Name: args.Name, Kind: args.Kind, Owner: fmt.Sprint(sys.Self().PID),
-				Labels: labels, Tier: tier, Payload: args.Payload,
-			})
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			return tools.Outcome{Result: metaResult(m)}, nil
+			return createObj(sys, raw)
 		},
 	}
+}
+
+func createObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
+	var args struct {
+		Namespace string          `json:"namespace"`
+		Name      string          `json:"name"`
+		Kind      string          `json:"kind"`
+		Payload   json.RawMessage `json:"payload"`
+		Labels    json.RawMessage `json:"labels"`
+		Durable   bool            `json:"durable"`
+	}
+	if err := decode("create_object", raw, &args); err != nil {
+		return tools.Outcome{}, err
+	}
+	if args.Namespace == "" {
+		args.Namespace = sys.Self().Namespace
+	}
+	labels, err := decodeLabels(args.Labels)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if err := checkPayload(args.Payload); err != nil {
+		return tools.Outcome{}, err
+	}
+	if err := sys.Authorize(capabilities.Write, "object_namespace:"+args.Namespace); err != nil {
+		return tools.Outcome{}, err
+	}
+	tier := objects.TierRuntimeLocal
+	if args.Durable {
+		tier = objects.TierDurable
+	}
+	m, err := sys.CreateObject(objects.CreateSpec{
+		Namespace: args.Namespace, Name: args.Name, Kind: args.Kind, Owner: fmt.Sprint(sys.Self().PID),
+		Labels: labels, Tier: tier, Payload: args.Payload,
+	})
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{Result: metaResult(m)}, nil
 }
 
 func readObject() *tools.Tool {
@@ -150,40 +160,44 @@ func readObject() *tools.Tool {
 			"name":      {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(256)},
 		}),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args struct{ OID, Namespace, Name string }
-			if err := decode("read_object", raw, &args); err != nil {
-				return tools.Outcome{}, err
-			}
-			var meta objects.Meta
-			var err error
-			switch {
-			case args.OID != "" && (args.Namespace != "" || args.Name != ""):
-				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: give either oid, or namespace and name, not both")
-			case args.OID != "":
-				meta, err = tools.StatAuthorized(sys, capabilities.Read, args.OID)
-			case args.Namespace != "" && args.Name != "":
-				meta, err = lookupAuthorized(sys, capabilities.Read, args.Namespace, args.Name)
-			default:
-				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: required unless namespace and name are both given")
-			}
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			_, payload, err := sys.ReadObject(meta.OID)
-			out := metaResult(meta)
-			switch {
-			case errors.Is(err, objects.ErrPayloadLost):
-				return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "object %s version %d: %v", meta.OID, meta.Version, err)
-			case err != nil:
-				return tools.Outcome{}, err
-			case json.Valid(payload):
-				out["payload"] = json.RawMessage(payload)
-			default:
-				out["payload_text"] = string(payload)
-			}
-			return tools.Outcome{Result: out}, nil
+			return readObj(sys, raw)
 		},
 	}
+}
+
+func readObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
+	var args struct{ OID, Namespace, Name string }
+	if err := decode("read_object", raw, &args); err != nil {
+		return tools.Outcome{}, err
+	}
+	var meta objects.Meta
+	var err error
+	switch {
+	case args.OID != "" && (args.Namespace != "" || args.Name != ""):
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: give either oid, or namespace and name, not both")
+	case args.OID != "":
+		meta, err = tools.StatAuthorized(sys, capabilities.Read, args.OID)
+	case args.Namespace != "" && args.Name != "":
+		meta, err = lookupAuthorized(sys, capabilities.Read, args.Namespace, args.Name)
+	default:
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: required unless namespace and name are both given")
+	}
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	_, payload, err := sys.ReadObject(meta.OID)
+	out := metaResult(meta)
+	switch {
+	case errors.Is(err, objects.ErrPayloadLost):
+		return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "object %s version %d: %v", meta.OID, meta.Version, err)
+	case err != nil:
+		return tools.Outcome{}, err
+	case json.Valid(payload):
+		out["payload"] = json.RawMessage(payload)
+	default:
+		out["payload_text"] = string(payload)
+	}
+	return tools.Outcome{Result: out}, nil
 }
 
 func writeObject() *tools.Tool {
@@ -197,32 +211,36 @@ func writeObject() *tools.Tool {
 			"labels":           labelsSchema,
 		}, "oid", "expected_version", "payload"),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args struct {
-				OID             string          `json:"oid"`
-				ExpectedVersion uint64          `json:"expected_version"`
-				Payload         json.RawMessage `json:"payload"`
-				Labels          json.RawMessage `json:"labels"`
-			}
-			if err := decode("write_object", raw, &args); err != nil {
-				return tools.Outcome{}, err
-			}
-			labels, err := decodeLabels(args.Labels)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			if err := checkPayload(args.Payload); err != nil {
-				return tools.Outcome{}, err
-			}
-			if _, err := tools.StatAuthorized(sys, capabilities.Write, args.OID); err != nil {
-				return tools.Outcome{}, err
-			}
-			m, err := sys.WriteObject(args.OID, args.ExpectedVersion, objects.WriteSpec{Payload: args.Payload, Labels: labels})
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			return tools.Outcome{Result: metaResult(m)}, nil
+			return writeObj(sys, raw)
 		},
 	}
+}
+
+func writeObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
+	var args struct {
+		OID             string          `json:"oid"`
+		ExpectedVersion uint64          `json:"expected_version"`
+		Payload         json.RawMessage `json:"payload"`
+		Labels          json.RawMessage `json:"labels"`
+	}
+	if err := decode("write_object", raw, &args); err != nil {
+		return tools.Outcome{}, err
+	}
+	labels, err := decodeLabels(args.Labels)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if err := checkPayload(args.Payload); err != nil {
+		return tools.Outcome{}, err
+	}
+	if _, err := tools.StatAuthorized(sys, capabilities.Write, args.OID); err != nil {
+		return tools.Outcome{}, err
+	}
+	m, err := sys.WriteObject(args.OID, args.ExpectedVersion, objects.WriteSpec{Payload: args.Payload, Labels: labels})
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{Result: metaResult(m)}, nil
 }
 
 func listObjects() *tools.Tool {
@@ -233,25 +251,29 @@ func listObjects() *tools.Tool {
 			"namespace": {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(256)},
 		}),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args struct{ Namespace string }
-			if err := decode("list_objects", raw, &args); err != nil {
-				return tools.Outcome{}, err
-			}
-			if args.Namespace == "" {
-				args.Namespace = sys.Self().Namespace
-			}
-			if err := sys.Authorize(capabilities.Read, "object_namespace:"+args.Namespace); err != nil {
-				return tools.Outcome{}, err
-			}
-			metas, err := sys.ListObjects(args.Namespace)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			list := make([]map[string]any, 0, len(metas))
-			for _, m := range metas {
-				list = append(list, metaResult(m))
-			}
-			return tools.Outcome{Result: map[string]any{"namespace": args.Namespace, "objects": list}}, nil
+			return listObj(sys, raw)
 		},
 	}
+}
+
+func listObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
+	var args struct{ Namespace string }
+	if err := decode("list_objects", raw, &args); err != nil {
+		return tools.Outcome{}, err
+	}
+	if args.Namespace == "" {
+		args.Namespace = sys.Self().Namespace
+	}
+	if err := sys.Authorize(capabilities.Read, "object_namespace:"+args.Namespace); err != nil {
+		return tools.Outcome{}, err
+	}
+	metas, err := sys.ListObjects(args.Namespace)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	list := make([]map[string]any, 0, len(metas))
+	for _, m := range metas {
+		list = append(list, metaResult(m))
+	}
+	return tools.Outcome{Result: map[string]any{"namespace": args.Namespace, "objects": list}}, nil
 }

@@ -44,7 +44,7 @@ func TestMissingAndForbiddenObjectsAnswerAlike(t *testing.T) {
 			t.Fatalf("%s answers differ:\n existing: %s\n missing:  %s", p.tool, e1.Message, e2.Message)
 		}
 	}
-	if v := sys.Objects[secret.OID].Version; v != 1 {
+	if v := sys.Metas[secret.OID].Version; v != 1 {
 		t.Fatalf("a denied write changed the Object: version %d", v)
 	}
 }
@@ -86,5 +86,33 @@ func TestWriteIsCompareAndSwap(t *testing.T) {
 	}
 	if _, e := call(t, sys, "create_object", `{"namespace":"proc-1","name":"n","payload":1}`); e == nil || e.Code != tools.CodeDenied {
 		t.Fatalf("create in a foreign namespace: %v", e)
+	}
+}
+
+// list_objects lists a namespace the caller may read, by name; a read of a
+// payload a reopen lost is reported as lost, never as empty.
+func TestListAndLostPayload(t *testing.T) {
+	sys := toolstest.New(2, grant("object_namespace:proc-2", capabilities.Read))
+	b := sys.Put("proc-2", "b", []byte(`2`))
+	sys.Put("proc-2", "a", []byte(`1`))
+	out, e := call(t, sys, "list_objects", `{}`)
+	if e != nil || out["namespace"] != "proc-2" {
+		t.Fatalf("list: %v %v", out, e)
+	}
+	list := out["objects"].([]map[string]any)
+	if len(list) != 2 || list[0]["name"] != "a" || list[1]["name"] != "b" {
+		t.Fatalf("listed %v", list)
+	}
+	if _, e := call(t, sys, "list_objects", `{"namespace":"proc-1"}`); e == nil || e.Code != tools.CodeDenied || !strings.Contains(e.Message, "object_namespace:proc-1") {
+		t.Fatalf("list a foreign namespace: %v", e)
+	}
+	sys.Lost[b.OID] = true
+	if _, e := call(t, sys, "read_object", `{"oid":"`+b.OID+`"}`); e == nil || e.Code != tools.CodeNotFound || !strings.Contains(e.Message, "version 1") {
+		t.Fatalf("lost payload: %v", e)
+	}
+	for _, bad := range []string{`{}`, `{"oid":"` + b.OID + `","name":"b"}`} {
+		if _, e := call(t, sys, "read_object", bad); e == nil || e.Code != tools.CodeInvalidArguments {
+			t.Fatalf("read_object %s: %v", bad, e)
+		}
 	}
 }

@@ -54,40 +54,51 @@ func spawnChild() *tools.Tool {
 			"budget": budgetSchema,
 		}, "image", "goal"),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args struct {
-				Image        string               `json:"image"`
-				Goal         string               `json:"goal"`
-				Capabilities []capabilities.Grant `json:"capabilities"`
-				Budget       capabilities.Budget  `json:"budget"`
-			}
-			if err := json.Unmarshal(raw, &args); err != nil {
-				return tools.Outcome{}, fmt.Errorf("spawn_child_process: decode arguments: %w", err)
-			}
-			img, err := sys.ImageOf(args.Image)
-			if err != nil {
-				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "image: %v", err)
-			}
-			for i := range args.Capabilities {
-				args.Capabilities[i].ID = fmt.Sprintf("c%d", i+1)
-				if err := capabilities.ValidateGrant(args.Capabilities[i]); err != nil {
-					return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "capabilities[%d]: %v", i, err)
-				}
-			}
-			if err := sys.Authorize(capabilities.Write, ResourceSpawn); err != nil {
-				return tools.Outcome{}, err
-			}
-			if img.Ref != sys.Self().Image {
-				if err := sys.Authorize(capabilities.Read, "image:"+img.Ref); err != nil {
-					return tools.Outcome{}, err
-				}
-			}
-			child, err := sys.SpawnChild(tools.ChildSpec{Image: img.Ref, Goal: args.Goal, Grants: args.Capabilities, Budget: args.Budget})
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			return tools.Outcome{Result: map[string]any{"pid": child.PID, "goal_oid": child.GoalOID, "image": child.Image}}, nil
+			return spawn(sys, raw)
 		},
 	}
+}
+
+// spawner is what spawn_child_process uses: the caller's authority and image,
+// and the tree the child joins.
+type spawner interface {
+	tools.Caller
+	tools.ProcessTree
+}
+
+func spawn(sys spawner, raw json.RawMessage) (tools.Outcome, error) {
+	var args struct {
+		Image        string               `json:"image"`
+		Goal         string               `json:"goal"`
+		Capabilities []capabilities.Grant `json:"capabilities"`
+		Budget       capabilities.Budget  `json:"budget"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return tools.Outcome{}, fmt.Errorf("spawn_child_process: decode arguments: %w", err)
+	}
+	img, err := sys.ImageOf(args.Image)
+	if err != nil {
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "image: %v", err)
+	}
+	for i := range args.Capabilities {
+		args.Capabilities[i].ID = fmt.Sprintf("c%d", i+1)
+		if err := capabilities.ValidateGrant(args.Capabilities[i]); err != nil {
+			return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "capabilities[%d]: %v", i, err)
+		}
+	}
+	if err := sys.Authorize(capabilities.Write, ResourceSpawn); err != nil {
+		return tools.Outcome{}, err
+	}
+	if img.Ref != sys.Self().Image {
+		if err := sys.Authorize(capabilities.Read, "image:"+img.Ref); err != nil {
+			return tools.Outcome{}, err
+		}
+	}
+	child, err := sys.SpawnChild(tools.ChildSpec{Image: img.Ref, Goal: args.Goal, Grants: args.Capabilities, Budget: args.Budget})
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{Result: map[string]any{"pid": child.PID, "goal_oid": child.GoalOID, "image": child.Image}}, nil
 }
 
 type waitArgs struct {
@@ -106,41 +117,55 @@ func waitChild() *tools.Tool {
 		}, "child_pid"),
 		EndsBatch: true,
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args waitArgs
-			if err := json.Unmarshal(raw, &args); err != nil {
-				return tools.Outcome{}, fmt.Errorf("wait_child_process: decode arguments: %w", err)
-			}
-			child, err := sys.Child(args.ChildPID)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			if child.Status.Terminal() {
-				return tools.Outcome{Result: readyResult(sys, child)}, nil
-			}
-			if !args.Block {
-				return tools.Outcome{Result: map[string]any{"ready": false, "child_pid": child.PID, "status": string(child.Status)}}, nil
-			}
-			return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: child.PID}, Data: raw}}, nil
+			return startWait(sys, raw)
 		},
 		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
-			var args waitArgs
-			if err := json.Unmarshal(p.Data, &args); err != nil {
-				return tools.Outcome{}, fmt.Errorf("wait_child_process: decode pending action %s: %w", p.ID, err)
-			}
-			child, err := sys.Child(args.ChildPID)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			if !child.Status.Terminal() {
-				return tools.Outcome{Result: map[string]any{"ready": false, "child_pid": child.PID, "status": string(child.Status)}}, nil
-			}
-			return tools.Outcome{Result: readyResult(sys, child)}, nil
+			return endWait(sys, p)
 		},
 	}
 }
 
+// waiter is what wait_child_process uses: the child, and its result Object.
+type waiter interface {
+	tools.ProcessTree
+	tools.ObjectStore
+}
+
+func startWait(sys waiter, raw json.RawMessage) (tools.Outcome, error) {
+	var args waitArgs
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return tools.Outcome{}, fmt.Errorf("wait_child_process: decode arguments: %w", err)
+	}
+	child, err := sys.Child(args.ChildPID)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if child.Status.Terminal() {
+		return tools.Outcome{Result: readyResult(sys, child)}, nil
+	}
+	if !args.Block {
+		return tools.Outcome{Result: map[string]any{"ready": false, "child_pid": child.PID, "status": string(child.Status)}}, nil
+	}
+	return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: child.PID}, Data: raw}}, nil
+}
+
+func endWait(sys waiter, p tools.Pending) (tools.Outcome, error) {
+	var args waitArgs
+	if err := json.Unmarshal(p.Data, &args); err != nil {
+		return tools.Outcome{}, fmt.Errorf("wait_child_process: decode pending action %s: %w", p.ID, err)
+	}
+	child, err := sys.Child(args.ChildPID)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	if !child.Status.Terminal() {
+		return tools.Outcome{Result: map[string]any{"ready": false, "child_pid": child.PID, "status": string(child.Status)}}, nil
+	}
+	return tools.Outcome{Result: readyResult(sys, child)}, nil
+}
+
 // readyResult describes an ended child, inlining a small readable result.
-func readyResult(sys tools.Syscalls, child tools.ChildStatus) map[string]any {
+func readyResult(sys tools.ObjectStore, child tools.ChildStatus) map[string]any {
 	out := map[string]any{"ready": true, "child_pid": child.PID, "status": string(child.Status), "result_oid": nil}
 	if child.Reason != "" {
 		out["reason"] = child.Reason
@@ -170,18 +195,22 @@ func signalChild() *tools.Tool {
 			"signal":    {Type: "string", Enum: []any{"kill", "pause", "resume"}},
 		}, "child_pid", "signal"),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args struct {
-				ChildPID int64  `json:"child_pid"`
-				Signal   string `json:"signal"`
-			}
-			if err := json.Unmarshal(raw, &args); err != nil {
-				return tools.Outcome{}, fmt.Errorf("signal_child_process: decode arguments: %w", err)
-			}
-			child, err := sys.SignalChild(args.ChildPID, args.Signal)
-			if err != nil {
-				return tools.Outcome{}, err
-			}
-			return tools.Outcome{Result: map[string]any{"child_pid": child.PID, "signal": args.Signal, "status": string(child.Status)}}, nil
+			return signal(sys, raw)
 		},
 	}
+}
+
+func signal(sys tools.ProcessTree, raw json.RawMessage) (tools.Outcome, error) {
+	var args struct {
+		ChildPID int64  `json:"child_pid"`
+		Signal   string `json:"signal"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return tools.Outcome{}, fmt.Errorf("signal_child_process: decode arguments: %w", err)
+	}
+	child, err := sys.SignalChild(args.ChildPID, args.Signal)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{Result: map[string]any{"child_pid": child.PID, "signal": args.Signal, "status": string(child.Status)}}, nil
 }

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,50 +12,10 @@ import (
 	"github.com/libos/libos/tools/toolstest"
 )
 
-// treeSys is the fake with a process tree: children it spawned, and their
-// states.
-type treeSys struct {
-	*toolstest.Syscalls
-	children map[int64]*tools.ChildStatus
-	spawned  []tools.ChildSpec
-	signals  []string
-}
-
-func newTree(grants ...capabilities.Grant) *treeSys {
-	s := &treeSys{Syscalls: toolstest.New(1, grants...), children: map[int64]*tools.ChildStatus{}}
+func newTree(grants ...capabilities.Grant) *toolstest.Syscalls {
+	s := toolstest.New(1, grants...)
 	s.Proc.Image = "base:v0"
 	return s
-}
-
-func (s *treeSys) ImageOf(ref string) (tools.ImageInfo, error) {
-	if ref != "base:v0" && ref != "coding:v0" {
-		return tools.ImageInfo{}, tools.Errorf(tools.CodeInvalidArguments, "unknown image %q", ref)
-	}
-	return tools.ImageInfo{Ref: ref, Gated: ref == "coding:v0"}, nil
-}
-
-func (s *treeSys) SpawnChild(spec tools.ChildSpec) (tools.ChildStatus, error) {
-	s.spawned = append(s.spawned, spec)
-	c := &tools.ChildStatus{PID: int64(len(s.spawned) + 1), Image: spec.Image, GoalOID: "goal", Status: process.Runnable}
-	s.children[c.PID] = c
-	return *c, nil
-}
-
-func (s *treeSys) Child(pid int64) (tools.ChildStatus, error) {
-	c, ok := s.children[pid]
-	if !ok {
-		return tools.ChildStatus{}, tools.Errorf(tools.CodeDenied, "pid %d is not your child", pid)
-	}
-	return *c, nil
-}
-
-func (s *treeSys) SignalChild(pid int64, sig string) (tools.ChildStatus, error) {
-	c, err := s.Child(pid)
-	if err != nil {
-		return c, err
-	}
-	s.signals = append(s.signals, sig)
-	return c, nil
 }
 
 func spawnRight() capabilities.Grant {
@@ -75,7 +36,7 @@ func TestSpawnNeedsAuthorityAndValidGrants(t *testing.T) {
 	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", bad); e == nil || e.Code != tools.CodeInvalidArguments || !strings.Contains(e.Message, "capabilities[0]") {
 		t.Fatalf("a one-shot ask grant: %v", e)
 	}
-	if len(sys.spawned) != 0 {
+	if len(sys.Spawned) != 0 {
 		t.Fatal("a refused spawn reached the kernel")
 	}
 	ok := `{"image":"base:v0","goal":"g","capabilities":[{"resource":"clock:now","rights":["read"],"effect":"ask","delegable":false,"expires_at":"2026-01-01T01:00:00Z"}],"budget":{"tool_calls":5}}`
@@ -83,9 +44,9 @@ func TestSpawnNeedsAuthorityAndValidGrants(t *testing.T) {
 	if e != nil || out.Result["pid"] != int64(2) {
 		t.Fatalf("spawn: %v %v", out.Result, e)
 	}
-	g := sys.spawned[0].Grants[0]
-	if g.Effect != capabilities.Ask || g.CanDelegate() || g.ExpiresAt == nil || sys.spawned[0].Budget.ToolCalls != 5 {
-		t.Fatalf("handed down %+v, budget %+v", g, sys.spawned[0].Budget)
+	g := sys.Spawned[0].Grants[0]
+	if g.Effect != capabilities.Ask || g.CanDelegate() || g.ExpiresAt == nil || sys.Spawned[0].Budget.ToolCalls != 5 {
+		t.Fatalf("handed down %+v, budget %+v", g, sys.Spawned[0].Budget)
 	}
 }
 
@@ -102,7 +63,7 @@ func TestWaitBlocksUntilTheChildEnds(t *testing.T) {
 	}
 	// The child ends with a small result: the resumed wait inlines it.
 	res := sys.Put("proc-2", "result", []byte(`{"answer":42}`))
-	sys.children[2].Status, sys.children[2].ResultOID = process.Exited, res.OID
+	sys.Children[2].Status, sys.Children[2].ResultOID = process.Exited, res.OID
 	var waitTool *tools.Tool
 	for _, tl := range Tools(tools.Config{}) {
 		if tl.Name == "wait_child_process" {
@@ -124,7 +85,49 @@ func TestSignalArguments(t *testing.T) {
 	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "signal_child_process", `{"child_pid":2,"signal":"stop"}`); e == nil || e.Code != tools.CodeInvalidArguments {
 		t.Fatalf("unknown signal: %v", e)
 	}
-	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "signal_child_process", `{"child_pid":2,"signal":"pause"}`); e != nil || len(sys.signals) != 1 {
+	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "signal_child_process", `{"child_pid":2,"signal":"pause"}`); e != nil || len(sys.Signals) != 1 {
 		t.Fatalf("pause: %v", e)
+	}
+}
+
+// A signal reaches only a direct child and answers with its new status; a
+// kill of an ended child leaves it as it ended.
+func TestSignalStates(t *testing.T) {
+	sys := newTree(spawnRight())
+	toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", `{"image":"base:v0","goal":"g"}`)
+	for _, c := range []struct{ signal, status string }{{"pause", "paused"}, {"resume", "runnable"}, {"kill", "killed"}, {"resume", "killed"}} {
+		out, e := toolstest.Call(Tools(tools.Config{}), sys, "signal_child_process", `{"child_pid":2,"signal":"`+c.signal+`"}`)
+		if e != nil || out.Result["status"] != c.status {
+			t.Fatalf("%s: %v %v", c.signal, out.Result, e)
+		}
+	}
+	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "signal_child_process", `{"child_pid":9,"signal":"kill"}`); e == nil || e.Code != tools.CodeDenied {
+		t.Fatalf("signal to a stranger: %v", e)
+	}
+	// An ended child's large or non-JSON result is not inlined.
+	res := sys.Put("proc-2", "result", []byte(strings.Repeat("x", MaxInlineResultBytes+1)))
+	sys.Children[2].ResultOID = res.OID
+	out, e := toolstest.Call(Tools(tools.Config{}), sys, "wait_child_process", `{"child_pid":2}`)
+	if e != nil || out.Block != nil || out.Result["ready"] != true || out.Result["result"] != nil || out.Result["result_bytes"] != MaxInlineResultBytes+1 {
+		t.Fatalf("wait on a killed child with a large result: %+v %v", out, e)
+	}
+}
+
+// Spawning one's own image needs no image right; the kernel's refusal (a
+// widening, an exhausted budget) is the tool's answer.
+func TestSpawnOwnImageAndKernelRefusal(t *testing.T) {
+	sys := newTree(spawnRight())
+	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", `{"image":"base:v0","goal":"g"}`); e != nil {
+		t.Fatal(e)
+	}
+	if !slices.Equal(sys.Checked, []string{"write process:spawn"}) {
+		t.Fatalf("checked %v", sys.Checked)
+	}
+	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", `{"image":"nope:v0","goal":"g"}`); e == nil || e.Code != tools.CodeInvalidArguments {
+		t.Fatalf("unknown image: %v", e)
+	}
+	sys.SpawnErr = capabilities.ErrWidening
+	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", `{"image":"base:v0","goal":"g"}`); e == nil || e.Code != tools.CodeDenied {
+		t.Fatalf("a widening spawn: %v", e)
 	}
 }

@@ -49,16 +49,22 @@ func compactContext() *tools.Tool {
 		}),
 		EndsBatch: true,
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var req tools.CompactionRequest
-			if err := json.Unmarshal(raw, &req); err != nil {
-				return tools.Outcome{}, fmt.Errorf("compact_process_context: decode arguments: %w", err)
-			}
-			return sys.StartCompaction(req)
+			return startCompaction(sys, raw)
 		},
 		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
 			return sys.ResumeCompaction(p)
 		},
 	}
+}
+
+// startCompaction hands the request to the kernel, which checks the
+// authority of every stage itself.
+func startCompaction(sys tools.Compactor, raw json.RawMessage) (tools.Outcome, error) {
+	var req tools.CompactionRequest
+	if err := json.Unmarshal(raw, &req); err != nil {
+		return tools.Outcome{}, fmt.Errorf("compact_process_context: decode arguments: %w", err)
+	}
+	return sys.StartCompaction(req)
 }
 
 func getCurrentTime() *tools.Tool {
@@ -70,27 +76,31 @@ func getCurrentTime() *tools.Tool {
 				Description: "IANA time zone name such as UTC or Asia/Shanghai."},
 		}),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args struct {
-				Timezone string `json:"timezone"`
-			}
-			if err := json.Unmarshal(raw, &args); err != nil {
-				return tools.Outcome{}, fmt.Errorf("get_current_time: decode arguments: %w", err)
-			}
-			loc, err := LoadIANA(args.Timezone)
-			if err != nil {
-				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "timezone: %v", err)
-			}
-			if err := sys.Authorize(capabilities.Read, ResourceClockNow); err != nil {
-				return tools.Outcome{}, err
-			}
-			now := sys.Now().In(loc)
-			return tools.Outcome{Result: map[string]any{
-				"iso8601":      now.Format(time.RFC3339Nano),
-				"unix_seconds": now.Unix(),
-				"timezone":     args.Timezone,
-			}}, nil
+			return currentTime(sys, raw)
 		},
 	}
+}
+
+func currentTime(sys tools.Caller, raw json.RawMessage) (tools.Outcome, error) {
+	var args struct {
+		Timezone string `json:"timezone"`
+	}
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return tools.Outcome{}, fmt.Errorf("get_current_time: decode arguments: %w", err)
+	}
+	loc, err := LoadIANA(args.Timezone)
+	if err != nil {
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "timezone: %v", err)
+	}
+	if err := sys.Authorize(capabilities.Read, ResourceClockNow); err != nil {
+		return tools.Outcome{}, err
+	}
+	now := sys.Now().In(loc)
+	return tools.Outcome{Result: map[string]any{
+		"iso8601":      now.Format(time.RFC3339Nano),
+		"unix_seconds": now.Unix(),
+		"timezone":     args.Timezone,
+	}}, nil
 }
 
 // LoadIANA resolves an IANA zone name, refusing the names Go accepts that are
@@ -125,43 +135,51 @@ func sleep(cfg tools.Config) *tools.Tool {
 		}, "seconds"),
 		EndsBatch: true,
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
-			var args sleepData
-			if err := json.Unmarshal(raw, &struct {
-				Seconds *float64 `json:"seconds"`
-			}{&args.RequestedSeconds}); err != nil {
-				return tools.Outcome{}, fmt.Errorf("sleep: decode arguments: %w", err)
-			}
-			if err := sys.Authorize(capabilities.Read, ResourceClockSleep); err != nil {
-				return tools.Outcome{}, err
-			}
-			d := time.Duration(args.RequestedSeconds * float64(time.Second))
-			data, _ := json.Marshal(args)
-			return tools.Outcome{Block: &tools.Block{
-				Wait: process.Wait{Kind: process.WaitTimer, Until: sys.Now().Add(d)},
-				Data: data,
-			}}, nil
+			return startSleep(sys, raw)
 		},
 		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
-			var d sleepData
-			if err := json.Unmarshal(p.Data, &d); err != nil {
-				return tools.Outcome{}, fmt.Errorf("sleep: decode pending action %s: %w", p.ID, err)
-			}
-			now := sys.Now()
-			if p.Recovered {
-				return tools.Outcome{Result: map[string]any{
-					"requested_seconds": d.RequestedSeconds,
-					"settlement":        "unknown",
-					"note":              "the runtime restarted during this delay; it may or may not have fully elapsed. Re-read the time and state; do not blindly sleep again.",
-					"now_iso8601":       now.UTC().Format(time.RFC3339Nano),
-				}}, nil
-			}
-			elapsed := now.Sub(p.StartedAt).Seconds()
-			return tools.Outcome{Result: map[string]any{
-				"requested_seconds": d.RequestedSeconds,
-				"elapsed_seconds":   math.Round(elapsed*1e6) / 1e6,
-			}}, nil
+			return endSleep(sys, p)
 		},
 	}
+}
+
+func startSleep(sys tools.Caller, raw json.RawMessage) (tools.Outcome, error) {
+	var args sleepData
+	if err := json.Unmarshal(raw, &struct {
+		Seconds *float64 `json:"seconds"`
+	}{&args.RequestedSeconds}); err != nil {
+		return tools.Outcome{}, fmt.Errorf("sleep: decode arguments: %w", err)
+	}
+	if err := sys.Authorize(capabilities.Read, ResourceClockSleep); err != nil {
+		return tools.Outcome{}, err
+	}
+	d := time.Duration(args.RequestedSeconds * float64(time.Second))
+	data, _ := json.Marshal(args)
+	return tools.Outcome{Block: &tools.Block{
+		Wait: process.Wait{Kind: process.WaitTimer, Until: sys.Now().Add(d)},
+		Data: data,
+	}}, nil
+}
+
+func endSleep(sys tools.Caller, p tools.Pending) (tools.Outcome, error) {
+	var d sleepData
+	if err := json.Unmarshal(p.Data, &d); err != nil {
+		return tools.Outcome{}, fmt.Errorf("sleep: decode pending action %s: %w", p.ID, err)
+	}
+	now := sys.Now()
+	if p.Recovered {
+		return tools.Outcome{Result: map[string]any{
+			"requested_seconds": d.RequestedSeconds,
+			"settlement":        "unknown",
+			"note":              "the runtime restarted during this delay; it may or may not have fully elapsed. Re-read the time and state; do not blindly sleep again.",
+			"now_iso8601":       now.UTC().Format(time.RFC3339Nano),
+		}}, nil
+	}
+	elapsed := now.Sub(p.StartedAt).Seconds()
+	return tools.Outcome{Result: map[string]any{
+		"requested_seconds": d.RequestedSeconds,
+		"elapsed_seconds":   math.Round(elapsed*1e6) / 1e6,
+	}}, nil
 }
 
 func processExit() *tools.Tool {
@@ -180,8 +198,18 @@ func processExit() *tools.Tool {
 		}),
 		EndsBatch: true,
 		Uncharged: true,
-		Invoke:    invokeExit,
+		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+			return exit(sys, raw)
+		},
 	}
+}
+
+// exitSys is what process_exit uses: the result Object it names or creates,
+// and the completion review of a gated image.
+type exitSys interface {
+	tools.Caller
+	tools.ObjectStore
+	tools.Reviewer
 }
 
 type exitArgs struct {
@@ -192,7 +220,7 @@ type exitArgs struct {
 	CompletionEvidence json.RawMessage `json:"completion_evidence"`
 }
 
-func invokeExit(ctx context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+func exit(sys exitSys, raw json.RawMessage) (tools.Outcome, error) {
 	var args exitArgs
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return tools.Outcome{}, fmt.Errorf("process_exit: decode arguments: %w", err)

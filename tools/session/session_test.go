@@ -1,10 +1,13 @@
 package session
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/toolstest"
 )
@@ -61,5 +64,98 @@ func TestGetCurrentTimeAndSleepArguments(t *testing.T) {
 	sys.Grants = append(sys.Grants, capabilities.Grant{Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}})
 	if out, e := invoke(t, sys, "sleep", `{"seconds":5}`); e != nil || out.Block == nil || !out.Block.Wait.Until.Equal(sys.Clock.Add(5e9)) {
 		t.Fatalf("sleep: %+v %v", out, e)
+	}
+}
+
+// A sleep resumes with the time that passed, or, after a reopen, with an
+// unknown settlement rather than a claimed elapsed time.
+func TestSleepResumes(t *testing.T) {
+	sys := toolstest.New(2, capabilities.Grant{Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}})
+	family := Tools(tools.Config{MaxSleepSeconds: 60})
+	out, e := invoke(t, sys, "sleep", `{"seconds":1.5}`)
+	if e != nil || out.Block == nil {
+		t.Fatalf("sleep: %+v %v", out, e)
+	}
+	p := tools.Pending{ID: "p1", Data: out.Block.Data, StartedAt: sys.Clock}
+	sys.Clock = sys.Clock.Add(1600 * time.Millisecond)
+	res, e := toolstest.Resume(family, sys, "sleep", p)
+	if e != nil || res.Result["requested_seconds"] != 1.5 || res.Result["elapsed_seconds"] != 1.6 {
+		t.Fatalf("resumed sleep: %v %v", res.Result, e)
+	}
+	p.Recovered = true
+	res, e = toolstest.Resume(family, sys, "sleep", p)
+	if e != nil || res.Result["settlement"] != "unknown" || res.Result["elapsed_seconds"] != nil {
+		t.Fatalf("recovered sleep: %v %v", res.Result, e)
+	}
+	if !slices.Equal(sys.Checked, []string{"read clock:sleep"}) {
+		t.Fatalf("checked %v", sys.Checked)
+	}
+}
+
+// compact_process_context hands its validated arguments, defaults applied,
+// to the kernel's compactor, and its resume to the compactor too.
+func TestCompactionGoesToTheCompactor(t *testing.T) {
+	sys := toolstest.New(2)
+	family := Tools(tools.Config{MaxSleepSeconds: 60})
+	out, e := invoke(t, sys, "compact_process_context", `{"target_tokens":1000}`)
+	want := tools.CompactionRequest{TargetTokens: 1000, PreserveRecentEntries: 8, MaxChunks: 8}
+	if e != nil || out.Result["reason"] != "context_under_target" || len(sys.Started) != 1 || sys.Started[0] != want {
+		t.Fatalf("start: %v %v %+v", out.Result, e, sys.Started)
+	}
+	if _, e := toolstest.Resume(family, sys, "compact_process_context", tools.Pending{ID: "p"}); e != nil || len(sys.Resumed) != 1 {
+		t.Fatalf("resume: %v %+v", e, sys.Resumed)
+	}
+	if len(sys.Checked) != 0 {
+		t.Fatalf("the tool checked authority itself (%v); the kernel checks each stage", sys.Checked)
+	}
+}
+
+// A one-phase exit stores a payload or a message as the caller's result,
+// payload first; review arguments are refused on such an image.
+func TestExitResultPrecedence(t *testing.T) {
+	sys := toolstest.New(2)
+	out, e := invoke(t, sys, "process_exit", `{"payload":{"done":true},"message":"ignored"}`)
+	if e != nil || out.Exit == nil || out.Result["status"] != "exited" {
+		t.Fatalf("exit with a payload: %+v %v", out, e)
+	}
+	if got := string(sys.Payloads[out.Exit.ResultOID]); got != `{"done":true}` || sys.Metas[out.Exit.ResultOID].Namespace != "proc-2" {
+		t.Fatalf("result %s in %+v", got, sys.Metas[out.Exit.ResultOID])
+	}
+	out, e = invoke(t, sys, "process_exit", `{"message":"bye"}`)
+	if e != nil || string(sys.Payloads[out.Exit.ResultOID]) != `{"message":"bye"}` {
+		t.Fatalf("exit with a message: %+v %v", out, e)
+	}
+	out, e = invoke(t, sys, "process_exit", `{}`)
+	if e != nil || out.Exit == nil || out.Result["result_oid"] != nil {
+		t.Fatalf("bare exit: %+v %v", out, e)
+	}
+	if _, e := invoke(t, sys, "process_exit", `{"review_token":"t"}`); e == nil || e.Code != tools.CodeInvalidArguments {
+		t.Fatalf("a review token on a one-phase image: %v", e)
+	}
+	if sys.Reviewer.Calls != 0 {
+		t.Fatal("a one-phase image ran the completion review")
+	}
+}
+
+// A gated image's exit is a review first: a bare call returns the review,
+// a stale token is refused with a fresh review, and nothing exits.
+func TestGatedExitRunsTheReview(t *testing.T) {
+	sys := toolstest.New(2)
+	sys.Proc.Gated = true
+	sys.Reviewer.Input = process.ReviewInput{GoalOID: "00000000-0000-4000-8000-000000000001", GoalVersion: 1, GoalNamespace: "proc-2", GoalName: "goal"}
+	out, e := invoke(t, sys, "process_exit", `{"message":"done"}`)
+	if e != nil || out.Exit != nil || out.Result["status"] != "completion_review_required" {
+		t.Fatalf("bare gated exit: %+v %v", out, e)
+	}
+	review := out.Result["completion_review"].(process.Review)
+	if review.ReviewToken == "" {
+		t.Fatal("the review carries no token")
+	}
+	out, e = invoke(t, sys, "process_exit", `{"message":"done","review_token":"stale","completion_evidence":{}}`)
+	if e != nil || out.Exit != nil || out.Result["status"] != "completion_review_required" || sys.Reviewer.Calls != 2 {
+		t.Fatalf("stale token: %+v %v", out, e)
+	}
+	if len(sys.Metas) != 0 {
+		t.Fatal("a refused exit stored a result")
 	}
 }
