@@ -11,6 +11,7 @@ import (
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/quantum"
 	"github.com/libos/libos/tools"
 )
 
@@ -185,6 +186,6 @@ func (k *Runtime) resumeApproval(ctx context.Context, tx *txn, r *procRecord, p 
 		return nil, err
 	}
 	r.ApprovedCall = call.ID
-	r.Dispatch = &dispatchState{Turn: r.Turn - 1, Calls: []llm.ToolCall{call}, EffectCall: -1}
-	return k.dispatch(ctx, tx, r, c, im)
+	b := quantum.NewBatch(r.Turn-1, []quantum.Call{quantum.Call(call)}, false)
+	return k.dispatch(ctx, tx, r, c, im, b, quantum.Input{Kind: quantum.Continue})
 }

@@ -484,7 +484,7 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 	r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
 	r.NotifiedSeq = max(old.NotifiedSeq, now.NotifiedSeq)
 	r.WallMark = now.WallMark // wall time already charged stays charged once
-	if id := r.Dispatch.effectCallID(); id != "" {
+	if id := r.Dispatch.EffectCallID(); id != "" {
 		started[id] = true
 	}
 	r.Dispatch = nil
@@ -768,7 +768,7 @@ func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpoint
 		}
 	}
 	if waited || old.State == process.Running {
-		if err := k.answerUnanswered(tx, &r, map[string]bool{old.Dispatch.effectCallID(): true}, "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
+		if err := k.answerUnanswered(tx, &r, map[string]bool{old.Dispatch.EffectCallID(): true}, "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
 			return err
 		}
 	}

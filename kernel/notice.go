@@ -6,22 +6,23 @@ import (
 
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/mailbox"
+	"github.com/libos/libos/quantum"
 )
 
 // maxNoticeBody bounds an interrupt body quoted in a notice; the full message
 // stays readable through read_process_messages.
 const maxNoticeBody = 2000
 
-// newMessages returns the unread messages of r the process has not been
+// newNotices returns the unread messages of r the process has not been
 // told of, and advances its notified watermark.
-func newMessages(tx *txn, r *procRecord) ([]mailbox.Message, error) {
+func newNotices(tx *txn, r *procRecord) ([]quantum.Notice, error) {
 	last, err := mailbox.LastSeq(tx.Txn, r.PID)
 	if err != nil || last <= r.NotifiedSeq {
 		return nil, err
 	}
-	var out []mailbox.Message
+	var out []quantum.Notice
 	err = mailbox.UnreadAfter(tx.Txn, r.PID, r.NotifiedSeq, func(m *mailbox.Message) error {
-		out = append(out, *m)
+		out = append(out, quantum.Notice{ID: m.ID, Seq: m.Seq, Sender: m.Sender, Kind: m.Kind, Channel: m.Channel, Subject: m.Subject, Body: m.Body})
 		return nil
 	})
 	r.NotifiedSeq = last
@@ -30,7 +31,7 @@ func newMessages(tx *txn, r *procRecord) ([]mailbox.Message, error) {
 
 // messageNotice renders new messages for the model: interrupts are delivered
 // with their content, normal messages are announced.
-func messageNotice(msgs []mailbox.Message) (Entry, bool) {
+func messageNotice(msgs []quantum.Notice) (Entry, bool) {
 	var b strings.Builder
 	interrupt := false
 	b.WriteString("(runtime notice) New messages in your mailbox:")
@@ -39,7 +40,7 @@ func messageNotice(msgs []mailbox.Message) (Entry, bool) {
 		if m.Subject != "" {
 			fmt.Fprintf(&b, ", subject %q", m.Subject)
 		}
-		if m.Kind == mailbox.KindInterrupt {
+		if m.Interrupt() {
 			interrupt = true
 			fmt.Fprintf(&b, ": %s", summarize(m.Body, maxNoticeBody))
 		}

@@ -9,15 +9,14 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/internal/failpoint"
 	"github.com/libos/libos/llm"
-	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/quantum"
 	"github.com/libos/libos/tools"
 )
 
@@ -55,15 +54,98 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 	})
 }
 
-// A quantum runs in phases, each its own commit, as a task's run states in a
-// kernel: the start (resume a pending action, or prepare and reserve the
-// provider call), the provider call with no lock held, the result (settle
-// the call and dispatch its tool calls), and the outside effects, one commit
-// after each.
+// A quantum runs in phases, as a task's run states in a kernel: each phase
+// is a type whose run does its part (a commit, or the provider call between
+// two) and names the phase that follows, nil when the quantum is over. Only
+// the provider call and outside effects run with no commit open.
+type quantumPhase interface {
+	run(ctx context.Context, k *Runtime) (quantumPhase, error)
+}
+
+// phaseStart resumes a pending action whose wait ended, or prepares and
+// reserves the provider call (one commit).
+type phaseStart struct{ pid int64 }
+
+// phaseCall is the provider call, with no lock held.
+type phaseCall struct {
+	pid   int64
+	start *callStart
+}
+
+// phaseResult settles the call and dispatches its tool calls (one commit).
+type phaseResult struct {
+	pid   int64
+	start *callStart
+	resp  llm.Response
+	perr  error
+}
+
+// phaseEffect runs a call's outside effect with no lock held, then records
+// its result and goes on with the batch (one commit).
+type phaseEffect struct {
+	pid    int64
+	effect effectFunc
+}
+
+func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
+	var start *callStart
+	var effect effectFunc
+	err := k.update(func(tx *txn) error {
+		var err error
+		start, effect, err = k.startQuantum(ctx, tx, p.pid)
+		return err
+	})
+	switch {
+	case errors.Is(err, errSkip):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case start != nil:
+		return phaseCall{pid: p.pid, start: start}, nil
+	case effect != nil:
+		return phaseEffect{pid: p.pid, effect: effect}, nil
+	}
+	return nil, nil
+}
+
+func (p phaseCall) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
+	resp, perr := k.provider().Complete(ctx, p.start.req)
+	return phaseResult{pid: p.pid, start: p.start, resp: resp, perr: perr}, nil
+}
+
+func (p phaseResult) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
+	var effect effectFunc
+	err := k.update(func(tx *txn) error {
+		var err error
+		effect, err = k.finishCall(ctx, tx, p.pid, p.start, p.resp, p.perr)
+		return err
+	})
+	if err != nil || effect == nil {
+		return nil, err
+	}
+	return phaseEffect{pid: p.pid, effect: effect}, nil
+}
+
+func (p phaseEffect) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
+	failpoint.Hit("effect:started")
+	res, effErr := p.effect(ctx)
+	var next effectFunc
+	err := k.update(func(tx *txn) error {
+		r, err := loadProc(tx, p.pid)
+		if err != nil {
+			return err
+		}
+		next, err = k.finishEffect(ctx, tx, r, res, effErr)
+		return err
+	})
+	if err != nil || next == nil {
+		return nil, err
+	}
+	return phaseEffect{pid: p.pid, effect: next}, nil
+}
 
 // callStart is what the start phase hands the provider call: the request,
-// its reservation and the call record's number. A zero value means no call
-// (the process was not runnable, resumed a pending action, or waits).
+// its reservation and the call record's number.
 type callStart struct {
 	req      llm.Request
 	im       *images.Image
@@ -73,26 +155,11 @@ type callStart struct {
 
 // runQuantum is one quantum of pid; see quantum.
 func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
-	var start *callStart
-	var effect effectFunc
-	err := k.update(func(tx *txn) error {
-		var err error
-		start, effect, err = k.startQuantum(ctx, tx, pid)
-		return err
-	})
-	if errors.Is(err, errSkip) {
-		return nil
+	var err error
+	for phase := quantumPhase(phaseStart{pid: pid}); phase != nil && err == nil; {
+		phase, err = phase.run(ctx, k)
 	}
-	if err != nil || start == nil {
-		return k.runEffects(ctx, pid, effect, err)
-	}
-	resp, perr := k.provider().Complete(ctx, start.req)
-	err = k.update(func(tx *txn) error {
-		var err error
-		effect, err = k.finishCall(ctx, tx, pid, start, resp, perr)
-		return err
-	})
-	return k.runEffects(ctx, pid, effect, err)
+	return err
 }
 
 // startQuantum is the start phase: it resumes a pending action whose wait
@@ -127,17 +194,12 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 		return nil, nil, err
 	}
 	if im.Context.Object {
-		projected := c.tokens + k.tokens.Estimate(im.SystemPrompt) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens
-		window := im.Context.WindowTokens
+		prompt := quantum.Prompt{Context: c.tokens, System: k.tokens.Estimate(im.SystemPrompt), Goal: k.tokens.Estimate(goal), MaxOutput: im.Context.MaxOutputTokens}
+		pressure := prompt.Pressure(im.Context.WindowTokens, r.ForceMaintenance)
 		if r.ForceMaintenance {
-			// The server refused the prompt as over its window: its word
-			// beats the image's, so the window is taken to be what the
-			// context holds now, and maintenance aims well under it.
 			r.ForceMaintenance, r.PressureEpisode = false, false
-			window = min(window, max(c.tokens, 1))
-			projected = max(projected, window)
 		}
-		waiting, err := k.maintain(tx, r, c, projected, window)
+		waiting, err := k.maintain(tx, r, c, pressure.Projected, pressure.Window)
 		if err != nil || waiting {
 			return nil, nil, err
 		}
@@ -152,16 +214,11 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 		MaxTokens: im.Context.MaxOutputTokens,
 	}}
 	// Reserve the call and its worst-case tokens up the ancestor chain
-	// before the call starts: a crash after this point leaves the
-	// reservation charged, never an uncharged call.
-	start.reserved = int64(c.tokens + k.tokens.Estimate(system) + k.tokens.Estimate(goal) + im.Context.MaxOutputTokens)
-	// Wall time is charged in whole seconds since the last charge, at
-	// each provider call: a process past its wall budget makes no more calls.
-	if r.WallMark.IsZero() {
-		r.WallMark = r.CreatedAt
-	}
-	wall := int64(k.now().Sub(r.WallMark) / time.Second)
-	r.WallMark = r.WallMark.Add(time.Duration(wall) * time.Second)
+	// before the call starts, and charge wall time at each call: a process
+	// past its wall budget makes no more calls.
+	start.reserved = quantum.Prompt{Context: c.tokens, System: k.tokens.Estimate(system), Goal: k.tokens.Estimate(goal), MaxOutput: im.Context.MaxOutputTokens}.Reservation()
+	var wall int64
+	wall, r.WallMark = quantum.WallCharge(r.WallMark, r.CreatedAt, k.now())
 	if err := charge(tx, r, capabilities.Budget{LLMCalls: 1, LLMTokens: start.reserved, WallSeconds: wall}); err != nil {
 		if errors.Is(err, capabilities.ErrBudgetExhausted) {
 			return nil, nil, k.failProcess(tx, r, err.Error())
@@ -191,7 +248,7 @@ func (k *Runtime) announce(tx *txn, r *procRecord, c *llmContext) error {
 			return err
 		}
 	}
-	msgs, err := newMessages(tx, r)
+	msgs, err := newNotices(tx, r)
 	if err != nil || len(msgs) == 0 {
 		return err
 	}
@@ -221,7 +278,7 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, pid int64, start *cal
 	}
 	attempt := r.ProviderFailures + 1
 	r.ProviderFailures, r.WindowRetried = 0, false
-	used := int64(resp.Usage.PromptTokens + resp.Usage.CompletionTokens)
+	settle := quantum.SettleReply(reserved, int64(resp.Usage.PromptTokens+resp.Usage.CompletionTokens))
 	cr.Status, cr.Usage, cr.ToolCalls = "completed", &usage{resp.Usage.PromptTokens, resp.Usage.CompletionTokens}, len(resp.ToolCalls)
 	if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
 		return nil, err
@@ -232,7 +289,7 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, pid int64, start *cal
 	// Settle the reservation to the reported usage. Going over the token
 	// budget is discovered here; the call already happened, so it is
 	// charged in full and the next call is refused.
-	if err := adjustUsage(tx, r, capabilities.Budget{LLMTokens: used - reserved}); err != nil {
+	if err := adjustUsage(tx, r, capabilities.Budget{LLMCalls: settle.Calls, LLMTokens: settle.Tokens}); err != nil {
 		return nil, err
 	}
 	if r.State != process.Running {
@@ -252,8 +309,12 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, pid int64, start *cal
 		return nil, err
 	}
 	r.Replies++
-	r.Dispatch = &dispatchState{Turn: turn, Calls: resp.ToolCalls, EffectCall: -1, Truncated: resp.FinishReason == "length"}
-	return k.dispatch(ctx, tx, r, c, start.im)
+	calls := make([]quantum.Call, len(resp.ToolCalls))
+	for i, tc := range resp.ToolCalls {
+		calls[i] = quantum.Call(tc)
+	}
+	b := quantum.NewBatch(turn, calls, resp.FinishReason == "length")
+	return k.dispatch(ctx, tx, r, c, start.im, b, quantum.Input{Kind: quantum.Continue})
 }
 
 // callFailed records a failed provider call and decides what follows.
@@ -271,10 +332,9 @@ func (k *Runtime) callFailed(ctx context.Context, tx *txn, r *procRecord, start 
 		}
 		return k.step(tx, r, process.Input{Kind: process.Recover})
 	}
-	if cr.Settlement == string(llm.SettlementNotStarted) || cr.Settlement == string(llm.SettlementRejected) {
-		// The call never reached the model, or the server refused it before
-		// any output: its reservation is given back.
-		if err := adjustUsage(tx, r, capabilities.Budget{LLMCalls: -1, LLMTokens: -start.reserved}); err != nil {
+	served := cr.Settlement != string(llm.SettlementNotStarted) && cr.Settlement != string(llm.SettlementRejected)
+	if settle := quantum.SettleFailure(start.reserved, served); settle != (quantum.Settlement{}) {
+		if err := adjustUsage(tx, r, capabilities.Budget{LLMCalls: settle.Calls, LLMTokens: settle.Tokens}); err != nil {
 			return err
 		}
 	}
@@ -288,25 +348,6 @@ func (k *Runtime) callFailed(ctx context.Context, tx *txn, r *procRecord, start 
 		return saveProc(tx, r)
 	}
 	return k.providerFailed(tx, r, start.im, perr)
-}
-
-// runEffects runs pid's outside effects between commits, never under the
-// store lock, recording each result before the dispatch goes on.
-func (k *Runtime) runEffects(ctx context.Context, pid int64, effect effectFunc, err error) error {
-	for err == nil && effect != nil {
-		failpoint.Hit("effect:started")
-		res, effErr := effect(ctx)
-		effect = nil
-		err = k.update(func(tx *txn) error {
-			r, err := loadProc(tx, pid)
-			if err != nil {
-				return err
-			}
-			effect, err = k.finishEffect(ctx, tx, r, res, effErr)
-			return err
-		})
-	}
-	return err
 }
 
 // adjustUsage adds delta (which may be negative) to the usage of r's chain
@@ -330,93 +371,88 @@ func adjustUsage(tx *txn, r *procRecord, delta capabilities.Budget) error {
 	return nil
 }
 
-// dispatchState is a response's tool calls being dispatched. It is durable
-// only while a call's outside effect runs between two commits.
-type dispatchState struct {
-	Turn  int            `json:"turn"`
-	Calls []llm.ToolCall `json:"calls"`
-	// Next is the index of the next call to run.
-	Next int `json:"next"`
-	// EffectCall is the index of the call whose outside effect is running,
-	// or -1.
-	EffectCall int `json:"effect_call"`
-	// EndedBy names what ended the batch; later calls are not started.
-	EndedBy string `json:"ended_by,omitempty"`
-	// Notices are messages to announce after the turn's tool results.
-	Notices []mailbox.Message `json:"notices,omitempty"`
-	// Truncated says the reply was cut off at the output token limit.
-	Truncated bool `json:"truncated,omitempty"`
-	// EffectAuthority is the authority decisions of the call whose effect
-	// runs, for its tool record.
-	EffectAuthority []string `json:"effect_authority,omitempty"`
-}
-
-// effectCallID is the id of the call whose outside effect is running, or "".
-func (d *dispatchState) effectCallID() string {
-	if d == nil || d.EffectCall < 0 || d.EffectCall >= len(d.Calls) {
-		return ""
-	}
-	return d.Calls[d.EffectCall].ID
-}
-
 // effectFunc is a call's outside effect, run without any lock.
 type effectFunc func(ctx context.Context) (map[string]any, error)
 
-// dispatch runs the remaining tool calls of r.Dispatch in order, in the
-// current transaction, and moves the process to its next state. When a call
-// has an outside effect, dispatch records that it started and returns it:
-// the caller commits, runs it, and records its result with finishEffect.
-func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmContext, im *images.Image) (effectFunc, error) {
-	d := r.Dispatch
-	if len(d.Calls) == 0 {
-		return nil, k.textOnlyReply(tx, r, c, im)
-	}
-	r.TextOnlyTurns = 0
-	table := k.toolTable(im, r)
-	var end batchEnd
-	for ; d.Next < len(d.Calls); d.Next++ {
-		call := d.Calls[d.Next]
-		if d.EndedBy == "" {
-			if err := checkMessages(tx, r, d, true); err != nil {
-				return nil, err
-			}
-		}
-		if d.EndedBy != "" {
-			res := tools.NotStarted(fmt.Sprintf("not started: %s ended this batch", d.EndedBy))
-			if err := k.recordCall(tx, r, c, d.Turn, call, res, false, "cancelled"); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		effect, err := k.dispatchCall(ctx, tx, r, c, table, call, &end)
-		if err != nil || effect != nil {
-			return effect, err
-		}
-		if d.EndedBy == "" {
-			if err := checkMessages(tx, r, d, false); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return nil, k.endBatch(tx, r, c, d, end)
+// answer is the result of the call invoked last, held for the core's Record.
+type answer struct {
+	result map[string]any
+	ok     bool
+	code   string
+	effect effectFunc
 }
 
-// batchEnd is how a batch ended: in an exit, or in a wait one of its calls
-// started (its result comes when the wait ends).
-type batchEnd struct {
-	exit      *tools.Exit
-	block     *tools.Block
-	blockCall llm.ToolCall
+// dispatch feeds b the input in and applies what the core returns, in tx,
+// until the batch ends or a call's outside effect must run: then the batch is
+// stored in the record and the effect returned, for the caller to commit, run
+// it, and record its result with finishEffect. The rules are the core's
+// (quantum.Batch.Step); dispatch only carries them out.
+func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmContext, im *images.Image, b *quantum.Batch, in quantum.Input) (effectFunc, error) {
+	if in.Kind == quantum.Continue && len(b.Calls) > 0 {
+		r.TextOnlyTurns = 0
+	}
+	var last answer
+	var table map[string]*tools.Tool
+	for {
+		effects, err := b.Step(in)
+		if err != nil {
+			return nil, fmt.Errorf("pid %d: %w", r.PID, err)
+		}
+		for _, e := range effects {
+			var call llm.ToolCall
+			if e.Kind != quantum.End && e.Kind != quantum.Abandon {
+				call = llm.ToolCall(b.Calls[e.Call])
+			}
+			switch e.Kind {
+			case quantum.CheckMessages:
+				msgs, err := newNotices(tx, r)
+				if err != nil {
+					return nil, err
+				}
+				in = quantum.Input{Kind: quantum.Seen, Notices: msgs}
+			case quantum.Invoke:
+				if table == nil {
+					// Fixed for the batch: a skill activated by one of its
+					// calls adds tools from the next reply on.
+					table = k.toolTable(im, r)
+				}
+				in, last, err = k.invokeCall(ctx, tx, r, c, table, b.Turn, call)
+				if err != nil {
+					return nil, err
+				}
+			case quantum.Record:
+				err = k.recordCall(tx, r, c, b.Turn, call, last.result, last.ok, last.code)
+			case quantum.NotStarted:
+				err = k.recordCall(tx, r, c, b.Turn, call, tools.NotStarted(e.Reason), false, "cancelled")
+			case quantum.SettlementUnknown:
+				te := &tools.Error{Code: tools.CodeSettlementUnknown, EffectStarted: true,
+					Message: fmt.Sprintf("the runtime stopped while %s ran: its effect may or may not have happened; check before retrying", call.Name)}
+				err = k.recordCall(tx, r, c, b.Turn, call, tools.ErrorResult(te), false, te.Code)
+			case quantum.StartEffect:
+				// Durable before the effect starts: a crash from here on
+				// leaves the call's settlement unknown, and recovery says so.
+				r.Dispatch = b
+				return last.effect, saveProc(tx, r)
+			case quantum.Abandon:
+				return nil, saveProc(tx, r)
+			case quantum.End:
+				return nil, k.endBatch(tx, r, c, im, b, e.Ending)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
 }
 
-// dispatchCall runs one call of r's batch at a savepoint: a refused call
-// leaves nothing behind and is answered; a call an ask grant covers is held
-// for a Human; an outside effect is made durable and returned to run.
-func (k *Runtime) dispatchCall(ctx context.Context, tx *txn, r *procRecord, c *llmContext, table map[string]*tools.Tool, call llm.ToolCall, end *batchEnd) (effectFunc, error) {
-	d := r.Dispatch
-	if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: d.Turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120),
+// invokeCall runs one call at a savepoint and reports its outcome to the
+// core: a refused call leaves nothing behind; a call an ask grant covers is
+// held for a Human; an outside effect is handed back to run.
+func (k *Runtime) invokeCall(ctx context.Context, tx *txn, r *procRecord, c *llmContext, table map[string]*tools.Tool, turn int, call llm.ToolCall) (quantum.Input, answer, error) {
+	invoked := func(o quantum.Outcome) quantum.Input { return quantum.Input{Kind: quantum.Invoked, Outcome: o} }
+	if err := k.emit(tx, Event{Kind: EventToolCall, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, Args: summarize(string(call.Arguments), 120),
 		Detail: map[string]any{"arguments": loggedArguments(call.Arguments)}}); err != nil {
-		return nil, err
+		return quantum.Input{}, answer{}, err
 	}
 	sp := tx.Savepoint()
 	saved := r.snapshot()
@@ -431,63 +467,52 @@ func (k *Runtime) dispatchCall(ctx context.Context, tx *txn, r *procRecord, c *l
 		r.ApprovedCall, r.decisions = "", authority
 		var need *ApprovalRequiredError
 		if errors.As(terr, &need) {
-			// Held for a Human: the call waits, and the batch ends with it
-			// as with a wait.
-			end.block, end.blockCall, d.EndedBy = k.approvalBlock(need), call, call.Name+" (waiting for approval)"
-			return nil, k.emit(tx, Event{Kind: EventApproval, PID: r.PID, CallID: call.ID, Tool: call.Name, Reason: "requested: " + need.Error(),
-				Detail: map[string]any{"decision": "requested", "resource": need.Resource, "right": string(need.Right), "grant_id": need.GrantID}})
+			return invoked(quantum.Outcome{Kind: quantum.Held, Payload: k.approvalBlock(need)}), answer{},
+				k.emit(tx, Event{Kind: EventApproval, PID: r.PID, CallID: call.ID, Tool: call.Name, Reason: "requested: " + need.Error(),
+					Detail: map[string]any{"decision": "requested", "resource": need.Resource, "right": string(need.Right), "grant_id": need.GrantID}})
 		}
 		k.shrinkRefusedCall(tx, r, c, call.ID)
 		te := tools.AsError(terr)
-		// A refused call started nothing, so even a wait or an exit refused
-		// here leaves the rest of the batch to run.
-		return nil, k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code)
+		return invoked(quantum.Outcome{Kind: quantum.Refused}), answer{result: tools.ErrorResult(te), code: te.Code}, nil
 	}
 	r.ApprovedCall = ""
+	done := answer{result: tools.SuccessResult(out.Result), ok: true}
 	switch {
 	case out.Effect != nil:
-		// Durable before the effect starts: a crash from here on leaves the
-		// call's settlement unknown, and recovery says so.
-		d.EffectCall, d.EffectAuthority = d.Next, authority
-		d.Next++
-		return out.Effect, saveProc(tx, r)
+		return invoked(quantum.Outcome{Kind: quantum.OutsideEffect, Authority: authority}), answer{effect: out.Effect}, nil
 	case out.Block != nil:
-		end.block, end.blockCall, d.EndedBy = out.Block, call, call.Name
-		return nil, nil
+		return invoked(quantum.Outcome{Kind: quantum.Blocked, Payload: out.Block}), answer{}, nil
 	case out.Exit != nil:
-		end.exit, d.EndedBy = out.Exit, call.Name
-	case table[call.Name].EndsBatch:
-		d.EndedBy = call.Name
+		return invoked(quantum.Outcome{Kind: quantum.Exited, Payload: out.Exit}), done, nil
 	}
-	return nil, k.recordCall(tx, r, c, d.Turn, call, tools.SuccessResult(out.Result), true, "")
+	return invoked(quantum.Outcome{Kind: quantum.Done, EndsBatch: table[call.Name].EndsBatch}), done, nil
 }
 
-// endBatch moves r on once its batch is answered: it exits, waits, or
-// yields, with the notices the batch collected after its results.
-func (k *Runtime) endBatch(tx *txn, r *procRecord, c *llmContext, d *dispatchState, end batchEnd) error {
-	r.Dispatch = nil
-	if end.exit != nil {
-		return k.exitProcess(tx, r, end.exit)
+// endBatch carries out how r's batch ended: it exits, or writes the batch's
+// notices after its results and waits or yields.
+func (k *Runtime) endBatch(tx *txn, r *procRecord, c *llmContext, im *images.Image, b *quantum.Batch, e *quantum.Ending) error {
+	switch e.Kind {
+	case quantum.TextOnly:
+		return k.textOnlyReply(tx, r, c, im, e.TruncatedNotice)
+	case quantum.Exit:
+		return k.exitProcess(tx, r, e.Payload.(*tools.Exit))
 	}
-	switch {
-	case len(d.Notices) > 0 && end.block != nil:
-		// The blocked call's result comes when its wait ends; a notice now
-		// would split the call from its result. The messages are announced
-		// by the quantum after the resume.
-		r.NotifiedSeq = d.Notices[0].Seq - 1
-	case len(d.Notices) > 0:
-		notice, _ := messageNotice(d.Notices)
+	if e.RewindNotified {
+		r.NotifiedSeq = e.NotifiedSeq
+	}
+	if len(e.Notices) > 0 {
+		notice, _ := messageNotice(e.Notices)
 		if err := k.appendEntries(tx, r, c, notice); err != nil {
 			return err
 		}
 	}
-	if d.Truncated && end.block == nil {
+	if e.TruncatedNotice {
 		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: truncatedNotice}); err != nil {
 			return err
 		}
 	}
-	if end.block != nil {
-		if err := k.blockProcess(tx, r, d.Turn, end.blockCall, end.block); err != nil {
+	if e.Kind == quantum.Wait {
+		if err := k.blockProcess(tx, r, b.Turn, llm.ToolCall(b.Calls[e.Call]), e.Payload.(*tools.Block)); err != nil {
 			return err
 		}
 	} else if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
@@ -499,16 +524,14 @@ func (k *Runtime) endBatch(tx *txn, r *procRecord, c *llmContext, d *dispatchSta
 // textOnlyReply answers a reply without a tool call with a notice that only
 // tool calls act, and fails the process after the image's limit of such
 // replies in a row.
-func (k *Runtime) textOnlyReply(tx *txn, r *procRecord, c *llmContext, im *images.Image) error {
-	d := r.Dispatch
-	r.Dispatch = nil
+func (k *Runtime) textOnlyReply(tx *txn, r *procRecord, c *llmContext, im *images.Image, truncated bool) error {
 	r.TextOnlyTurns++
-	if limit := im.TextOnlyTurnLimit(); r.TextOnlyTurns >= limit {
+	if limit := im.TextOnlyTurnLimit(); quantum.TextOnlyFails(r.TextOnlyTurns, limit) {
 		return k.failProcess(tx, r, fmt.Sprintf("the model answered %d turns in a row without a tool call; only tool calls act "+
 			"(the model or server may not support tool calling: check that the server enables tools for this model)", limit))
 	}
 	notice := noToolCallNotice
-	if d.Truncated {
+	if truncated {
 		notice = truncatedNotice + " " + notice
 	}
 	if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: notice}); err != nil {
@@ -520,35 +543,17 @@ func (k *Runtime) textOnlyReply(tx *txn, r *procRecord, c *llmContext, im *image
 	return k.pauseIfRequested(tx, r)
 }
 
-// checkMessages collects messages that arrived since the process was last
-// told: an interrupt stops the batch before the next call, a normal message
-// after the current one (before is true when checking ahead of a call). The
-// notice follows the turn's tool results, so every call is answered first.
-func checkMessages(tx *txn, r *procRecord, d *dispatchState, before bool) error {
-	msgs, err := newMessages(tx, r)
-	if err != nil {
-		return err
-	}
-	d.Notices = append(d.Notices, msgs...)
-	if _, interrupt := messageNotice(msgs); interrupt && d.EndedBy == "" {
-		d.EndedBy = "an interrupt message"
-	}
-	if !before && len(d.Notices) > 0 && d.EndedBy == "" {
-		d.EndedBy = "a new message"
-	}
-	return nil
-}
-
 // finishEffect records the result of the outside effect of r's current
-// call. A process killed meanwhile keeps the result as evidence and runs
-// nothing more.
+// call and goes on with its batch. A process killed meanwhile keeps the
+// result as evidence and runs nothing more.
 func (k *Runtime) finishEffect(ctx context.Context, tx *txn, r *procRecord, res map[string]any, effErr error) (effectFunc, error) {
-	d := r.Dispatch
-	if d == nil || d.EffectCall < 0 {
+	b := r.Dispatch
+	if b == nil || b.EffectCall < 0 {
 		return nil, fmt.Errorf("pid %d: no outside effect in flight", r.PID)
 	}
-	call := d.Calls[d.EffectCall]
-	d.EffectCall, r.decisions, d.EffectAuthority = -1, d.EffectAuthority, nil
+	r.Dispatch = nil
+	call := llm.ToolCall(b.Calls[b.EffectCall])
+	r.decisions = b.EffectAuthority
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return nil, err
@@ -556,27 +561,18 @@ func (k *Runtime) finishEffect(ctx context.Context, tx *txn, r *procRecord, res 
 	if effErr != nil {
 		te := tools.AsError(effErr)
 		te.EffectStarted = true
-		err = k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code)
+		err = k.recordCall(tx, r, c, b.Turn, call, tools.ErrorResult(te), false, te.Code)
 	} else {
-		err = k.recordCall(tx, r, c, d.Turn, call, tools.SuccessResult(res), true, "")
+		err = k.recordCall(tx, r, c, b.Turn, call, tools.SuccessResult(res), true, "")
 	}
 	if err != nil {
 		return nil, err
-	}
-	if r.State != process.Running {
-		r.Dispatch = nil
-		return nil, saveProc(tx, r)
-	}
-	if d.EndedBy == "" {
-		if err := checkMessages(tx, r, d, false); err != nil {
-			return nil, err
-		}
 	}
 	im, err := k.image(r.Image)
 	if err != nil {
 		return nil, err
 	}
-	return k.dispatch(ctx, tx, r, c, im)
+	return k.dispatch(ctx, tx, r, c, im, b, quantum.Input{Kind: quantum.EffectDone, Running: r.State == process.Running})
 }
 
 // pauseIfRequested applies a pause signalled while the quantum ran.

@@ -10,6 +10,7 @@ import (
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/quantum"
 )
 
 // Key layout of the kernel's prefix. Every key the kernel writes is under
@@ -70,9 +71,10 @@ type procRecord struct {
 	// Scopes are the scopes the runner of this process declared (nil: no
 	// runner restricts it).
 	Scopes []string `json:"scopes"`
-	// Dispatch is the response being dispatched while a call's outside
-	// effect runs.
-	Dispatch *dispatchState `json:"dispatch,omitempty"`
+	// Dispatch is the batch being dispatched, stored only while a call's
+	// outside effect runs between two commits; otherwise the quantum holds
+	// its batch itself.
+	Dispatch *quantum.Batch `json:"dispatch,omitempty"`
 	// CompactionOf is the pid whose context this compressor summarizes.
 	CompactionOf int64 `json:"compaction_of,omitempty"`
 	// PressureEpisode is set while the context is past the pressure
@@ -130,14 +132,10 @@ func (r *procRecord) snapshot() *procRecord {
 	return &c
 }
 
-// restore makes r the snapshot s again, except for the dispatch state: a
-// tool call never changes it, and the dispatcher holds a pointer to it that
-// must stay the record's own (a stale copy would lose the effect in flight).
-func (r *procRecord) restore(s *procRecord) {
-	d := r.Dispatch
-	*r = *s.snapshot()
-	r.Dispatch = d
-}
+// restore makes r the snapshot s again. The batch being dispatched is not
+// part of the record while its calls run (the quantum holds it), so putting
+// a saved record back cannot lose or stale it.
+func (r *procRecord) restore(s *procRecord) { *r = *s }
 
 func loadProc(tx *txn, pid int64) (*procRecord, error) {
 	b, err := tx.Get(procKey(pid))

@@ -1,13 +1,14 @@
 package kernel
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/process"
-	"github.com/libos/libos/tools"
+	"github.com/libos/libos/quantum"
 )
 
 // maxRecoveredGoalChars bounds a goal recovered from retained evidence.
@@ -165,26 +166,19 @@ func (k *Runtime) recoveredGoal(tx *txn, r *procRecord) (string, error) {
 // ran: the call is answered with an unknown settlement (the effect may have
 // happened), later calls of the batch as not started; nothing is re-run.
 func (k *Runtime) recoverEffect(tx *txn, r *procRecord) error {
-	d := r.Dispatch
+	b := r.Dispatch
+	r.Dispatch = nil
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return err
 	}
-	if d.EffectCall >= 0 {
-		call := d.Calls[d.EffectCall]
-		te := &tools.Error{Code: tools.CodeSettlementUnknown, EffectStarted: true,
-			Message: fmt.Sprintf("the runtime stopped while %s ran: its effect may or may not have happened; check before retrying", call.Name)}
-		if err := k.recordCall(tx, r, c, d.Turn, call, tools.ErrorResult(te), false, te.Code); err != nil {
-			return err
-		}
+	im, err := k.image(r.Image)
+	if err != nil {
+		return err
 	}
-	for ; d.Next < len(d.Calls); d.Next++ {
-		res := tools.NotStarted("not started: the runtime stopped during this batch")
-		if err := k.recordCall(tx, r, c, d.Turn, d.Calls[d.Next], res, false, "cancelled"); err != nil {
-			return err
-		}
+	if _, err := k.dispatch(context.Background(), tx, r, c, im, b, quantum.Input{Kind: quantum.Crashed}); err != nil {
+		return err
 	}
-	r.Dispatch = nil
 	if err := k.emit(tx, Event{Kind: EventRecovered, PID: r.PID, Reason: "outside effect interrupted; settlement unknown"}); err != nil {
 		return err
 	}
