@@ -20,15 +20,16 @@ func benchRuntime(b *testing.B, script string) *Runtime {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := llm.NewReplay(s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt, err := Open(b.TempDir(), Options{Provider: p, Clock: clock.NewFake(epoch, true), Workers: 64})
+	rt, err := Open(b.TempDir(), Options{Clock: clock.NewFake(epoch, true), Workers: 64})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { rt.Close() })
+	p, err := llm.NewReplay(s, rt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt.SetProvider(p)
 	return rt
 }
 

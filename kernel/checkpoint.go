@@ -762,6 +762,9 @@ func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpoint
 		}
 		r.GoalOID = m.OID
 	}
+	if err := copySpawnIndex(tx, pid, r.PID); err != nil {
+		return err
+	}
 	if r.ParentPID != 0 {
 		if err := tx.Set(childKey(r.ParentPID, r.PID), nil); err != nil {
 			return err

@@ -324,7 +324,7 @@ func TestCompactionFailsOnConcurrentContextWrite(t *testing.T) {
 	var h *harness
 	var once sync.Once
 	hook := func(h *harness, req llm.Request) {
-		if req.Process.Image == "context-compressor:v0" && req.Process.ImageSpawnIndex == 1 {
+		if i, err := h.rt.SpawnIndex(req.Process.PID); err == nil && i == 1 && req.Process.Image == "context-compressor:v0" {
 			once.Do(func() {
 				// Between the stages, someone else writes the caller's context.
 				err := h.rt.store.Update(func(tx *objects.Txn) error {

@@ -63,6 +63,8 @@ type faultProvider struct {
 	replay  *llm.Replay
 	fault   *errorfs.Toggle
 	trigger [2]int64 // pid, scripted turn
+	// rt is the runtime being run, which knows each process's script entry.
+	rt *Runtime
 
 	mu        sync.Mutex
 	triggered bool
@@ -75,12 +77,14 @@ func newFaultProvider(t *testing.T, fault *errorfs.Toggle, pid int64, turn int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp, err := llm.NewReplay(s)
-	if err != nil {
+	p := &faultProvider{fault: fault, trigger: [2]int64{pid, int64(turn)}, seen: map[int64]map[string]string{}}
+	if p.replay, err = llm.NewReplay(s, p); err != nil {
 		t.Fatal(err)
 	}
-	return &faultProvider{replay: rp, fault: fault, trigger: [2]int64{pid, int64(turn)}, seen: map[int64]map[string]string{}}
+	return p
 }
+
+func (p *faultProvider) SpawnIndex(pid int64) (int, error) { return p.rt.SpawnIndex(pid) }
 
 func (p *faultProvider) Name() string { return "fault-replay" }
 
@@ -165,6 +169,7 @@ func testDiskFault(t *testing.T, ops []errorfs.OpKind, pid int64, turn int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prov.rt = rt
 	root, err := rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "fault parent",
 		Grants: []capabilities.Grant{{Resource: "process:spawn", Rights: []capabilities.Right{capabilities.Write}}}})
 	if err != nil {
@@ -206,6 +211,7 @@ func testDiskFault(t *testing.T, ops []errorfs.OpKind, pid int64, turn int) {
 		t.Fatalf("reopen to continue: %v", err)
 	}
 	defer rt3.Close()
+	prov.rt = rt3
 	if err := rt3.RunUntilIdle(context.Background()); err != nil {
 		t.Fatalf("run after the fault: %v", err)
 	}

@@ -303,11 +303,7 @@ func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal st
 		}
 		root = pr.RootPID
 	}
-	// Replay entries are taken per image in spawn order within one process
-	// tree, so every root started in a shared directory reads its script from
-	// the start.
-	spawnIndex, err := tx.NextSequence(fmt.Sprintf("image:%d:%s", root, im.Ref()))
-	if err != nil {
+	if err := assignSpawnIndex(tx, pid, root, im.Ref()); err != nil {
 		return nil, err
 	}
 	ns := Namespace(pid)
@@ -349,7 +345,7 @@ func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal st
 	now := k.clock.Now()
 	r := &procRecord{
 		Record: process.Record{
-			PID: pid, ParentPID: parent, Image: im.Ref(), ImageSpawnIndex: int(spawnIndex - 1),
+			PID: pid, ParentPID: parent, Image: im.Ref(),
 			State: process.Created, GoalOID: goalMeta.OID, Namespace: ns,
 			Grants: all, Limits: imageBudget(im).Min(budget), CreatedAt: now, UpdatedAt: now,
 		},

@@ -47,7 +47,7 @@ func (h *harness) open(script string, mutate ...func(*Options)) {
 		if err != nil {
 			h.t.Fatalf("script: %v", err)
 		}
-		p, err := llm.NewReplay(s)
+		p, err := llm.NewReplay(s, h)
 		if err != nil {
 			h.t.Fatalf("replay: %v", err)
 		}
@@ -63,6 +63,10 @@ func (h *harness) open(script string, mutate ...func(*Options)) {
 	h.rt = rt
 	h.t.Cleanup(func() { rt.Close() })
 }
+
+// SpawnIndex answers the replay provider from the runtime open now, so one
+// provider serves the harness across reopens.
+func (h *harness) SpawnIndex(pid int64) (int, error) { return h.rt.SpawnIndex(pid) }
 
 func clockGrants() []capabilities.Grant {
 	return []capabilities.Grant{

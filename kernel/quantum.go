@@ -206,7 +206,7 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 	}
 	system := k.systemPrompt(r, c, im.SystemPrompt, im.Context.Object)
 	start := &callStart{im: im, turn: r.Turn, req: llm.Request{
-		Process:   llm.ProcessInfo{PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, GoalOID: r.GoalOID, ImageSpawnIndex: r.ImageSpawnIndex},
+		Process:   llm.ProcessInfo{PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, GoalOID: r.GoalOID},
 		Turn:      r.Replies,
 		Attempt:   r.ProviderFailures + 1,
 		Messages:  k.materialize(r, c, system, goal),

@@ -66,6 +66,7 @@ func TestReadOnlyRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prov.rt = rt
 	root, err := rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "fault parent",
 		Grants: []capabilities.Grant{{Resource: "process:spawn", Rights: []capabilities.Right{capabilities.Write}}}})
 	if err != nil {
@@ -161,6 +162,7 @@ func TestRuntimeOnFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prov.rt = rt
 	if _, err := rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "fault parent",
 		Grants: []capabilities.Grant{{Resource: "process:spawn", Rights: []capabilities.Right{capabilities.Write}}}}); err != nil {
 		t.Fatal(err)

@@ -63,9 +63,6 @@ type ProcessInfo struct {
 	ParentPID int64
 	Image     string
 	GoalOID   string
-	// ImageSpawnIndex is the 0-based index of this process among the processes spawned with
-	// this image in its process tree (a root and its descendants), in spawn order.
-	ImageSpawnIndex int
 }
 
 // Request is one provider call.

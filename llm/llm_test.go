@@ -71,7 +71,6 @@ func TestRequestValidate(t *testing.T) {
 		want   string
 	}{
 		{"negative pid", func(r *Request) { r.Process.PID = -1 }, "process.pid: must not be negative"},
-		{"negative spawn index", func(r *Request) { r.Process.ImageSpawnIndex = -2 }, "process.image_spawn_index: must not be negative"},
 		{"negative turn", func(r *Request) { r.Turn = -1 }, "turn: must not be negative"},
 		{"negative max tokens", func(r *Request) { r.MaxTokens = -5 }, "max_tokens: must not be negative"},
 		{"no messages", func(r *Request) { r.Messages = nil }, "messages: at least one message is required"},

@@ -2,13 +2,15 @@ package llm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 )
 
 // Replay is the deterministic Provider driven by a Script. It holds no mutable state, so it
-// is safe for concurrent use, and the answer to a request depends only on the request: a
-// reopened runtime continues each process at the turn after its last recorded call.
+// is safe for concurrent use, and the answer to a request depends only on the request and
+// on the process's spawn index (see SpawnIndexer): a reopened runtime continues each process
+// at the turn after its last recorded call.
 //
 // Tool call IDs are "call_<pid>_<turn>_<index>". Usage is estimated from sizes (about four
 // bytes a token). FinishReason is "tool_calls" when the turn has tool calls, else "stop".
@@ -16,7 +18,24 @@ import (
 type Replay struct {
 	model   string
 	byImage map[string][]*compiledProcess
+	spawns  SpawnIndexer
 }
+
+// SpawnIndexer tells the replay provider which script entry of its image a process follows.
+// It is replay-only data, so it stays out of the Request: the Host that runs the processes
+// answers it (the kernel's Runtime is one).
+type SpawnIndexer interface {
+	// SpawnIndex returns the 0-based index of process pid among the processes spawned with
+	// its image in its process tree (a root and its descendants), in spawn order. A fork of
+	// a checkpoint has the index of the process it copies.
+	SpawnIndex(pid int64) (int, error)
+}
+
+// SpawnIndexFunc adapts a function to a SpawnIndexer.
+type SpawnIndexFunc func(pid int64) (int, error)
+
+// SpawnIndex returns f(pid).
+func (f SpawnIndexFunc) SpawnIndex(pid int64) (int, error) { return f(pid) }
 
 type compiledProcess struct {
 	index int // position in Script.Processes
@@ -34,19 +53,28 @@ type compiledCall struct {
 	args argNode
 }
 
-// NewReplay returns a Replay answering from s. The script is compiled: later changes to s
-// have no effect. Invalid scripts are rejected with a *ScriptError.
-func NewReplay(s *Script) (*Replay, error) {
-	return compileScript(s)
+// NewReplay returns a Replay answering from s, choosing each process's entry by its index
+// in spawns. The script is compiled: later changes to s have no effect. Invalid scripts are
+// rejected with a *ScriptError.
+func NewReplay(s *Script, spawns SpawnIndexer) (*Replay, error) {
+	if spawns == nil {
+		return nil, errors.New("replay: a SpawnIndexer is required")
+	}
+	r, err := compileScript(s)
+	if err != nil {
+		return nil, err
+	}
+	r.spawns = spawns
+	return r, nil
 }
 
 // NewReplayFromFile loads the script at path and returns a Replay answering from it.
-func NewReplayFromFile(path string) (*Replay, error) {
+func NewReplayFromFile(path string, spawns SpawnIndexer) (*Replay, error) {
 	s, err := LoadScript(path)
 	if err != nil {
 		return nil, err
 	}
-	return NewReplay(s)
+	return NewReplay(s, spawns)
 }
 
 func compileScript(s *Script) (*Replay, error) {
@@ -86,9 +114,10 @@ func compileScript(s *Script) (*Replay, error) {
 // Name returns "replay".
 func (r *Replay) Name() string { return "replay" }
 
-// Complete answers req with turns[req.Turn] of the req.Process.ImageSpawnIndex-th script
-// entry for req.Process.Image. A missing entry or turn is a permanent, rejected CallError
-// wrapping ErrScriptExhausted; an unresolvable reference one wrapping ErrScriptReference.
+// Complete answers req with turns[req.Turn] of the script entry for req.Process.Image whose
+// position is the process's spawn index. A missing entry or turn is a permanent, rejected
+// CallError wrapping ErrScriptExhausted; an unresolvable reference one wrapping
+// ErrScriptReference. A failed index lookup is a transient CallError: nothing was asked.
 func (r *Replay) Complete(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, &CallError{Settlement: SettlementNotStarted, Err: fmt.Errorf("replay: %w", err)}
@@ -99,13 +128,22 @@ func (r *Replay) Complete(ctx context.Context, req Request) (Response, error) {
 	if req.Process.Image == "" {
 		return Response{}, invalidRequest("replay", fmt.Errorf("%w: process.image: required by the replay provider", ErrInvalidRequest))
 	}
+	index, err := r.spawns.SpawnIndex(req.Process.PID)
+	if err != nil {
+		return Response{}, &CallError{Settlement: SettlementNotStarted, Transient: true, Err: fmt.Errorf(
+			"replay: spawn index of process %d: %w", req.Process.PID, err)}
+	}
+	if index < 0 {
+		return Response{}, invalidRequest("replay", fmt.Errorf("%w: process %d: spawn index must not be negative (got %d)",
+			ErrInvalidRequest, req.Process.PID, index))
+	}
 	entries := r.byImage[req.Process.Image]
-	if req.Process.ImageSpawnIndex >= len(entries) {
+	if index >= len(entries) {
 		return Response{}, &CallError{Settlement: SettlementRejected, Permanent: true, Err: fmt.Errorf(
 			"replay: %w: process %d is spawn %d of image %q but the script has %d entries for that image",
-			ErrScriptExhausted, req.Process.PID, req.Process.ImageSpawnIndex, req.Process.Image, len(entries))}
+			ErrScriptExhausted, req.Process.PID, index, req.Process.Image, len(entries))}
 	}
-	entry := entries[req.Process.ImageSpawnIndex]
+	entry := entries[index]
 	if req.Turn >= len(entry.turns) {
 		return Response{}, &CallError{Settlement: SettlementRejected, Permanent: true, Err: fmt.Errorf(
 			"replay: %w: process %d (image %q, processes[%d]) asked for turn %d but the entry has %d turns",

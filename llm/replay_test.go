@@ -21,9 +21,16 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
+// fixtureSpawns are the spawn indexes of the fixture's processes: pid 100008 is
+// the second base:v0 spawn, pid 100012 the third; any other pid is its image's first.
+var fixtureSpawns = SpawnIndexFunc(func(pid int64) (int, error) { return map[int64]int{100008: 1, 100012: 2}[pid], nil })
+
+// firstSpawns makes every process the first spawn of its image.
+var firstSpawns = SpawnIndexFunc(func(int64) (int, error) { return 0, nil })
+
 func fixtureReplay(t testing.TB) *Replay {
 	t.Helper()
-	r, err := NewReplayFromFile(filepath.Join("..", "testdata", "replay", "llm_basic.yaml"))
+	r, err := NewReplayFromFile(filepath.Join("..", "testdata", "replay", "llm_basic.yaml"), fixtureSpawns)
 	if err != nil {
 		t.Fatalf("NewReplayFromFile: %v", err)
 	}
@@ -36,7 +43,7 @@ func replayFrom(t testing.TB, yaml string) *Replay {
 	if err != nil {
 		t.Fatalf("ParseScript: %v", err)
 	}
-	r, err := NewReplay(s)
+	r, err := NewReplay(s, firstSpawns)
 	if err != nil {
 		t.Fatalf("NewReplay: %v", err)
 	}
@@ -57,7 +64,7 @@ func conversation(result string) []Message {
 
 func TestReplayFixtureConversation(t *testing.T) {
 	r := fixtureReplay(t)
-	proc := ProcessInfo{PID: 7, Image: "base:v0", GoalOID: "goal-123", ImageSpawnIndex: 0}
+	proc := ProcessInfo{PID: 7, Image: "base:v0", GoalOID: "goal-123"}
 	ctx := context.Background()
 
 	resp, err := r.Complete(ctx, Request{Process: proc, Turn: 0, Messages: conversation("")})
@@ -96,7 +103,7 @@ func TestReplayFixtureConversation(t *testing.T) {
 	}
 
 	// The second process spawned with base:v0 takes the second base:v0 entry.
-	resp, err = r.Complete(ctx, Request{Process: ProcessInfo{PID: 8, Image: "base:v0", ImageSpawnIndex: 1}, Messages: conversation("")})
+	resp, err = r.Complete(ctx, Request{Process: ProcessInfo{PID: 100008, Image: "base:v0"}, Messages: conversation("")})
 	if err != nil {
 		t.Fatalf("second base process: %v", err)
 	}
@@ -230,6 +237,46 @@ func TestReplayReferenceErrors(t *testing.T) {
 	}
 }
 
+// TestReplaySpawnIndexer: the entry comes from the Host's index, never from
+// the request; a Host without an index is refused at construction, a failed
+// lookup asks nothing and may be retried, a negative index is refused.
+func TestReplaySpawnIndexer(t *testing.T) {
+	s, err := LoadScript(filepath.Join("..", "testdata", "replay", "llm_basic.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewReplay(s, nil); err == nil {
+		t.Fatal("NewReplay accepted a nil SpawnIndexer")
+	}
+	lookupFailed := errors.New("store closed")
+	r, err := NewReplay(s, SpawnIndexFunc(func(pid int64) (int, error) {
+		switch pid {
+		case 1:
+			return 0, lookupFailed
+		case 2:
+			return -1, nil
+		}
+		return 1, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	complete := func(pid int64) (Response, error) {
+		return r.Complete(context.Background(), Request{Process: ProcessInfo{PID: pid, Image: "base:v0"}, Messages: conversation("")})
+	}
+	resp, err := complete(3)
+	if err != nil || resp.Text != "The second base process answers without tools." {
+		t.Fatalf("pid 3 (index 1) = %#v, %v; want the second base:v0 entry", resp, err)
+	}
+	var ce *CallError
+	if _, err := complete(1); !errors.Is(err, lookupFailed) || !errors.As(err, &ce) || !ce.Transient || ce.Settlement != SettlementNotStarted {
+		t.Fatalf("failed lookup = %#v, want a transient not-started CallError wrapping the lookup's error", err)
+	}
+	if _, err := complete(2); !errors.Is(err, ErrInvalidRequest) || !errors.As(err, &ce) || !ce.Permanent {
+		t.Fatalf("negative index = %v, want a permanent invalid request", err)
+	}
+}
+
 func TestReplayExhausted(t *testing.T) {
 	r := fixtureReplay(t)
 	tests := []struct {
@@ -239,7 +286,7 @@ func TestReplayExhausted(t *testing.T) {
 		want []string
 	}{
 		{"turn past the end", ProcessInfo{PID: 7, Image: "base:v0"}, 3, []string{"replay script exhausted", "process 7", `image "base:v0"`, "turn 3", "has 3 turns"}},
-		{"spawn index past the entries", ProcessInfo{PID: 12, Image: "base:v0", ImageSpawnIndex: 2}, 0, []string{"replay script exhausted", "process 12", `image "base:v0"`, "2 entries"}},
+		{"spawn index past the entries", ProcessInfo{PID: 100012, Image: "base:v0"}, 0, []string{"replay script exhausted", "process 100012", `image "base:v0"`, "2 entries"}},
 		{"unknown image", ProcessInfo{PID: 5, Image: "other:v0"}, 0, []string{"replay script exhausted", "process 5", `image "other:v0"`, "0 entries"}},
 		{"entry without turns", ProcessInfo{PID: 9, Image: "worker:v1"}, 1, []string{"replay script exhausted", "has 1 turns"}},
 	}
@@ -272,7 +319,7 @@ func TestReplayIsStatelessAcrossInstancesAndOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A fresh provider (as after a reopen) answers turn 2 without having seen turns 0 and 1.
-	again, err := NewReplayFromFile(path)
+	again, err := NewReplayFromFile(path, fixtureSpawns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +440,7 @@ processes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewReplay(s)
+	r, err := NewReplay(s, firstSpawns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,8 @@ import (
 //	          - name: get_current_time   # required
 //	            arguments: {timezone: UTC}   # optional mapping
 //
-// Entry selection is stateless: a request is answered by the ImageSpawnIndex-th entry whose
-// image equals Process.Image, and within it by turns[Turn].
+// Entry selection is stateless: a request is answered by the entry whose image equals
+// Process.Image at the process's spawn index (SpawnIndexer), and within it by turns[Turn].
 //
 // Every string value anywhere inside arguments may hold references, resolved per request:
 // ${last} is the previous tool result of the process (the JSON content of the last role

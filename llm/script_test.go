@@ -204,7 +204,7 @@ func TestScriptValidateRejectsBadGoScripts(t *testing.T) {
 			if err == nil || !errors.Is(err, ErrScriptInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate = %v, want error containing %q", err, tc.want)
 			}
-			if _, err := NewReplay(tc.script); err == nil {
+			if _, err := NewReplay(tc.script, firstSpawns); err == nil {
 				t.Fatal("NewReplay accepted an invalid script")
 			}
 			if _, err := MarshalScript(tc.script); err == nil {
@@ -254,7 +254,7 @@ func FuzzParseScript(f *testing.F) {
 			}
 			return
 		}
-		if _, err := NewReplay(s); err != nil {
+		if _, err := NewReplay(s, firstSpawns); err != nil {
 			t.Fatalf("parsed script not accepted by NewReplay: %v", err)
 		}
 		out, err := MarshalScript(s)

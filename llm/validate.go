@@ -24,9 +24,6 @@ func (r *Request) Validate() error {
 	if r.Process.PID < 0 {
 		return bad("process.pid", "must not be negative (got %d)", r.Process.PID)
 	}
-	if r.Process.ImageSpawnIndex < 0 {
-		return bad("process.image_spawn_index", "must not be negative (got %d)", r.Process.ImageSpawnIndex)
-	}
 	if r.Turn < 0 {
 		return bad("turn", "must not be negative (got %d)", r.Turn)
 	}

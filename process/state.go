@@ -150,11 +150,10 @@ func (w *Wait) Clone() *Wait {
 // it reads one, calls Step, and writes the result; Step never mutates the
 // record it is given, so a Record value may be shared by readers.
 type Record struct {
-	PID             int64  `json:"pid"`
-	ParentPID       int64  `json:"parent_pid"` // 0 for a root
-	Image           string `json:"image"`      // "name:version"
-	ImageSpawnIndex int    `json:"image_spawn_index"`
-	State           State  `json:"state"`
+	PID       int64  `json:"pid"`
+	ParentPID int64  `json:"parent_pid"` // 0 for a root
+	Image     string `json:"image"`      // "name:version"
+	State     State  `json:"state"`
 	// Gen is the state generation: +1 on every transition.
 	Gen uint64 `json:"gen"`
 	// Wait is set exactly when State is waiting, or paused from waiting.

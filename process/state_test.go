@@ -271,7 +271,7 @@ func TestRecordJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"pid":7`, `"parent_pid":1`, `"image_spawn_index":0`, `"state":"waiting"`, `"gen":4`, `"wait":{"kind":"child","child_pid":9,"pending_id":"p"}`, `"goal_oid":"goal"`, `"created_at":`, `"updated_at":`, `"limits":{"tool_calls":0`} {
+	for _, key := range []string{`"pid":7`, `"parent_pid":1`, `"state":"waiting"`, `"gen":4`, `"wait":{"kind":"child","child_pid":9,"pending_id":"p"}`, `"goal_oid":"goal"`, `"created_at":`, `"updated_at":`, `"limits":{"tool_calls":0`} {
 		if !strings.Contains(string(data), key) {
 			t.Errorf("record JSON %s lacks %s", data, key)
 		}

@@ -40,20 +40,20 @@ func newFixture(t *testing.T, script string, mutate ...func(*Options)) *fixture 
 	f := &fixture{t: t, clock: clock.NewFake(epoch, true)}
 	n := NewNotifier()
 	opts := kernel.Options{Clock: f.clock, OnEvent: n.OnEvent, Workers: 4}
+	rt, err := kernel.Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if script != "" {
 		s, err := llm.ParseScript([]byte(script))
 		if err != nil {
 			t.Fatalf("script: %v", err)
 		}
-		p, err := llm.NewReplay(s)
+		p, err := llm.NewReplay(s, rt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts.Provider = p
-	}
-	rt, err := kernel.Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
+		rt.SetProvider(p)
 	}
 	so := Options{Notifier: n, Now: f.clock.Now, PollInterval: 20 * time.Millisecond}
 	for _, m := range mutate {

@@ -148,7 +148,7 @@ func (p *providerFlags) resumeSettings(dir string) (*runSettings, error) {
 	if err := p.endpoint.apply(&s); err != nil {
 		return nil, err
 	}
-	if _, err := providerFromSettings(s); err != nil {
+	if err := checkProviderSettings(s); err != nil {
 		return nil, err
 	}
 	return &s, nil

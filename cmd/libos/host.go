@@ -220,8 +220,9 @@ func resumeCommand(args []string, stdout, stderr io.Writer) int {
 	}, settings)
 }
 
-// providerFromSettings rebuilds the provider a run started with.
-func providerFromSettings(s runSettings) (llm.Provider, error) {
+// providerFromSettings rebuilds the provider a run started with; a replay
+// provider asks spawns which script entry each process follows.
+func providerFromSettings(s runSettings, spawns llm.SpawnIndexer) (llm.Provider, error) {
 	switch s.Provider {
 	case "replay":
 		if s.Script == "demo" {
@@ -229,13 +230,13 @@ func providerFromSettings(s runSettings) (llm.Provider, error) {
 			if err != nil {
 				return nil, err
 			}
-			return llm.NewReplay(script)
+			return llm.NewReplay(script, spawns)
 		}
 		script, err := llm.LoadScript(s.Script)
 		if err != nil {
 			return nil, err
 		}
-		return llm.NewReplay(script)
+		return llm.NewReplay(script, spawns)
 	case "openai":
 		cfg := llm.OpenAIConfigFromEnv()
 		cfg.Model, cfg.BaseURL = s.Model, s.BaseURL
@@ -243,6 +244,15 @@ func providerFromSettings(s runSettings) (llm.Provider, error) {
 		return llm.NewOpenAI(cfg)
 	}
 	return nil, fmt.Errorf("recorded provider %q: must be replay or openai", s.Provider)
+}
+
+// checkProviderSettings reports why s names no provider that can be built,
+// before any runtime exists to answer a replay provider's spawn indexes.
+func checkProviderSettings(s runSettings) error {
+	_, err := providerFromSettings(s, llm.SpawnIndexFunc(func(int64) (int, error) {
+		return 0, errors.New("no runtime is open")
+	}))
+	return err
 }
 
 func (s runSettings) String() string {

@@ -96,7 +96,7 @@ func (p *providerFlags) settings() (runSettings, error) {
 	if err := p.endpoint.apply(&s); err != nil {
 		return s, err
 	}
-	if _, err := providerFromSettings(s); err != nil {
+	if err := checkProviderSettings(s); err != nil {
 		if name == "replay" {
 			return s, fmt.Errorf("--script: %w", err)
 		}
@@ -225,7 +225,7 @@ func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start
 			return exitFailed
 		}
 	}
-	provider, err := providerFromSettings(*settings)
+	provider, err := providerFromSettings(*settings, rt)
 	if err != nil {
 		fmt.Fprintf(stderr, "libos: provider (%s): %v\n", settings, err)
 		return exitFailed

@@ -111,7 +111,7 @@ func serveSession(ctx context.Context, dir, listen, token string, settings runSe
 		fmt.Fprintf(stderr, "libos serve: %v\n", err)
 		return exitFailed
 	}
-	provider, err := providerFromSettings(settings)
+	provider, err := providerFromSettings(settings, rt)
 	if err != nil {
 		fmt.Fprintf(stderr, "libos serve: provider (%s): %v\n", settings, err)
 		return exitFailed

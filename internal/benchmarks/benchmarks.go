@@ -37,17 +37,23 @@ func open(dir, script string) (*kernel.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := llm.NewReplay(s)
-	if err != nil {
-		return nil, err
-	}
 	bench, err := images.Builtin("base:v0")
 	if err != nil {
 		return nil, err
 	}
 	bench.Name, bench.Budget = "bench", images.Budget{}
-	return kernel.Open(dir, kernel.Options{Provider: p, Clock: clock.NewFake(epoch, true), Workers: 64,
+	rt, err := kernel.Open(dir, kernel.Options{Clock: clock.NewFake(epoch, true), Workers: 64,
 		Images: map[string]*images.Image{"bench:v0": bench}})
+	if err != nil {
+		return nil, err
+	}
+	p, err := llm.NewReplay(s, rt)
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	rt.SetProvider(p)
+	return rt, nil
 }
 
 func runAll(rt *kernel.Runtime) (time.Duration, error) {

@@ -40,6 +40,8 @@ type model struct {
 	srv    *httptest.Server
 
 	mu sync.Mutex
+	// images maps pid -> the image its requests name, for its script entry.
+	images map[int64]string
 	// seen maps pid -> tool_call_id -> the tool result content a request showed.
 	seen map[int64]map[string]string
 	// problems are requests the model could not answer or that showed a
@@ -72,12 +74,11 @@ func newModel(t *testing.T, script string, entry entryFunc) *model {
 	if err != nil {
 		t.Fatalf("load scenario script: %v", err)
 	}
-	rp, err := llm.NewReplay(s)
-	if err != nil {
+	m := &model{entry: entry, images: map[int64]string{}, seen: map[int64]map[string]string{},
+		gates: map[turnKey]turnKey{}, arrivals: map[turnKey]chan struct{}{}}
+	if m.replay, err = llm.NewReplay(s, m); err != nil {
 		t.Fatalf("compile scenario script: %v", err)
 	}
-	m := &model{replay: rp, entry: entry, seen: map[int64]map[string]string{},
-		gates: map[turnKey]turnKey{}, arrivals: map[turnKey]chan struct{}{}}
 	m.srv = httptest.NewServer(m)
 	t.Cleanup(m.srv.Close)
 	return m
@@ -150,6 +151,18 @@ func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(out)
 }
 
+// SpawnIndex is the scenario's script entry of pid, for the replay.
+func (m *model) SpawnIndex(pid int64) (int, error) {
+	m.mu.Lock()
+	image := m.images[pid]
+	m.mu.Unlock()
+	index, ok := m.entry(pid, image)
+	if !ok {
+		return 0, fmt.Errorf("pid %d (image %s) is not a process of the scenario", pid, image)
+	}
+	return index, nil
+}
+
 // request turns a chat-completions request back into the llm.Request the
 // replay answers, and records the tool results it shows.
 func (m *model) request(creq *openai.ChatCompletionRequest) (llm.Request, error) {
@@ -162,11 +175,13 @@ func (m *model) request(creq *openai.ChatCompletionRequest) (llm.Request, error)
 		return req, fmt.Errorf("system message names no process: %q", creq.Messages[0].Content)
 	}
 	pid, _ := strconv.ParseInt(match[1], 10, 64)
-	index, ok := m.entry(pid, match[2])
-	if !ok {
+	if _, ok := m.entry(pid, match[2]); !ok {
 		return req, fmt.Errorf("pid %d (image %s) is not a process of the scenario", pid, match[2])
 	}
-	req.Process = llm.ProcessInfo{PID: pid, Image: match[2], GoalOID: match[3], ImageSpawnIndex: index}
+	m.mu.Lock()
+	m.images[pid] = match[2]
+	m.mu.Unlock()
+	req.Process = llm.ProcessInfo{PID: pid, Image: match[2], GoalOID: match[3]}
 	interrupted := false
 	tools := map[string]string{}
 	callPrefix := fmt.Sprintf("call_%d_", pid)

@@ -330,8 +330,9 @@ func extract(src, dst string) error {
 	})
 }
 
-// provider parses the script with the facts known so far.
-func (w *world) provider() (llm.Provider, error) {
+// provider parses the script with the facts known so far; rt tells it which
+// entry each process follows.
+func (w *world) provider(rt *kernel.Runtime) (llm.Provider, error) {
 	text := w.script
 	for k, v := range w.facts {
 		text = strings.ReplaceAll(text, "@"+k+"@", v)
@@ -340,7 +341,7 @@ func (w *world) provider() (llm.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("script %s: %w", w.t.Script, err)
 	}
-	p, err := llm.NewReplay(s)
+	p, err := llm.NewReplay(s, rt)
 	if err != nil {
 		return nil, fmt.Errorf("script %s: %w", w.t.Script, err)
 	}
@@ -362,13 +363,14 @@ func customImages() (map[string]*images.Image, error) {
 	return out, nil
 }
 
-func (w *world) open(fsys vfs.FS, p llm.Provider) (*kernel.Runtime, error) {
+// open opens the runtime on fsys, answered by the script.
+func (w *world) open(fsys vfs.FS) (*kernel.Runtime, error) {
 	ims, err := customImages()
 	if err != nil {
 		return nil, err
 	}
 	opts := kernel.Options{
-		Provider: p, Clock: clock.NewFake(epoch, true), Workers: 1, FS: fsys, Images: ims,
+		Clock: clock.NewFake(epoch, true), Workers: 1, FS: fsys, Images: ims,
 	}
 	if w.crash != nil {
 		opts.OnEvent = w.crash.onEvent
@@ -381,17 +383,19 @@ func (w *world) open(fsys vfs.FS, p llm.Provider) (*kernel.Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the runtime: %w", err)
 	}
+	p, err := w.provider(rt)
+	if err != nil {
+		rt.Close()
+		return nil, err
+	}
+	rt.SetProvider(p)
 	return rt, nil
 }
 
 // play runs the task: the victim, then the root, through a crash and a
 // reopen when the task has one. It returns the runtime to observe.
 func (w *world) play(ctx context.Context) (*kernel.Runtime, error) {
-	p, err := w.provider()
-	if err != nil {
-		return nil, err
-	}
-	rt, err := w.open(w.fs, p)
+	rt, err := w.open(w.fs)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +409,8 @@ func (w *world) play(ctx context.Context) (*kernel.Runtime, error) {
 		if err := w.runVictim(ctx, rt); err != nil {
 			return nil, err
 		}
-		if p, err = w.provider(); err != nil {
+		p, err := w.provider(rt)
+		if err != nil {
 			return nil, err
 		}
 		rt.SetProvider(p)
@@ -448,10 +453,7 @@ func (w *world) play(ctx context.Context) (*kernel.Runtime, error) {
 	if w.skills != nil {
 		w.skills.reopened()
 	}
-	if p, err = w.provider(); err != nil {
-		return nil, err
-	}
-	rt, err = w.open(clone, p)
+	rt, err = w.open(clone)
 	if err != nil {
 		return nil, fmt.Errorf("reopen after the crash: %w", err)
 	}

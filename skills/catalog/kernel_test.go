@@ -74,21 +74,21 @@ processes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	replay, err := llm.NewReplay(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{Provider: replay}
 	cat := loadAgent(t)
 	rt, err := kernel.Open(t.TempDir(), kernel.Options{
-		Provider: rec,
-		Clock:    clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), true),
-		Skills:   runtimeCatalog(cat),
+		Clock:  clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), true),
+		Skills: runtimeCatalog(cat),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close()
+	replay, err := llm.NewReplay(script, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{Provider: replay}
+	rt.SetProvider(rec)
 	pid, err := rt.Spawn(kernel.SpawnSpec{Image: "skilled:v0", Goal: "count", Grants: []capabilities.Grant{}})
 	if err != nil {
 		t.Fatal(err)
