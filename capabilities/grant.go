@@ -145,9 +145,7 @@ func (g Grant) usable() bool { return g.UsesRemaining == nil || *g.UsesRemaining
 // Clone returns a deep copy of g.
 func (g Grant) Clone() Grant {
 	c := g
-	if g.Rights != nil {
-		c.Rights = append([]Right(nil), g.Rights...)
-	}
+	c.Rights = slices.Clone(g.Rights)
 	if g.UsesRemaining != nil {
 		n := *g.UsesRemaining
 		c.UsesRemaining = &n

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -121,14 +122,14 @@ func (r *procRecord) noteDecision(d capabilities.Decision) {
 // savepoint also gives back what it changed in memory (a reserved one-shot,
 // a budget charge).
 func (r *procRecord) snapshot() *procRecord {
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(fmt.Sprintf("kernel: snapshot pid %d: %v", r.PID, err))
-	}
-	var c procRecord
-	if err := json.Unmarshal(b, &c); err != nil {
-		panic(fmt.Sprintf("kernel: snapshot pid %d: %v", r.PID, err))
-	}
+	c := *r
+	c.Record = r.Record.Clone()
+	c.ObservedTools = slices.Clone(r.ObservedTools)
+	c.ActiveSkills = slices.Clone(r.ActiveSkills)
+	c.ToolTable = slices.Clone(r.ToolTable) // nil and [] differ, and stay so
+	c.Scopes = slices.Clone(r.Scopes)
+	c.Dispatch = r.Dispatch.Clone()
+	c.decisions = slices.Clone(r.decisions)
 	return &c
 }
 

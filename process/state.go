@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,9 +141,7 @@ func (w *Wait) Clone() *Wait {
 		return nil
 	}
 	c := *w
-	if w.Filter != nil {
-		c.Filter = append(json.RawMessage(nil), w.Filter...)
-	}
+	c.Filter = slices.Clone(w.Filter)
 	return &c
 }
 

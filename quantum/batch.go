@@ -14,6 +14,7 @@ package quantum
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Call is one tool call of a reply. Its fields and JSON are those of
@@ -114,6 +115,29 @@ func (b *Batch) Phase() Phase {
 		return InEffect
 	}
 	return b.phase
+}
+
+// Clone returns a deep copy of b (nil stays nil).
+func (b *Batch) Clone() *Batch {
+	if b == nil {
+		return nil
+	}
+	c := *b
+	if b.Calls != nil {
+		c.Calls = make([]Call, len(b.Calls))
+		for i, call := range b.Calls {
+			call.Arguments = slices.Clone(call.Arguments)
+			c.Calls[i] = call
+		}
+	}
+	c.Notices = slices.Clone(b.Notices)
+	c.EffectAuthority = slices.Clone(b.EffectAuthority)
+	if b.ending != nil {
+		e := *b.ending
+		e.Notices = slices.Clone(b.ending.Notices)
+		c.ending = &e
+	}
+	return &c
 }
 
 // EffectCallID is the id of the call whose outside effect is running, or "".

@@ -1,0 +1,126 @@
+package kernel
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestSnapshotIsDeep fills every field of a process record, through every
+// pointer, slice and map, takes a snapshot, and checks that the two share no
+// memory and are equal: a field added later without a deep copy fails here.
+func TestSnapshotIsDeep(t *testing.T) {
+	var r procRecord
+	fillValue(reflect.ValueOf(&r).Elem(), 1)
+	s := r.snapshot()
+	if !reflect.DeepEqual(&r, s) {
+		t.Fatalf("snapshot differs from its record:\n%+v\n%+v", r, *s)
+	}
+	if path := sharedMemory(reflect.ValueOf(&r).Elem(), reflect.ValueOf(s).Elem(), "procRecord"); path != "" {
+		t.Fatalf("snapshot shares %s with its record", path)
+	}
+	// nil and empty lists are kept apart (a tool table of [] is empty, nil is
+	// the image's).
+	r.ToolTable, r.Scopes = []string{}, nil
+	s = r.snapshot()
+	if s.ToolTable == nil || s.Scopes != nil {
+		t.Fatalf("snapshot lost nil/empty: tool_table %#v scopes %#v", s.ToolTable, s.Scopes)
+	}
+	a, _ := json.Marshal(&r)
+	b, _ := json.Marshal(s)
+	if string(a) != string(b) {
+		t.Fatalf("snapshot encodes differently:\n%s\n%s", a, b)
+	}
+}
+
+// fillValue sets every settable field of v to a non-zero value.
+func fillValue(v reflect.Value, seed int) {
+	if v.Type() == reflect.TypeOf(time.Time{}) {
+		v.Set(reflect.ValueOf(time.Date(2026, 1, 1, 0, 0, seed, 0, time.UTC)))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Field(i)
+			if !f.CanSet() {
+				f = reflect.NewAt(f.Type(), f.Addr().UnsafePointer()).Elem()
+			}
+			fillValue(f, seed+i)
+		}
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fillValue(p.Elem(), seed)
+		v.Set(p)
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for i := 0; i < 2; i++ {
+			fillValue(s.Index(i), seed+i)
+		}
+		if v.Type() == reflect.TypeOf(json.RawMessage(nil)) {
+			s = reflect.ValueOf(json.RawMessage(`{"k":1}`))
+		}
+		v.Set(s)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fillValue(k, seed)
+		fillValue(e, seed)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.String:
+		v.SetString("s" + string(rune('a'+seed%26)))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(seed + 1))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(seed + 1))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(float64(seed) + 0.5)
+	case reflect.Interface:
+		v.Set(reflect.ValueOf("payload"))
+	}
+}
+
+// sharedMemory returns the path of the first pointer, slice or map that a
+// and b share, or "".
+func sharedMemory(a, b reflect.Value, path string) string {
+	if a.Type() == reflect.TypeOf(time.Time{}) {
+		return "" // a value; its location pointer is shared by design
+	}
+	switch a.Kind() {
+	case reflect.Struct:
+		for i := 0; i < a.NumField(); i++ {
+			if p := sharedMemory(a.Field(i), b.Field(i), path+"."+a.Type().Field(i).Name); p != "" {
+				return p
+			}
+		}
+	case reflect.Pointer:
+		if a.IsNil() {
+			return ""
+		}
+		if a.Pointer() == b.Pointer() {
+			return path
+		}
+		return sharedMemory(a.Elem(), b.Elem(), path)
+	case reflect.Slice:
+		if a.Len() == 0 {
+			return ""
+		}
+		if a.Pointer() == b.Pointer() {
+			return path
+		}
+		for i := 0; i < a.Len(); i++ {
+			if p := sharedMemory(a.Index(i), b.Index(i), path+"[]"); p != "" {
+				return p
+			}
+		}
+	case reflect.Map:
+		if !a.IsNil() && a.Pointer() == b.Pointer() {
+			return path
+		}
+	}
+	return ""
+}
