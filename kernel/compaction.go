@@ -207,17 +207,7 @@ func (k *Runtime) startCompaction(tx *txn, r *procRecord, c *llmContext, req too
 			return tools.Outcome{}, err
 		}
 	}
-	// The source is the context before the calling turn: the call's own
-	// assistant message and results stay after the summary.
-	source := c.entries
-	if callID != "" {
-		for i := len(c.entries) - 1; i >= 0; i-- {
-			if c.entries[i].Role == llm.RoleAssistant {
-				source = c.entries[:i]
-				break
-			}
-		}
-	}
+	source := compactionSource(c, callID)
 	cut := tailCut(source, req.PreserveRecentEntries)
 	if !req.Force && c.tokens <= req.TargetTokens {
 		return tools.Outcome{Result: map[string]any{
@@ -248,18 +238,7 @@ func (k *Runtime) startCompaction(tx *txn, r *procRecord, c *llmContext, req too
 		Preserved: len(source) - cut, Entries: append([]Entry(nil), source[:cut]...), CompressorPIDs: []int64{},
 	}
 	job.Chunks = planChunks(job.Entries, req.MaxChunks)
-	stages := int64(len(job.Chunks))
-	// Refuse up front what the budgets cannot carry, before any job or
-	// child exists.
-	recs, err := chain(tx, r)
-	if err != nil {
-		return tools.Outcome{}, err
-	}
-	accts := make([]capabilities.Account, len(recs))
-	for i, rec := range recs {
-		accts[i] = capabilities.Account{PID: rec.PID, Limits: rec.Limits, Used: rec.Used}
-	}
-	if _, err := capabilities.Charge(accts, capabilities.Budget{Children: stages, LLMCalls: stages, ToolCalls: stages}); err != nil {
+	if err := checkStageBudgets(tx, r, int64(len(job.Chunks))); err != nil {
 		return tools.Outcome{}, err
 	}
 	if _, old, err := loadJob(tx, r); err == nil && old.State == "running" {
@@ -280,6 +259,35 @@ func (k *Runtime) startCompaction(tx *txn, r *procRecord, c *llmContext, req too
 		return err
 	})
 	return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: child}}}, nil
+}
+
+// compactionSource is what a compaction started by callID summarizes: the
+// context before the calling turn, so the call's own assistant message and
+// results stay after the summary (all of it for automatic maintenance).
+func compactionSource(c *llmContext, callID string) []Entry {
+	if callID != "" {
+		for i := len(c.entries) - 1; i >= 0; i-- {
+			if c.entries[i].Role == llm.RoleAssistant {
+				return c.entries[:i]
+			}
+		}
+	}
+	return c.entries
+}
+
+// checkStageBudgets refuses up front what the budgets of r and its ancestors
+// cannot carry for stages compressors, before any job or child exists.
+func checkStageBudgets(tx *txn, r *procRecord, stages int64) error {
+	recs, err := chain(tx, r)
+	if err != nil {
+		return err
+	}
+	accts := make([]capabilities.Account, len(recs))
+	for i, rec := range recs {
+		accts[i] = capabilities.Account{PID: rec.PID, Limits: rec.Limits, Used: rec.Used}
+	}
+	_, err = capabilities.Charge(accts, capabilities.Budget{Children: stages, LLMCalls: stages, ToolCalls: stages})
+	return err
 }
 
 // spawnCompressor starts the compressor of the job's current stage. It holds
@@ -319,7 +327,9 @@ func (k *Runtime) spawnCompressor(tx *txn, r *procRecord, job *compactionJob) (i
 	return child.PID, nil
 }
 
-// resumeCompaction advances r's job after its compressor ended.
+// resumeCompaction advances r's job after its compressor ended: a stage
+// still running is waited on, a failed one fails the job, a finished one
+// starts the next stage or, after the last, replaces the context.
 func (k *Runtime) resumeCompaction(tx *txn, r *procRecord, c *llmContext) (tools.Outcome, error) {
 	_, job, err := loadJob(tx, r)
 	if err != nil {
@@ -328,19 +338,8 @@ func (k *Runtime) resumeCompaction(tx *txn, r *procRecord, c *llmContext) (tools
 	if job.State != "running" {
 		return tools.Outcome{}, tools.Errorf(tools.CodeFailed, "the compaction job is %s, not running", job.State)
 	}
-	fail := func(format string, a ...any) (tools.Outcome, error) {
-		job.State, job.Error = "failed", fmt.Sprintf(format, a...)
-		if _, err := saveJob(tx, r, job); err != nil {
-			return tools.Outcome{}, err
-		}
-		return tools.Outcome{}, tools.Errorf(tools.CodeFailed, "compaction failed, the context is unchanged: %s", job.Error)
-	}
-	block := func(pid int64) (tools.Outcome, error) {
-		if _, err := saveJob(tx, r, job); err != nil {
-			return tools.Outcome{}, err
-		}
-		return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: pid}}}, nil
-	}
+	fail := func(format string, a ...any) (tools.Outcome, error) { return failJob(tx, r, job, format, a...) }
+	block := func(pid int64) (tools.Outcome, error) { return awaitCompressor(tx, r, job, pid) }
 	child, err := loadProc(tx, job.CurrentChild)
 	if err != nil {
 		return tools.Outcome{}, err
@@ -380,18 +379,41 @@ func (k *Runtime) resumeCompaction(tx *txn, r *procRecord, c *llmContext) (tools
 		}
 		return block(pid)
 	}
+	return k.completeCompaction(tx, r, c, job)
+}
+
+// failJob records why r's job failed; the context stays as it was.
+func failJob(tx *txn, r *procRecord, job *compactionJob, format string, a ...any) (tools.Outcome, error) {
+	job.State, job.Error = "failed", fmt.Sprintf(format, a...)
+	if _, err := saveJob(tx, r, job); err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{}, tools.Errorf(tools.CodeFailed, "compaction failed, the context is unchanged: %s", job.Error)
+}
+
+// awaitCompressor saves r's job and blocks r on the compressor pid.
+func awaitCompressor(tx *txn, r *procRecord, job *compactionJob, pid int64) (tools.Outcome, error) {
+	if _, err := saveJob(tx, r, job); err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: pid}}}, nil
+}
+
+// completeCompaction replaces the summarized prefix of r's context with the
+// job's final summary, if the context is still the one the job copied.
+func (k *Runtime) completeCompaction(tx *txn, r *procRecord, c *llmContext, job *compactionJob) (tools.Outcome, error) {
 	if c.meta.Version != job.SourceVersion {
-		return fail("the context changed since source version %d (now %d)", job.SourceVersion, c.meta.Version)
+		return failJob(tx, r, job, "the context changed since source version %d (now %d)", job.SourceVersion, c.meta.Version)
 	}
 	// The version alone does not show a payload lost and rebuilt differently
 	// (a reopen with retention off): the compacted prefix must be the one
 	// the job copied.
 	if job.Cut > len(c.entries) || !samePrefix(c.entries[:job.Cut], job.Entries) {
-		return fail("the context entries the job summarized are no longer the context's (its payload was lost or rebuilt since)")
+		return failJob(tx, r, job, "the context entries the job summarized are no longer the context's (its payload was lost or rebuilt since)")
 	}
 	oldVersion := c.meta.Version
 	summaryEntry := Entry{Role: llm.RoleUser, Kind: "summary",
-		Content: fmt.Sprintf("(context summary of %d earlier entries)\n%s", job.Cut, summary)}
+		Content: fmt.Sprintf("(context summary of %d earlier entries)\n%s", job.Cut, job.Summary)}
 	summaryEntry.Tokens = k.entryTokens(&summaryEntry)
 	entries := append([]Entry{summaryEntry}, c.entries[job.Cut:]...)
 	k.replaceContext(tx, r, c, entries)

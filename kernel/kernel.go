@@ -324,23 +324,9 @@ func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal st
 	if err != nil {
 		return nil, fmt.Errorf("create context object: %w", err)
 	}
-	all := make([]capabilities.Grant, 0, len(grants)+1)
-	all = append(all, capabilities.Grant{
-		ID: fmt.Sprintf("g%d-ns", pid), Resource: "object_namespace:" + ns,
-		Rights: []capabilities.Right{capabilities.Read, capabilities.Write, capabilities.Materialize}, Effect: capabilities.Allow,
-	})
-	for i, g := range grants {
-		if g.ID == "" {
-			g.ID = fmt.Sprintf("g%d-%d", pid, i+1)
-		}
-		if g.Effect == "" {
-			g.Effect = capabilities.Allow
-		}
-		all = append(all, g)
-	}
-	// Grant ids must be unique: a one-shot is reserved by id.
-	if err := capabilities.ValidateGrants(all); err != nil {
-		return nil, fmt.Errorf("%w: grants: %w", ErrInvalidSpawn, err)
+	all, err := processGrants(pid, ns, grants)
+	if err != nil {
+		return nil, err
 	}
 	now := k.clock.Now()
 	r := &procRecord{
@@ -365,6 +351,30 @@ func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal st
 		return nil, err
 	}
 	return r, nil
+}
+
+// processGrants are the grants of a new process pid: its own namespace, then
+// grants with ids and effects defaulted.
+func processGrants(pid int64, ns string, grants []capabilities.Grant) ([]capabilities.Grant, error) {
+	all := make([]capabilities.Grant, 0, len(grants)+1)
+	all = append(all, capabilities.Grant{
+		ID: fmt.Sprintf("g%d-ns", pid), Resource: "object_namespace:" + ns,
+		Rights: []capabilities.Right{capabilities.Read, capabilities.Write, capabilities.Materialize}, Effect: capabilities.Allow,
+	})
+	for i, g := range grants {
+		if g.ID == "" {
+			g.ID = fmt.Sprintf("g%d-%d", pid, i+1)
+		}
+		if g.Effect == "" {
+			g.Effect = capabilities.Allow
+		}
+		all = append(all, g)
+	}
+	// Grant ids must be unique: a one-shot is reserved by id.
+	if err := capabilities.ValidateGrants(all); err != nil {
+		return nil, fmt.Errorf("%w: grants: %w", ErrInvalidSpawn, err)
+	}
+	return all, nil
 }
 
 // ProcessInfo is a snapshot of a process for a Host.

@@ -114,7 +114,10 @@ type workResult struct {
 	err error
 }
 
-// run is the scheduler loop of RunUntilIdle.
+// run is the scheduler loop of RunUntilIdle. Each turn hands queued
+// processes to free workers, then does one of: fire the timers that are due,
+// drop the next timer if its wait is over, end when idle with nothing to
+// wait for, or wait for the next thing to happen.
 func (s *scheduler) run(ctx context.Context) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
@@ -124,97 +127,130 @@ func (s *scheduler) run(ctx context.Context) error {
 	if err := s.load(); err != nil {
 		return err
 	}
-
-	workers := s.k.opts.Workers
-	work := make(chan int64, workers)
-	results := make(chan workResult, workers)
-	var wg sync.WaitGroup
-	for i := 0; i < workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for pid := range work {
-				results <- workResult{pid: pid, err: s.k.quantum(ctx, pid)}
-			}
-		}()
-	}
-	busy := 0
-	var fatal error
-	finish := func(res workResult) {
-		busy--
-		s.mu.Lock()
-		delete(s.inflight, res.pid)
-		if s.requeue[res.pid] {
-			delete(s.requeue, res.pid)
-			if !s.queued[res.pid] {
-				s.queued[res.pid] = true
-				s.queue = append(s.queue, res.pid)
-			}
-		}
-		s.mu.Unlock()
-		if res.err != nil && fatal == nil {
-			fatal = res.err
-		}
-	}
-	defer func() {
-		close(work)
-		for busy > 0 {
-			finish(<-results)
-		}
-		wg.Wait()
-	}()
-
+	pool := s.startWorkers(ctx)
+	defer pool.stop()
 	for {
-		if fatal != nil {
-			return fatal
+		if pool.fatal != nil {
+			return pool.fatal
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		var due []timer
 		var next *timer
-		busy, due, next = s.plan(busy, workers, work)
-		idle := busy == 0 && s.queueEmpty()
-
-		if len(due) > 0 {
-			for _, t := range due {
-				if err := s.k.fireTimer(t.pid, t.gen); err != nil {
-					fatal = err
-				}
-			}
-			continue
-		}
-		if idle && next != nil && !s.k.timerLive(*next) {
+		pool.busy, due, next = s.plan(pool.busy, pool.size, pool.work)
+		idle := pool.busy == 0 && s.queueEmpty()
+		switch {
+		case len(due) > 0:
+			pool.fire(due)
+		case idle && next != nil && !s.k.timerLive(*next):
 			// The process left that wait (killed, woken otherwise): its
 			// timer must not keep an otherwise idle runtime running.
-			s.mu.Lock()
-			if len(s.timers) > 0 && s.timers[0] == *next {
-				heap.Pop(&s.timers)
-			}
-			s.mu.Unlock()
-			continue
-		}
-		if idle && next == nil {
+			s.dropTimer(*next)
+		case idle && next == nil:
 			return nil
+		default:
+			s.await(ctx, cancel, pool, idle, next)
 		}
-		var timerCh <-chan struct{}
-		if next != nil {
-			if idle {
-				if sk, ok := s.k.clock.(clock.Skipper); ok {
-					sk.SkipTo(next.at)
-				}
+	}
+}
+
+// workerPool is one run's workers: each runs the quanta of the pids sent on
+// work and answers on results. Only the loop's goroutine touches busy and
+// fatal.
+type workerPool struct {
+	s       *scheduler
+	size    int
+	work    chan int64
+	results chan workResult
+	wg      sync.WaitGroup
+	busy    int   // quanta handed out and not finished
+	fatal   error // the error that ends the run
+}
+
+func (s *scheduler) startWorkers(ctx context.Context) *workerPool {
+	n := s.k.opts.Workers
+	p := &workerPool{s: s, size: n, work: make(chan int64, n), results: make(chan workResult, n)}
+	for i := 0; i < n; i++ {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			for pid := range p.work {
+				p.results <- workResult{pid: pid, err: s.k.quantum(ctx, pid)}
 			}
-			timerCh = s.k.clock.At(next.at)
+		}()
+	}
+	return p
+}
+
+// finish takes a quantum's end: its process is queued again if it became
+// runnable meanwhile, and the first error ends the run.
+func (p *workerPool) finish(res workResult) {
+	s := p.s
+	p.busy--
+	s.mu.Lock()
+	delete(s.inflight, res.pid)
+	if s.requeue[res.pid] {
+		delete(s.requeue, res.pid)
+		if !s.queued[res.pid] {
+			s.queued[res.pid] = true
+			s.queue = append(s.queue, res.pid)
 		}
-		select {
-		case res := <-results:
-			finish(res)
-		case <-s.kick:
-		case <-timerCh:
-		case <-ctx.Done():
-		case <-s.k.closed:
-			cancel()
+	}
+	s.mu.Unlock()
+	if res.err != nil && p.fatal == nil {
+		p.fatal = res.err
+	}
+}
+
+// fire wakes the processes whose timers are due.
+func (p *workerPool) fire(due []timer) {
+	for _, t := range due {
+		if err := p.s.k.fireTimer(t.pid, t.gen); err != nil {
+			p.fatal = err
 		}
+	}
+}
+
+// stop lets the quanta in flight end and the workers return.
+func (p *workerPool) stop() {
+	close(p.work)
+	for p.busy > 0 {
+		p.finish(<-p.results)
+	}
+	p.wg.Wait()
+}
+
+// dropTimer removes t if it is still the next timer.
+func (s *scheduler) dropTimer(t timer) {
+	s.mu.Lock()
+	if len(s.timers) > 0 && s.timers[0] == t {
+		heap.Pop(&s.timers)
+	}
+	s.mu.Unlock()
+}
+
+// await blocks until a quantum ends, a process is queued, the next timer is
+// due, or the run is stopped. An idle runtime on a skipping clock jumps to
+// its next timer instead of waiting for it.
+func (s *scheduler) await(ctx context.Context, cancel context.CancelFunc, pool *workerPool, idle bool, next *timer) {
+	var timerCh <-chan struct{}
+	if next != nil {
+		if idle {
+			if sk, ok := s.k.clock.(clock.Skipper); ok {
+				sk.SkipTo(next.at)
+			}
+		}
+		timerCh = s.k.clock.At(next.at)
+	}
+	select {
+	case res := <-pool.results:
+		pool.finish(res)
+	case <-s.kick:
+	case <-timerCh:
+	case <-ctx.Done():
+	case <-s.k.closed:
+		cancel()
 	}
 }
 
