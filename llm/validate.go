@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sync"
 )
 
 // Validate checks the structural rules every provider relies on and that real
@@ -38,49 +39,51 @@ func (r *Request) Validate() error {
 	unanswered := map[string]bool{}
 	known := map[string]bool{}
 	for i, m := range r.Messages {
-		field := fmt.Sprintf("messages[%d]", i)
+		// Named only when it is reported: a request is validated at every
+		// call, over its whole history.
+		field := lazyField{"messages", i}
 		switch m.Role {
 		case RoleSystem, RoleUser, RoleAssistant, RoleTool:
 		default:
-			return bad(field+".role", "must be system, user, assistant or tool (got %q)", m.Role)
+			return bad(field.String()+".role", "must be system, user, assistant or tool (got %q)", m.Role)
 		}
 		if m.Role != RoleTool && len(unanswered) > 0 {
-			return bad(field, "tool call %s of an earlier assistant message has no tool message answering it", firstKey(unanswered))
+			return bad(field.String(), "tool call %s of an earlier assistant message has no tool message answering it", firstKey(unanswered))
 		}
 		if m.Role != RoleAssistant && len(m.ToolCalls) > 0 {
-			return bad(field+".tool_calls", "only assistant messages carry tool calls")
+			return bad(field.String()+".tool_calls", "only assistant messages carry tool calls")
 		}
 		if m.Role != RoleTool && m.ToolCallID != "" {
-			return bad(field+".tool_call_id", "only tool messages carry tool_call_id")
+			return bad(field.String()+".tool_call_id", "only tool messages carry tool_call_id")
 		}
 		switch m.Role {
 		case RoleAssistant:
 			for j, tc := range m.ToolCalls {
-				cf := fmt.Sprintf("%s.tool_calls[%d]", field, j)
+				cf := func() string { return fmt.Sprintf("%s.tool_calls[%d]", field, j) }
 				if tc.ID == "" {
-					return bad(cf+".id", "required")
+					return bad(cf()+".id", "required")
 				}
 				if unanswered[tc.ID] {
-					return bad(cf+".id", "duplicate id %q in one message", tc.ID)
+					return bad(cf()+".id", "duplicate id %q in one message", tc.ID)
 				}
 				if tc.Name == "" {
-					return bad(cf+".name", "required")
+					return bad(cf()+".name", "required")
 				}
 				if len(bytes.TrimSpace(tc.Arguments)) > 0 && !json.Valid(tc.Arguments) {
-					return bad(cf+".arguments", "must be valid JSON")
+					return bad(cf()+".arguments", "must be valid JSON")
 				}
 				unanswered[tc.ID] = true
 				known[tc.ID] = true
 			}
 		case RoleTool:
 			if m.ToolCallID == "" {
-				return bad(field+".tool_call_id", "required for role tool")
+				return bad(field.String()+".tool_call_id", "required for role tool")
 			}
 			if !unanswered[m.ToolCallID] {
 				if known[m.ToolCallID] {
-					return bad(field+".tool_call_id", "tool call %q is already answered", m.ToolCallID)
+					return bad(field.String()+".tool_call_id", "tool call %q is already answered", m.ToolCallID)
 				}
-				return bad(field+".tool_call_id", "%q answers no tool call of the preceding assistant message", m.ToolCallID)
+				return bad(field.String()+".tool_call_id", "%q answers no tool call of the preceding assistant message", m.ToolCallID)
 			}
 			delete(unanswered, m.ToolCallID)
 		}
@@ -90,16 +93,16 @@ func (r *Request) Validate() error {
 	}
 	names := make(map[string]bool, len(r.Tools))
 	for i, t := range r.Tools {
-		field := fmt.Sprintf("tools[%d]", i)
+		field := lazyField{"tools", i}
 		if t.Name == "" {
-			return bad(field+".name", "required")
+			return bad(field.String()+".name", "required")
 		}
 		if names[t.Name] {
-			return bad(field+".name", "duplicate tool name %q", t.Name)
+			return bad(field.String()+".name", "duplicate tool name %q", t.Name)
 		}
 		names[t.Name] = true
-		if len(bytes.TrimSpace(t.Parameters)) > 0 && !isJSONObject(t.Parameters) {
-			return bad(field+".parameters", "must be a JSON Schema object")
+		if len(bytes.TrimSpace(t.Parameters)) > 0 && !knownSchemaObject(t.Parameters) {
+			return bad(field.String()+".parameters", "must be a JSON Schema object")
 		}
 	}
 	return nil
@@ -114,6 +117,44 @@ func firstKey(m map[string]bool) string {
 		}
 	}
 	return first
+}
+
+// lazyField is a field path built only when an error names it.
+type lazyField struct {
+	list  string
+	index int
+}
+
+func (f lazyField) String() string { return fmt.Sprintf("%s[%d]", f.list, f.index) }
+
+// schemaObjects remembers tool parameter schemas already found to be JSON
+// objects: a runtime sends the same few tables with every request, and
+// scanning each schema again on every call costs more than the lookup.
+var schemaObjects = struct {
+	sync.RWMutex
+	seen map[string]struct{}
+}{seen: map[string]struct{}{}}
+
+// maxSchemaObjects bounds what schemaObjects holds; past it, schemas are
+// scanned every time.
+const maxSchemaObjects = 4096
+
+func knownSchemaObject(raw []byte) bool {
+	schemaObjects.RLock()
+	_, ok := schemaObjects.seen[string(raw)]
+	schemaObjects.RUnlock()
+	if ok {
+		return true
+	}
+	if !isJSONObject(raw) {
+		return false
+	}
+	schemaObjects.Lock()
+	if len(schemaObjects.seen) < maxSchemaObjects {
+		schemaObjects.seen[string(raw)] = struct{}{}
+	}
+	schemaObjects.Unlock()
+	return true
 }
 
 // isJSONObject reports whether raw is one valid JSON object.
