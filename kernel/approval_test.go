@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/clock"
 	"github.com/libos/libos/images"
@@ -155,7 +156,7 @@ processes:
 		invoke := echo.Invoke
 		echo.Invoke = func(ctx context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
 			// As skill runners do: execute on each declared scope.
-			if err := sys.Authorize(capabilities.Execute, "scope:echo"); err != nil {
+			if err := sys.Require(authority.ScopeUse, authority.Params{Scope: "echo"}); err != nil {
 				return tools.Outcome{}, err
 			}
 			return invoke(ctx, sys, raw)

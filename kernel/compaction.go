@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/objects"
@@ -201,11 +202,8 @@ func (k *Runtime) startCompaction(tx *txn, r *procRecord, c *llmContext, req too
 	if !im.Context.Object {
 		return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "this process has no LLM context Object (its prompt has no %q heading)", contextHeading)
 	}
-	names := []string{"object:" + c.meta.OID, "object_namespace:" + c.meta.Namespace}
-	for _, right := range []capabilities.Right{capabilities.Read, capabilities.Write, capabilities.Materialize} {
-		if err := k.authorize(tx, r, right, names...); err != nil {
-			return tools.Outcome{}, err
-		}
+	if err := k.require(tx, r, authority.CompactionSource, authority.Params{OID: c.meta.OID, Namespace: c.meta.Namespace}); err != nil {
+		return tools.Outcome{}, err
 	}
 	source := compactionSource(c, callID)
 	cut := tailCut(source, req.PreserveRecentEntries)
@@ -216,18 +214,13 @@ func (k *Runtime) startCompaction(tx *txn, r *procRecord, c *llmContext, req too
 			"source_tokens": c.tokens, "compacted_tokens": c.tokens, "preserved_recent_entries": len(source) - cut,
 		}}, nil
 	}
-	if err := k.authorize(tx, r, capabilities.Write, "object_namespace:"+r.Namespace); err != nil {
+	if err := k.require(tx, r, authority.CompactionJob, authority.Params{Namespace: r.Namespace}); err != nil {
 		return tools.Outcome{}, err
 	}
-	// Spawn and image rights are checked before anything exists, and again
+	// A stage's authority is probed before anything exists, and required
 	// (reserving one-shots) as each stage's compressor starts.
-	for _, need := range []struct {
-		right capabilities.Right
-		name  string
-	}{{capabilities.Write, "process:spawn"}, {capabilities.Read, "image:" + compressorImage}} {
-		if d := k.decide(r, false, need.right, need.name); !d.Allowed {
-			return tools.Outcome{}, fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, need.right, need.name, d.Reason)
-		}
+	if err := k.permits(r, authority.CompactionStage, authority.Params{Image: compressorImage}); err != nil {
+		return tools.Outcome{}, err
 	}
 	if cut == 0 {
 		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments,
@@ -294,10 +287,7 @@ func checkStageBudgets(tx *txn, r *procRecord, stages int64) error {
 // nothing beyond its own namespace.
 func (k *Runtime) spawnCompressor(tx *txn, r *procRecord, job *compactionJob) (int64, error) {
 	// Every stage needs the authority, as the first did.
-	if err := k.authorize(tx, r, capabilities.Write, "process:spawn"); err != nil {
-		return 0, err
-	}
-	if err := k.authorize(tx, r, capabilities.Read, "image:"+compressorImage); err != nil {
+	if err := k.require(tx, r, authority.CompactionStage, authority.Params{Image: compressorImage}); err != nil {
 		return 0, err
 	}
 	im, err := k.image(compressorImage)
@@ -466,10 +456,10 @@ func (k *Runtime) maintain(tx *txn, r *procRecord, c *llmContext, projected, win
 	}
 	r.PressureEpisode = true
 	reason := "it lacks execute on context:maintenance"
-	if k.decide(r, false, capabilities.Execute, "context:maintenance").Allowed {
+	if k.permits(r, authority.ContextMaintenance, authority.Params{}) == nil {
 		sp := tx.Savepoint()
 		saved := r.snapshot()
-		if err := k.authorize(tx, r, capabilities.Execute, "context:maintenance"); err != nil {
+		if err := k.require(tx, r, authority.ContextMaintenance, authority.Params{}); err != nil {
 			return false, err
 		}
 		// Pressure is established, so the run is forced; the summary aims at

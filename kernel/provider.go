@@ -6,7 +6,7 @@ import (
 	"hash/fnv"
 	"time"
 
-	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/process"
@@ -72,7 +72,7 @@ func (k *Runtime) providerFailed(tx *txn, r *procRecord, im *images.Image, perr 
 		r.ProviderFailures++
 		return k.waitForProvider(tx, r, time.Time{}, fmt.Sprintf("provider unavailable: %s (%v); fix it, then libos resume", hint, perr))
 	case llm.DispositionCompact:
-		if r.WindowRetried || !im.Context.Object || !k.decide(r, false, capabilities.Execute, "context:maintenance").Allowed {
+		if r.WindowRetried || !im.Context.Object || k.permits(r, authority.ContextMaintenance, authority.Params{}) != nil {
 			why := "it lacks execute on context:maintenance"
 			switch {
 			case r.WindowRetried:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
@@ -41,23 +42,55 @@ func (s *syscalls) Config() tools.Config {
 	return tools.Config{MaxSleepSeconds: s.k.opts.MaxSleepSeconds}
 }
 
-// Authorize checks the process's grants and, when a one-shot grant is what
-// allows the call, consumes one use in the call's transaction: if the call
-// later fails before its effect, the kernel rolls the transaction back to
-// the call's savepoint and the use is restored with it.
+// Require checks the process's grants for what the authority table says op
+// needs and, when a one-shot grant is what allows the call, consumes one use
+// in the call's transaction: if the call later fails before its effect, the
+// kernel rolls the transaction back to the call's savepoint and the use is
+// restored with it.
 //
 // A call an ask grant covers is refused with an *ApprovalRequiredError, and
 // the kernel holds it for a Human; once approved, the same call is run again
 // with its ask grants counting as allow.
-func (s *syscalls) Authorize(right capabilities.Right, names ...string) error {
-	d := s.k.decide(s.r, s.callID != "" && s.r.ApprovedCall == s.callID, right, names...)
-	return s.k.apply(s.tx, s.r, d, right, names...)
+func (s *syscalls) Require(op authority.Op, p authority.Params) error {
+	return s.k.check(s.tx, s.r, s.callID != "" && s.r.ApprovedCall == s.callID, op, p)
 }
 
-// authorize checks (and for a one-shot, reserves) a right of r in tx, for
+// require checks (and for a one-shot, reserves) op on p for r in tx, for
 // the kernel's own stages: nothing is approved there.
-func (k *Runtime) authorize(tx *txn, r *procRecord, right capabilities.Right, names ...string) error {
-	return k.apply(tx, r, k.decide(r, false, right, names...), right, names...)
+func (k *Runtime) require(tx *txn, r *procRecord, op authority.Op, p authority.Params) error {
+	return k.check(tx, r, false, op, p)
+}
+
+// check is the one authority check of the kernel: every requirement the
+// table states for op on p, in its order, decided and applied (a one-shot
+// reserved before the next is decided).
+func (k *Runtime) check(tx *txn, r *procRecord, approved bool, op authority.Op, p authority.Params) error {
+	reqs, err := authority.Requirements(op, p)
+	if err != nil {
+		return err
+	}
+	for _, q := range reqs {
+		if err := k.apply(tx, r, k.decide(r, approved, q.Right, q.Names...), q.Right, q.Names...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// permits reports whether r holds op on p now, reserving nothing and
+// asking no one (an ask grant does not permit): a stage's probe before
+// anything exists. The refusal reads as check's does.
+func (k *Runtime) permits(r *procRecord, op authority.Op, p authority.Params) error {
+	reqs, err := authority.Requirements(op, p)
+	if err != nil {
+		return err
+	}
+	for _, q := range reqs {
+		if d := k.decide(r, false, q.Right, q.Names...); !d.Allowed {
+			return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, q.Right, q.Names[0], d.Reason)
+		}
+	}
+	return nil
 }
 
 // decide is the one authority decision of the kernel: r's grants in force

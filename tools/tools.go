@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
@@ -88,35 +89,36 @@ var ErrDenied = errors.New("capability denied")
 // covers: the kernel holds such a call for a Human's decision.
 var ErrApprovalRequired = errors.New("approval required")
 
-// StatAuthorized stats oid and checks right on it (on the Object or its
-// namespace): a caller without that right gets the same denial whether or
-// not the Object exists, so probing cannot tell which OIDs exist or which
-// namespace holds them. Only a caller with the right learns it is missing.
+// StatAuthorized stats oid and requires op (ObjectRead or ObjectWrite) on
+// it: a caller without that authority gets the same denial whether or not
+// the Object exists, so probing cannot tell which OIDs exist or which
+// namespace holds them. Only a caller with the authority learns it is
+// missing.
 func StatAuthorized(sys interface {
 	Caller
 	ObjectStore
-}, right capabilities.Right, oid string) (objects.Meta, error) {
+}, op authority.Op, oid string) (objects.Meta, error) {
 	meta, err := sys.StatObject(oid)
 	switch {
 	case errors.Is(err, objects.ErrNotFound):
-		if sys.Authorize(right, "object:"+oid) != nil {
-			return objects.Meta{}, HiddenDenial(right, "object:"+oid)
+		if sys.Require(op, authority.Params{OID: oid}) != nil {
+			return objects.Meta{}, HiddenDenial(op, "object:"+oid)
 		}
 		return objects.Meta{}, err
 	case err != nil:
 		return objects.Meta{}, err
 	}
-	if sys.Authorize(right, "object:"+meta.OID, "object_namespace:"+meta.Namespace) != nil {
-		return objects.Meta{}, HiddenDenial(right, "object:"+oid)
+	if sys.Require(op, authority.Params{OID: meta.OID, Namespace: meta.Namespace}) != nil {
+		return objects.Meta{}, HiddenDenial(op, "object:"+oid)
 	}
 	return meta, nil
 }
 
-// HiddenDenial is the one answer to a caller without authority on target,
-// whether or not target exists: a missing thing and a forbidden one must
-// read alike, or probing would reveal what exists and who owns it.
-func HiddenDenial(right capabilities.Right, target string) error {
-	return fmt.Errorf("%w: %s on %s: it does not exist or no grant of yours allows it", ErrDenied, right, target)
+// HiddenDenial is the one answer to a caller without authority for op on
+// target, whether or not target exists: a missing thing and a forbidden one
+// must read alike, or probing would reveal what exists and who owns it.
+func HiddenDenial(op authority.Op, target string) error {
+	return fmt.Errorf("%w: %s on %s: it does not exist or no grant of yours allows it", ErrDenied, authority.Right(op), target)
 }
 
 // Self describes the calling process.
@@ -159,10 +161,10 @@ type Caller interface {
 	Self() Self
 	Now() time.Time
 	Config() Config
-	// Authorize checks right on a target known by names (most specific first)
-	// and reserves a one-shot grant if that is what allows it. A refusal wraps
-	// ErrDenied and names the right and resource.
-	Authorize(right capabilities.Right, names ...string) error
+	// Require checks what the authority table says op on p needs, in its
+	// order, and reserves a one-shot grant where that is what allows it. A
+	// refusal wraps ErrDenied and names the right and resource.
+	Require(op authority.Op, p authority.Params) error
 }
 
 // ObjectStore reads and writes Objects. None of its methods checks

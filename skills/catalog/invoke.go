@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/skills/runner"
@@ -73,12 +74,13 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 	return t, nil
 }
 
-// authorizeScopes checks execute on scope:<name> for every scope r declares.
+// authorizeScopes requires scope.use on every scope r declares.
 func authorizeScopes(sys tools.Caller, r *skillpkg.Runner) error {
 	for _, sc := range r.Scopes {
-		res := capabilities.ScopeResource(sc)
-		if err := sys.Authorize(capabilities.Execute, res); err != nil {
-			return fmt.Errorf("runner %s declares scope %s and needs execute on %s: %w", r.Name, sc, res, err)
+		p := authority.Params{Scope: sc}
+		if err := sys.Require(authority.ScopeUse, p); err != nil {
+			need, _ := authority.Requirements(authority.ScopeUse, p)
+			return fmt.Errorf("runner %s declares scope %s and needs %s: %w", r.Name, sc, need[0], err)
 		}
 	}
 	return nil
@@ -191,7 +193,7 @@ func startAgentTask(sys agentSpawner, pkg *skillpkg.Package, r *skillpkg.Runner,
 	if err := authorizeScopes(sys, r); err != nil {
 		return tools.Outcome{}, err
 	}
-	if err := sys.Authorize(capabilities.Write, capabilities.ProcessSpawn); err != nil {
+	if err := sys.Require(authority.AgentTaskSpawn, authority.Params{}); err != nil {
 		return tools.Outcome{}, err
 	}
 	inputs, err := skillpkg.ResolveInputs(r.Inputs, args)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/skills/catalog"
 	"github.com/libos/libos/skills/runner/jsrunner"
@@ -108,13 +108,21 @@ type fakeSys struct {
 	objects    map[string][]byte
 }
 
-func (f *fakeSys) Authorize(right capabilities.Right, names ...string) error {
-	key := string(right) + " " + names[0]
-	f.authorized = append(f.authorized, key)
-	if f.grants[key] {
-		return nil
+// Require decides each requirement of op from the authority table against
+// grants, by its most specific name.
+func (f *fakeSys) Require(op authority.Op, p authority.Params) error {
+	reqs, err := authority.Requirements(op, p)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("%w: no grant allows %s on %s", tools.ErrDenied, right, names[0])
+	for _, q := range reqs {
+		key := string(q.Right) + " " + q.Names[0]
+		f.authorized = append(f.authorized, key)
+		if !f.grants[key] {
+			return fmt.Errorf("%w: no grant allows %s on %s", tools.ErrDenied, q.Right, q.Names[0])
+		}
+	}
+	return nil
 }
 
 func (f *fakeSys) DiscoverSkills() []tools.SkillInfo { return f.skills }

@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
 )
@@ -18,13 +18,13 @@ import (
 func Tools(tools.Config) []*tools.Tool {
 	return []*tools.Tool{
 		byPID("checkpoint_create", "Snapshot a process subtree durably (records, Objects with payloads, mailboxes, pending actions). Needs write on checkpoint:process:<pid>.",
-			capabilities.Write, func(sys tools.Checkpoints, pid int64) (any, error) { return sys.CreateCheckpoint(pid) }),
+			authority.CheckpointCreate, func(sys tools.Checkpoints, pid int64) (any, error) { return sys.CreateCheckpoint(pid) }),
 		byPID("checkpoint_list", "List the checkpoints of a subtree. Needs read on checkpoint:process:<pid>.",
-			capabilities.Read, func(sys tools.Checkpoints, pid int64) (any, error) { return sys.ListCheckpoints(pid) }),
+			authority.CheckpointList, func(sys tools.Checkpoints, pid int64) (any, error) { return sys.ListCheckpoints(pid) }),
 		byID("checkpoint_restore", "Restore a quiescent subtree to a checkpoint; a process cannot restore its own subtree. External effects since are reported, not undone. Ends the batch. Needs admin on checkpoint:process:<root>.",
-			capabilities.Admin, func(sys tools.Checkpoints, id string) (any, error) { return sys.RestoreCheckpoint(id) }),
+			authority.CheckpointRestore, func(sys tools.Checkpoints, id string) (any, error) { return sys.RestoreCheckpoint(id) }),
 		byID("checkpoint_fork", "Fork a checkpoint into a new subtree with new pids and Objects (no pending actions, waits made runnable, no one-shot grants). Ends the batch. Needs execute on checkpoint:process:<root>.",
-			capabilities.Execute, func(sys tools.Checkpoints, id string) (any, error) { return sys.ForkCheckpoint(id) }),
+			authority.CheckpointFork, func(sys tools.Checkpoints, id string) (any, error) { return sys.ForkCheckpoint(id) }),
 	}
 }
 
@@ -37,7 +37,7 @@ type ckptSys interface {
 
 // byPID is a tool on the subtree rooted at its pid argument (default: the
 // caller).
-func byPID(name, desc string, right capabilities.Right, run func(sys tools.Checkpoints, pid int64) (any, error)) *tools.Tool {
+func byPID(name, desc string, op authority.Op, run func(sys tools.Checkpoints, pid int64) (any, error)) *tools.Tool {
 	invoke := func(sys ckptSys, raw json.RawMessage) (tools.Outcome, error) {
 		var args struct{ PID int64 }
 		if err := json.Unmarshal(raw, &args); err != nil {
@@ -46,7 +46,7 @@ func byPID(name, desc string, right capabilities.Right, run func(sys tools.Check
 		if args.PID == 0 {
 			args.PID = sys.Self().PID
 		}
-		if err := sys.Authorize(right, fmt.Sprintf("checkpoint:process:%d", args.PID)); err != nil {
+		if err := sys.Require(op, authority.Params{PID: args.PID}); err != nil {
 			return tools.Outcome{}, err
 		}
 		v, err := run(sys, args.PID)
@@ -67,7 +67,7 @@ func byPID(name, desc string, right capabilities.Right, run func(sys tools.Check
 // byID is a tool on an existing checkpoint. Restore and fork reshape a
 // process tree, other processes' contexts included: like a wait, each ends
 // its batch, so one transaction never rewrites a tree twice.
-func byID(name, desc string, right capabilities.Right, run func(sys tools.Checkpoints, id string) (any, error)) *tools.Tool {
+func byID(name, desc string, op authority.Op, run func(sys tools.Checkpoints, id string) (any, error)) *tools.Tool {
 	invoke := func(sys ckptSys, raw json.RawMessage) (tools.Outcome, error) {
 		var args struct {
 			ID string `json:"checkpoint_id"`
@@ -78,11 +78,11 @@ func byID(name, desc string, right capabilities.Right, run func(sys tools.Checkp
 		// A missing checkpoint and one the caller may not touch
 		// answer alike: neither existence nor owner leaks.
 		root, err := sys.CheckpointRoot(args.ID)
-		if err != nil || sys.Authorize(right, fmt.Sprintf("checkpoint:process:%d", root)) != nil {
+		if err != nil || sys.Require(op, authority.Params{PID: root}) != nil {
 			if err != nil && tools.AsError(err).Code != tools.CodeNotFound {
 				return tools.Outcome{}, err
 			}
-			return tools.Outcome{}, tools.HiddenDenial(right, fmt.Sprintf("checkpoint %q", args.ID))
+			return tools.Outcome{}, tools.HiddenDenial(op, fmt.Sprintf("checkpoint %q", args.ID))
 		}
 		v, err := run(sys, args.ID)
 		if err != nil {

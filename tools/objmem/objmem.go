@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
@@ -28,27 +28,22 @@ type objectSys interface {
 	tools.ObjectStore
 }
 
-// names are the resource names an Object answers to, most specific first.
-func names(m objects.Meta) []string {
-	return []string{"object:" + m.OID, "object_namespace:" + m.Namespace}
-}
-
 // lookupAuthorized finds namespace/name and checks right on it, with the
 // same answer for a missing Object and a forbidden one.
-func lookupAuthorized(sys objectSys, right capabilities.Right, namespace, name string) (objects.Meta, error) {
+func lookupAuthorized(sys objectSys, op authority.Op, namespace, name string) (objects.Meta, error) {
 	target := fmt.Sprintf("object_namespace:%s (name %q)", namespace, name)
 	meta, err := sys.LookupObject(namespace, name)
 	switch {
 	case errors.Is(err, objects.ErrNotFound):
-		if sys.Authorize(right, "object_namespace:"+namespace) != nil {
-			return objects.Meta{}, tools.HiddenDenial(right, target)
+		if sys.Require(op, authority.Params{Namespace: namespace}) != nil {
+			return objects.Meta{}, tools.HiddenDenial(op, target)
 		}
 		return objects.Meta{}, err
 	case err != nil:
 		return objects.Meta{}, err
 	}
-	if sys.Authorize(right, names(meta)...) != nil {
-		return objects.Meta{}, tools.HiddenDenial(right, target)
+	if sys.Require(op, authority.Params{OID: meta.OID, Namespace: meta.Namespace}) != nil {
+		return objects.Meta{}, tools.HiddenDenial(op, target)
 	}
 	return meta, nil
 }
@@ -133,7 +128,7 @@ func createObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	if err := checkPayload(args.Payload); err != nil {
 		return tools.Outcome{}, err
 	}
-	if err := sys.Authorize(capabilities.Write, "object_namespace:"+args.Namespace); err != nil {
+	if err := sys.Require(authority.ObjectCreate, authority.Params{Namespace: args.Namespace}); err != nil {
 		return tools.Outcome{}, err
 	}
 	tier := objects.TierRuntimeLocal
@@ -176,9 +171,9 @@ func readObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	case args.OID != "" && (args.Namespace != "" || args.Name != ""):
 		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: give either oid, or namespace and name, not both")
 	case args.OID != "":
-		meta, err = tools.StatAuthorized(sys, capabilities.Read, args.OID)
+		meta, err = tools.StatAuthorized(sys, authority.ObjectRead, args.OID)
 	case args.Namespace != "" && args.Name != "":
-		meta, err = lookupAuthorized(sys, capabilities.Read, args.Namespace, args.Name)
+		meta, err = lookupAuthorized(sys, authority.ObjectRead, args.Namespace, args.Name)
 	default:
 		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: required unless namespace and name are both given")
 	}
@@ -233,7 +228,7 @@ func writeObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	if err := checkPayload(args.Payload); err != nil {
 		return tools.Outcome{}, err
 	}
-	if _, err := tools.StatAuthorized(sys, capabilities.Write, args.OID); err != nil {
+	if _, err := tools.StatAuthorized(sys, authority.ObjectWrite, args.OID); err != nil {
 		return tools.Outcome{}, err
 	}
 	m, err := sys.WriteObject(args.OID, args.ExpectedVersion, objects.WriteSpec{Payload: args.Payload, Labels: labels})
@@ -264,7 +259,7 @@ func listObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	if args.Namespace == "" {
 		args.Namespace = sys.Self().Namespace
 	}
-	if err := sys.Authorize(capabilities.Read, "object_namespace:"+args.Namespace); err != nil {
+	if err := sys.Require(authority.ObjectList, authority.Params{Namespace: args.Namespace}); err != nil {
 		return tools.Outcome{}, err
 	}
 	metas, err := sys.ListObjects(args.Namespace)

@@ -7,14 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
 )
-
-// ResourceSpawn is the resource spawning needs write on.
-const ResourceSpawn = "process:spawn"
 
 // MaxInlineResultBytes bounds a child's result returned inline by
 // wait_child_process; larger results are read through result_oid.
@@ -86,13 +84,8 @@ func spawn(sys spawner, raw json.RawMessage) (tools.Outcome, error) {
 			return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "capabilities[%d]: %v", i, err)
 		}
 	}
-	if err := sys.Authorize(capabilities.Write, ResourceSpawn); err != nil {
+	if err := sys.Require(authority.ProcessSpawn, authority.Params{Image: img.Ref, OwnImage: sys.Self().Image}); err != nil {
 		return tools.Outcome{}, err
-	}
-	if img.Ref != sys.Self().Image {
-		if err := sys.Authorize(capabilities.Read, "image:"+img.Ref); err != nil {
-			return tools.Outcome{}, err
-		}
 	}
 	child, err := sys.SpawnChild(tools.ChildSpec{Image: img.Ref, Goal: args.Goal, Grants: args.Capabilities, Budget: args.Budget})
 	if err != nil {

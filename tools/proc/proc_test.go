@@ -19,7 +19,7 @@ func newTree(grants ...capabilities.Grant) *toolstest.Syscalls {
 }
 
 func spawnRight() capabilities.Grant {
-	return capabilities.Grant{ID: "spawn", Resource: ResourceSpawn, Rights: []capabilities.Right{capabilities.Write}}
+	return capabilities.Grant{ID: "spawn", Resource: capabilities.ProcessSpawn, Rights: []capabilities.Right{capabilities.Write}}
 }
 
 func TestSpawnNeedsAuthorityAndValidGrants(t *testing.T) {

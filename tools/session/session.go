@@ -12,17 +12,11 @@ import (
 	"time"
 	_ "time/tzdata" // IANA zone names must resolve on hosts without a zoneinfo database
 
-	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
-)
-
-// Resources the session tools check.
-const (
-	ResourceClockNow   = "clock:now"
-	ResourceClockSleep = "clock:sleep"
 )
 
 // DefaultMaxSleepSeconds is the Host default for sleep's maximum.
@@ -92,7 +86,7 @@ func currentTime(sys tools.Caller, raw json.RawMessage) (tools.Outcome, error) {
 	if err != nil {
 		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "timezone: %v", err)
 	}
-	if err := sys.Authorize(capabilities.Read, ResourceClockNow); err != nil {
+	if err := sys.Require(authority.ClockNow, authority.Params{}); err != nil {
 		return tools.Outcome{}, err
 	}
 	now := sys.Now().In(loc)
@@ -150,7 +144,7 @@ func startSleep(sys tools.Caller, raw json.RawMessage) (tools.Outcome, error) {
 	}{&args.RequestedSeconds}); err != nil {
 		return tools.Outcome{}, fmt.Errorf("sleep: decode arguments: %w", err)
 	}
-	if err := sys.Authorize(capabilities.Read, ResourceClockSleep); err != nil {
+	if err := sys.Require(authority.ClockSleep, authority.Params{}); err != nil {
 		return tools.Outcome{}, err
 	}
 	d := time.Duration(args.RequestedSeconds * float64(time.Second))
@@ -245,7 +239,7 @@ func exit(sys exitSys, raw json.RawMessage) (tools.Outcome, error) {
 	}
 	switch {
 	case args.ResultOID != nil:
-		meta, err := tools.StatAuthorized(sys, capabilities.Read, *args.ResultOID)
+		meta, err := tools.StatAuthorized(sys, authority.ObjectRead, *args.ResultOID)
 		switch {
 		case errors.Is(err, objects.ErrNotFound):
 			return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "result_oid: %s: %v", *args.ResultOID, err)

@@ -59,6 +59,10 @@ func Call(family []*tools.Tool, sys tools.Syscalls, name, args string) (tools.Ou
 	if err != nil {
 		return tools.Outcome{}, tools.AsError(err)
 	}
+	if fake, ok := sys.(*Syscalls); ok {
+		fake.Tool = name
+		defer func() { fake.Tool = "" }()
+	}
 	out, err := tl.Invoke(context.Background(), sys, raw)
 	if err != nil {
 		return tools.Outcome{}, tools.AsError(err)
@@ -72,6 +76,10 @@ func Resume(family []*tools.Tool, sys tools.Syscalls, name string, p tools.Pendi
 	tl := find(family, name)
 	if tl.Resume == nil {
 		panic("toolstest: tool " + name + " does not resume")
+	}
+	if fake, ok := sys.(*Syscalls); ok {
+		fake.Tool = name
+		defer func() { fake.Tool = "" }()
 	}
 	out, err := tl.Resume(context.Background(), sys, p)
 	if err != nil {

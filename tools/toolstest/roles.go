@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
@@ -30,6 +31,10 @@ type Caller struct {
 	// Checked lists every authority check made, in order, as
 	// "right resource" (the most specific name).
 	Checked []string
+	// Tool is the built-in tool being called (Call sets it): a Require of an
+	// operation its entry in the authority table does not list is refused,
+	// so a tool cannot check authority the table does not state.
+	Tool string
 }
 
 var _ tools.Caller = (*Caller)(nil)
@@ -47,18 +52,33 @@ func NewCaller(pid int64, grants ...capabilities.Grant) *Caller {
 func (c *Caller) Self() tools.Self     { return c.Proc }
 func (c *Caller) Now() time.Time       { return c.Clock }
 func (c *Caller) Config() tools.Config { return c.Settings }
-func (c *Caller) Authorize(right capabilities.Right, names ...string) error {
-	c.Checked = append(c.Checked, string(right)+" "+names[0])
-	d := capabilities.Check(c.Grants, right, names...)
-	if !d.Allowed {
-		return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, right, names[0], d.Reason)
-	}
-	if d.OneShot {
-		grants, _, err := capabilities.Reserve(c.Grants, d)
-		if err != nil {
-			return fmt.Errorf("%w: %v", tools.ErrDenied, err)
+
+// Require decides each requirement the authority table states for op, in
+// order, as the kernel does (without approvals: an ask grant refuses).
+func (c *Caller) Require(op authority.Op, p authority.Params) error {
+	if c.Tool != "" {
+		ops, ok := authority.ToolOps(c.Tool)
+		if !ok || !slices.Contains(ops, op) {
+			return fmt.Errorf("toolstest: tool %s requires %s, which its entry in the authority table does not list (%v)", c.Tool, op, ops)
 		}
-		c.Grants = grants
+	}
+	reqs, err := authority.Requirements(op, p)
+	if err != nil {
+		return err
+	}
+	for _, q := range reqs {
+		c.Checked = append(c.Checked, string(q.Right)+" "+q.Names[0])
+		d := capabilities.Check(c.Grants, q.Right, q.Names...)
+		if !d.Allowed {
+			return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, q.Right, q.Names[0], d.Reason)
+		}
+		if d.OneShot {
+			grants, _, err := capabilities.Reserve(c.Grants, d)
+			if err != nil {
+				return fmt.Errorf("%w: %v", tools.ErrDenied, err)
+			}
+			c.Grants = grants
+		}
 	}
 	return nil
 }
