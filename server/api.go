@@ -168,14 +168,7 @@ func WaitingOn(p kernel.ProcessInfo) string {
 }
 
 func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
-	// The seq first: an event after it may already show in the listing,
-	// but none before it can be missing from both.
-	seq, err := s.hub.lastSeq()
-	if err != nil {
-		writeError(w, kernelError(err))
-		return
-	}
-	ps, err := s.rt.Processes()
+	ps, seq, err := s.processes()
 	if err != nil {
 		writeError(w, kernelError(err))
 		return
@@ -185,6 +178,7 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 	for i, p := range ps {
 		rows[i] = Row(p, now)
 	}
+	// Every event up to seq shows in the listing (later ones may too).
 	w.Header().Set(EventSeqHeader, strconv.FormatUint(seq, 10))
 	writeJSON(w, http.StatusOK, rows)
 }
@@ -330,8 +324,12 @@ func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	d, err := s.rt.Inspect(pid)
-	answer(w, http.StatusOK, d, err)
+	b, err := s.detail(pid)
+	if err != nil {
+		writeError(w, kernelError(err))
+		return
+	}
+	writeRaw(w, http.StatusOK, b)
 }
 
 func (s *Server) context(w http.ResponseWriter, r *http.Request) {
@@ -436,6 +434,10 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request) {
 	}
 	rep, err := s.rt.Signal(pid, req.Signal)
 	if err == nil {
+		// A pause of a running process is recorded without a log entry.
+		for _, p := range rep.Processes {
+			s.cache.forget(p.PID)
+		}
 		s.kick()
 	}
 	answer(w, http.StatusOK, rep, err)
@@ -508,10 +510,7 @@ func (s *Server) object(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
-	list, err := s.rt.Approvals()
-	if list == nil {
-		list = []kernel.Approval{}
-	}
+	list, err := s.approvalList()
 	answer(w, http.StatusOK, list, err)
 }
 

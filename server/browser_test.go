@@ -99,7 +99,8 @@ func TestMain(m *testing.M) {
 // uncaught exception or console error (a CSP violation included).
 func tab(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := chromedp.NewContext(browser(t))
+	// A browser context of its own: no cookie of another test leaks in.
+	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
 	var mu sync.Mutex
 	var problems []string

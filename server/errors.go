@@ -44,6 +44,15 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	writeJSON(w, e.Status, map[string]*apiError{"error": e})
 }
 
+// writeRaw writes an encoded JSON answer.
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(b)
+	w.Write([]byte{'\n'})
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -88,6 +89,17 @@ func (s *Server) RunScheduler(ctx context.Context) error {
 // the streams; a stream further behind reads the log itself.
 const hubCapacity = 8192
 
+// hubResetGap is how far behind the log the shared reader may be for a
+// request to wait while it catches up; further behind, it catches up in the
+// background and requests read the runtime directly meanwhile.
+const hubResetGap = hubCapacity
+
+// Bounds of the per-process index of recent tool call arguments.
+const (
+	indexCalls    = 2 * kernel.RecentCalls
+	indexArgBytes = 16 << 10
+)
+
 // hubEntry is one log entry, encoded once for every stream.
 type hubEntry struct {
 	seq  uint64
@@ -95,31 +107,71 @@ type hubEntry struct {
 	data []byte
 }
 
-// hub reads the event log once for every stream while any stream is open,
-// keeping the latest entries encoded.
+// pidIndex is what the reader learned of one process from the log.
+type pidIndex struct {
+	// touched is the seq of the last entry about the process.
+	touched uint64
+	// calls are the arguments of its latest tool calls.
+	calls []indexedCall
+}
+
+type indexedCall struct {
+	key  kernel.CallKey
+	args json.RawMessage
+}
+
+// hub reads the event log once for everyone: for the streams (while any is
+// open it follows the log; their entries are encoded once) and for the
+// caches of the read endpoints, which it tells what changed.
 type hub struct {
 	rt       *kernel.Runtime
 	notifier *Notifier
 	poll     time.Duration
+
+	readMu sync.Mutex // one reader at a time
 
 	mu      sync.Mutex
 	subs    int
 	entries []hubEntry
 	// entries hold every entry with a seq in (base, last].
 	base, last uint64
-	changed    chan struct{} // closed when last moves
-	stop       chan struct{} // closes the reader
-	done       chan struct{}
-	closed     bool
+	// epoch changes when the reader starts again, or reads an entry whose
+	// effect on the processes it cannot place (a checkpoint restore): every
+	// cache is then stale.
+	epoch uint64
+	pids  map[int64]*pidIndex
+	// dirty are the pids of the entries that change a listing row
+	// (spawned, state, quantum, approval) since the listing was last read.
+	dirty map[int64]bool
+	// approvalSeq is the seq of the last entry that changes the approvals:
+	// a process entering or leaving an approval wait, or a decision.
+	approvalSeq uint64
+	inApproval  map[int64]bool
+	changed     chan struct{} // closed when last moves
+	stop        chan struct{} // closes the background reader
+	done        chan struct{}
+	closed      bool
+	catching    bool // a background read catches up
+	wg          sync.WaitGroup
 }
 
+// newHub returns a hub that indexes the log from its start (in the
+// background when it is long).
 func newHub(rt *kernel.Runtime, n *Notifier, poll time.Duration) *hub {
-	return &hub{rt: rt, notifier: n, poll: poll, changed: make(chan struct{})}
+	return &hub{rt: rt, notifier: n, poll: poll, changed: make(chan struct{}),
+		pids: map[int64]*pidIndex{}, dirty: map[int64]bool{}, inApproval: map[int64]bool{}}
 }
 
-func (h *hub) lastSeq() (uint64, error) { return h.rt.Store().LastEventSeq(), nil }
+// lastSeq catches up and returns the last seq read; ok is false while the
+// reader catches up in the background.
+func (h *hub) lastSeq() (seq uint64, ok bool) {
+	ok = h.sync()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last, ok
+}
 
-// subscribe starts the reader for the first stream.
+// subscribe starts the background reader for the first stream.
 func (h *hub) subscribe() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -128,15 +180,6 @@ func (h *hub) subscribe() bool {
 	}
 	h.subs++
 	if h.subs == 1 {
-		if h.done != nil {
-			// The previous reader may still be finishing.
-			done := h.done
-			h.mu.Unlock()
-			<-done
-			h.mu.Lock()
-		}
-		last := h.rt.Store().LastEventSeq()
-		h.entries, h.base, h.last = nil, last, last
 		h.stop, h.done = make(chan struct{}), make(chan struct{})
 		go h.read(h.stop, h.done)
 	}
@@ -165,6 +208,7 @@ func (h *hub) close() {
 	if done != nil {
 		<-done
 	}
+	h.wg.Wait()
 }
 
 // read follows the log until stop, at most once per 10 ms so a busy
@@ -175,7 +219,7 @@ func (h *hub) read(stop, done chan struct{}) {
 	defer poll.Stop()
 	for {
 		noted := h.notifier.c()
-		h.catchUp()
+		h.sync()
 		select {
 		case <-stop:
 			return
@@ -190,47 +234,193 @@ func (h *hub) read(stop, done chan struct{}) {
 	}
 }
 
-func (h *hub) catchUp() {
+// sync reads the log up to its current end. It reports false, and leaves
+// a background read to catch up, when the reader is further behind than a
+// request should wait for (the caller then reads the runtime directly).
+func (h *hub) sync() bool {
+	end := h.rt.Store().LastEventSeq()
+	h.mu.Lock()
+	last := h.last
+	if end > last && end-last > hubResetGap {
+		if !h.catching && !h.closed {
+			h.catching = true
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				h.readMu.Lock()
+				h.readTo(h.rt.Store().LastEventSeq())
+				h.readMu.Unlock()
+				h.mu.Lock()
+				h.catching = false
+				h.mu.Unlock()
+			}()
+		}
+		h.mu.Unlock()
+		return false
+	}
+	h.mu.Unlock()
+	if end <= last {
+		return true
+	}
+	h.readMu.Lock()
+	defer h.readMu.Unlock()
+	h.readTo(end)
+	return true
+}
+
+// readTo reads the log up to end. h.readMu is held.
+func (h *hub) readTo(end uint64) {
 	h.mu.Lock()
 	after := h.last
 	h.mu.Unlock()
-	if h.rt.Store().LastEventSeq() <= after {
-		return
-	}
-	var add []hubEntry
-	for {
+	for after < end {
 		page, err := h.rt.EventLog(kernel.EventQuery{After: after, Limit: 1000})
-		if err != nil {
-			break // the next wake tries again
+		if err != nil || page.LastSeq <= after {
+			return // the next sync tries again
 		}
-		for _, l := range page.Entries {
-			b, err := json.Marshal(l)
-			if err != nil {
-				continue
+		h.mu.Lock()
+		streaming := h.subs > 0
+		h.mu.Unlock()
+		var add []hubEntry
+		if streaming {
+			add = make([]hubEntry, 0, len(page.Entries))
+			for _, l := range page.Entries {
+				b, err := json.Marshal(l)
+				if err != nil {
+					continue
+				}
+				add = append(add, hubEntry{seq: l.Seq, pid: l.PID, data: b})
 			}
-			add = append(add, hubEntry{seq: l.Seq, pid: l.PID, data: b})
 		}
+		h.mu.Lock()
+		for _, l := range page.Entries {
+			h.index(l)
+		}
+		if streaming {
+			h.entries = append(h.entries, add...)
+			if over := len(h.entries) - hubCapacity; over > 0 {
+				// Drop whole seqs: the window must hold every entry of a seq.
+				cut := h.entries[over-1].seq
+				i := sort.Search(len(h.entries), func(i int) bool { return h.entries[i].seq > cut })
+				h.entries = append([]hubEntry(nil), h.entries[i:]...)
+				h.base = cut
+			}
+		} else {
+			// Nobody streams: the window is empty and starts here.
+			h.entries, h.base = nil, page.LastSeq
+		}
+		h.last = page.LastSeq
+		close(h.changed)
+		h.changed = make(chan struct{})
+		h.mu.Unlock()
 		after = page.LastSeq
 		if !page.More {
-			break
+			return
 		}
 	}
+}
+
+// index records what l changed. h.mu is held.
+func (h *hub) index(l kernel.LogEntry) {
+	touch := func(pid int64) *pidIndex {
+		p := h.pids[pid]
+		if p == nil {
+			p = &pidIndex{}
+			h.pids[pid] = p
+		}
+		p.touched = l.Seq
+		return p
+	}
+	p := touch(l.PID)
+	switch l.Type {
+	case kernel.LogSpawned:
+		if l.ParentPID != 0 {
+			touch(l.ParentPID)
+			h.dirty[l.ParentPID] = true
+		}
+		h.dirty[l.PID] = true
+	case kernel.LogState:
+		h.dirty[l.PID] = true
+		if l.To == "waiting" && l.Wait == "approval" {
+			h.inApproval[l.PID], h.approvalSeq = true, l.Seq
+		} else if h.inApproval[l.PID] {
+			delete(h.inApproval, l.PID)
+			h.approvalSeq = l.Seq
+		}
+	case kernel.LogApproval:
+		h.dirty[l.PID], h.approvalSeq = true, l.Seq
+	case kernel.LogQuantum:
+		h.dirty[l.PID] = true
+	case kernel.LogToolCall:
+		args := l.Arguments
+		if args == nil {
+			args = l.Detail["arguments_summary"]
+		}
+		if l.Turn != nil && args != nil && len(args) <= indexArgBytes {
+			if len(p.calls) == indexCalls {
+				p.calls = append(p.calls[:0], p.calls[1:]...)
+			}
+			p.calls = append(p.calls, indexedCall{key: kernel.CallKey{Turn: *l.Turn, CallID: l.CallID}, args: args})
+		}
+	case kernel.LogProviderCall, kernel.LogModelOutput, kernel.LogToolResult, kernel.LogMessage, kernel.LogGoalSet:
+	default:
+		// A checkpoint restore or fork, a recovery, or a kind this server
+		// does not know: its effect on the processes is not placed.
+		h.epoch++
+	}
+}
+
+// version is what a cache of pid's answers is keyed on.
+type version struct{ touched, epoch uint64 }
+
+// pidVersion catches up and returns pid's version; ok is false while the
+// reader catches up in the background.
+func (h *hub) pidVersion(pid int64) (v version, ok bool) {
+	ok = h.sync()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if after <= h.last {
-		return
+	v = version{epoch: h.epoch}
+	if p := h.pids[pid]; p != nil {
+		v.touched = p.touched
 	}
-	h.entries = append(h.entries, add...)
-	if over := len(h.entries) - hubCapacity; over > 0 {
-		// Drop whole seqs: the window must hold every entry of a seq.
-		cut := h.entries[over-1].seq
-		i := sort.Search(len(h.entries), func(i int) bool { return h.entries[i].seq > cut })
-		h.entries = append([]hubEntry(nil), h.entries[i:]...)
-		h.base = cut
+	return v, ok
+}
+
+// approvalVersion catches up and returns the version of the approvals; ok
+// is false while the reader catches up in the background.
+func (h *hub) approvalVersion() (version, bool) {
+	ok := h.sync()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return version{touched: h.approvalSeq, epoch: h.epoch}, ok
+}
+
+// takeDirty returns the pids whose rows changed since the last call, and
+// the epoch.
+func (h *hub) takeDirty() (map[int64]bool, uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.dirty
+	h.dirty = map[int64]bool{}
+	return d, h.epoch
+}
+
+// arguments returns the arguments of pid's call k when the reader saw it.
+func (h *hub) arguments(pid int64) func(kernel.CallKey) (json.RawMessage, bool) {
+	h.mu.Lock()
+	var calls []indexedCall
+	if p := h.pids[pid]; p != nil {
+		calls = slices.Clone(p.calls)
 	}
-	h.last = after
-	close(h.changed)
-	h.changed = make(chan struct{})
+	h.mu.Unlock()
+	return func(k kernel.CallKey) (json.RawMessage, bool) {
+		for _, c := range calls {
+			if c.key == k {
+				return c.args, true
+			}
+		}
+		return nil, false
+	}
 }
 
 // since returns the entries after pos (of pid, or every pid when 0), the

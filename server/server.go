@@ -95,6 +95,7 @@ type Server struct {
 	api     *http.ServeMux
 	session string // the session cookie's value: an HMAC of the token
 	hub     *hub
+	cache   *caches
 
 	streams chan struct{} // one token per event stream served
 	closing chan struct{} // closed by Close: the streams end
@@ -131,6 +132,7 @@ func New(rt *kernel.Runtime, opts Options) (*Server, error) {
 		s.session = hex.EncodeToString(mac.Sum(nil))
 	}
 	s.hub = newHub(rt, opts.Notifier, opts.PollInterval)
+	s.cache = newCaches()
 	s.api = s.apiMux()
 	s.handler = s.routes()
 	return s, nil

@@ -1,0 +1,308 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libos/libos/clock"
+	"github.com/libos/libos/kernel"
+	"github.com/libos/libos/llm"
+)
+
+// The load benchmark: a served runtime of 1,000 processes on loopback, 20
+// event streams and 200 API requests a second for a bounded time. It
+// reports the requests' p50 and p99 latency and the server's memory, and the
+// scheduler's quanta a second with the console attached (the streams and
+// the requests) and without, as a ratio.
+//
+//	go test ./server -run '^$' -bench Serve -benchtime 1x
+//
+// LIBOS_BENCH_SECONDS sets how long the load runs (default 3).
+
+const (
+	benchProcesses = 1000
+	benchStreams   = 20
+	benchRate      = 200 // requests a second
+)
+
+// busyScript: every root reads the clock five times, then exits.
+const busyScript = `
+processes:
+  - image: base:v0
+    turns:
+      - {tool_calls: [{name: get_current_time, arguments: {}}]}
+      - {tool_calls: [{name: get_current_time, arguments: {}}]}
+      - {tool_calls: [{name: get_current_time, arguments: {}}]}
+      - {tool_calls: [{name: get_current_time, arguments: {}}]}
+      - {tool_calls: [{name: get_current_time, arguments: {}}]}
+      - {tool_calls: [{name: process_exit, arguments: {message: done}}]}
+`
+
+func benchSeconds() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("LIBOS_BENCH_SECONDS")); err == nil && v > 0 {
+		return time.Duration(v) * time.Second
+	}
+	return 3 * time.Second
+}
+
+// benchRuntime opens a runtime on dir whose provider plays script, counting
+// quanta.
+func benchRuntime(b *testing.B, script string, quanta *atomic.Int64) (*kernel.Runtime, *Server) {
+	b.Helper()
+	s, err := llm.ParseScript([]byte(script))
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := NewNotifier()
+	rt, err := kernel.Open(b.TempDir(), kernel.Options{Clock: clock.NewFake(epoch, true), OnEvent: func(ev kernel.Event) {
+		if ev.Kind == kernel.EventQuantum {
+			quanta.Add(1)
+		}
+		n.OnEvent(ev)
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := llm.NewReplay(s, rt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt.SetProvider(p)
+	srv, err := New(rt, Options{Notifier: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		srv.Close()
+		rt.Close()
+	})
+	return rt, srv
+}
+
+func spawnMany(b *testing.B, srv *Server, n int) {
+	b.Helper()
+	for i := 0; i < n; i++ {
+		spec, e := srv.spawnSpec(SpawnRequest{Image: "base:v0", Goal: "work"})
+		if e != nil {
+			b.Fatal(e)
+		}
+		if _, err := srv.rt.Spawn(spec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// load attaches the console to base: streams that read every event and
+// requests at rate until stop; it returns the latencies.
+type load struct {
+	base    string
+	pids    int
+	client  *http.Client
+	mu      sync.Mutex
+	lat     []time.Duration
+	errs    atomic.Int64
+	events  atomic.Int64
+	wg      sync.WaitGroup
+	stopped chan struct{}
+}
+
+func startLoad(base string, since uint64, pids int, streams int) *load {
+	l := &load{base: base, pids: pids, stopped: make(chan struct{}),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	for i := 0; i < streams; i++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, "GET", base+APIPrefix+"/events?since="+strconv.FormatUint(since, 10), nil)
+			resp, err := l.client.Do(req)
+			if err != nil {
+				l.errs.Add(1)
+				return
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "data: ") {
+					l.events.Add(1)
+				}
+			}
+		}()
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer cancel()
+		tick := time.NewTicker(time.Second / benchRate)
+		defer tick.Stop()
+		var inflight sync.WaitGroup
+		defer inflight.Wait()
+		for i := 0; ; i++ {
+			select {
+			case <-l.stopped:
+				return
+			case <-tick.C:
+			}
+			inflight.Add(1)
+			go func(i int) {
+				defer inflight.Done()
+				l.request(i)
+			}(i)
+		}
+	}()
+	return l
+}
+
+// request is one of the mix an operator's tools send: mostly one process's
+// page, sometimes the whole listing.
+func (l *load) request(i int) {
+	pid := 1 + rand.IntN(l.pids)
+	var req *http.Request
+	switch i % 20 {
+	case 0:
+		req, _ = http.NewRequest("GET", l.base+APIPrefix+"/processes", nil)
+	case 1, 2, 3, 4, 5:
+		req, _ = http.NewRequest("GET", fmt.Sprintf("%s%s/processes/%d", l.base, APIPrefix, pid), nil)
+	case 6, 7, 8:
+		req, _ = http.NewRequest("GET", fmt.Sprintf("%s%s/processes/%d/context", l.base, APIPrefix, pid), nil)
+	case 9, 10, 11:
+		req, _ = http.NewRequest("GET", fmt.Sprintf("%s%s/processes/%d/messages", l.base, APIPrefix, pid), nil)
+	case 12, 13:
+		req, _ = http.NewRequest("GET", l.base+APIPrefix+"/approvals", nil)
+	case 14, 15:
+		req, _ = http.NewRequest("GET", fmt.Sprintf("%s%s/processes/%d/goal", l.base, APIPrefix, pid), nil)
+	default:
+		req, _ = http.NewRequest("GET", l.base+APIPrefix+"/checkpoints", nil)
+	}
+	start := time.Now()
+	resp, err := l.client.Do(req)
+	if err != nil {
+		l.errs.Add(1)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if resp.StatusCode != 200 {
+		l.errs.Add(1)
+	}
+	l.mu.Lock()
+	l.lat = append(l.lat, d)
+	l.mu.Unlock()
+}
+
+func (l *load) stop() {
+	close(l.stopped)
+	l.client.CloseIdleConnections()
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func BenchmarkServeLoad(b *testing.B) {
+	for range b.N {
+		// Latency and memory: 1,000 processes, 20 streams, 200 requests a second.
+		var q atomic.Int64
+		rt, srv := benchRuntime(b, busyScript, &q)
+		spawnMany(b, srv, benchProcesses)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := rt.RunUntilIdle(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		// The server indexes the log once before the load, as a server
+		// started on a directory does in its first seconds.
+		for {
+			if _, ok := srv.hub.lastSeq(); ok {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		ts := httptest.NewServer(srv)
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		l := startLoad(ts.URL, rt.Store().LastEventSeq(), benchProcesses, benchStreams)
+		time.Sleep(benchSeconds())
+		var during runtime.MemStats
+		runtime.ReadMemStats(&during)
+		l.stop()
+		srv.Close()
+		l.wg.Wait()
+		ts.Close()
+		b.ReportMetric(float64(percentile(l.lat, 0.50).Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(percentile(l.lat, 0.99).Microseconds())/1000, "p99-ms")
+		b.ReportMetric(float64(len(l.lat))/benchSeconds().Seconds(), "req/s")
+		b.ReportMetric(float64(during.HeapInuse)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(during.TotalAlloc-before.TotalAlloc)/float64(max(1, len(l.lat)))/1024, "KiB-alloc/req")
+		b.Logf("%d requests (%d errors), %d events streamed to %d clients; heap in use %.1f MiB, sys %.1f MiB",
+			len(l.lat), l.errs.Load(), l.events.Load(), benchStreams, float64(during.HeapInuse)/(1<<20), float64(during.Sys)/(1<<20))
+	}
+}
+
+// BenchmarkServeQuanta compares the scheduler's quanta a second with the
+// console attached (20 streams, 200 requests a second) and without.
+func BenchmarkServeQuanta(b *testing.B) {
+	for range b.N {
+		var bare, attached []float64
+		for round := 0; round < 2; round++ {
+			bare = append(bare, quantaPerSecond(b, false))
+			attached = append(attached, quantaPerSecond(b, true))
+		}
+		bq, aq := slices.Max(bare), slices.Max(attached)
+		b.ReportMetric(bq, "quanta/s")
+		b.ReportMetric(aq, "quanta/s-console")
+		b.ReportMetric(aq/bq, "console-ratio")
+		b.Logf("quanta/s bare %v, with the console %v: ratio %.3f", bare, attached, aq/bq)
+	}
+}
+
+// quantaPerSecond runs 300 processes of busyScript (1,800 quanta) to idle,
+// with the console's streams and requests attached or not.
+func quantaPerSecond(b *testing.B, console bool) float64 {
+	b.Helper()
+	var q atomic.Int64
+	rt, srv := benchRuntime(b, busyScript, &q)
+	spawnMany(b, srv, 300)
+	var l *load
+	var ts *httptest.Server
+	if console {
+		ts = httptest.NewServer(srv)
+		l = startLoad(ts.URL, rt.Store().LastEventSeq(), 300, benchStreams)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := rt.RunUntilIdle(ctx); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	if console {
+		l.stop()
+		srv.Close()
+		l.wg.Wait()
+		ts.Close()
+	}
+	return float64(q.Load()) / elapsed.Seconds()
+}
