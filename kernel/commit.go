@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"maps"
 	"github.com/libos/libos/internal/failpoint"
 	"github.com/libos/libos/objects"
 )
@@ -33,6 +34,27 @@ type txn struct {
 	afterFlush []func() error
 	// kinds are the kinds of commit this transaction holds, for failpoints.
 	kinds []string
+	// procs are the process records saved in this transaction, each a copy
+	// taken at its save and encoded once when the transaction's function
+	// ends: a record saved at every step of a quantum is written once.
+	procs map[int64]*procRecord
+}
+
+// savepoint marks where a call's changes begin: in the store's batch and in
+// the records saved so far.
+type savepoint struct {
+	store objects.Savepoint
+	procs map[int64]*procRecord
+}
+
+// savepoint marks the changes made so far; rollbackTo undoes what came after.
+func (tx *txn) savepoint() savepoint {
+	return savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs)}
+}
+
+func (tx *txn) rollbackTo(sp savepoint) {
+	tx.RollbackTo(sp.store)
+	tx.procs = sp.procs
 }
 
 type dirtyContext struct {
@@ -112,7 +134,7 @@ func (k *Runtime) flushContexts(tx *txn) error {
 			return err
 		}
 	}
-	return nil
+	return writeProcs(tx)
 }
 
 // markCommit records that tx holds a change of kind (failpoint builds only).

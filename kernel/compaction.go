@@ -457,7 +457,7 @@ func (k *Runtime) maintain(tx *txn, r *procRecord, c *llmContext, projected, win
 	r.PressureEpisode = true
 	reason := "it lacks execute on context:maintenance"
 	if k.permits(r, authority.ContextMaintenance, authority.Params{}) == nil {
-		sp := tx.Savepoint()
+		sp := tx.savepoint()
 		saved := r.snapshot()
 		if err := k.require(tx, r, authority.ContextMaintenance, authority.Params{}); err != nil {
 			return false, err
@@ -486,7 +486,7 @@ func (k *Runtime) maintain(tx *txn, r *procRecord, c *llmContext, projected, win
 			}
 			return true, k.step(tx, r, process.Input{Kind: process.Block, Wait: &w})
 		}
-		tx.RollbackTo(sp)
+		tx.rollbackTo(sp)
 		r.restore(saved)
 		if err != nil {
 			reason = "automatic compaction could not start: " + err.Error()

@@ -454,7 +454,7 @@ func (k *Runtime) invokeCall(ctx context.Context, tx *txn, r *procRecord, c *llm
 		Detail: map[string]any{"arguments": loggedArguments(call.Arguments)}}); err != nil {
 		return quantum.Input{}, answer{}, err
 	}
-	sp := tx.Savepoint()
+	sp := tx.savepoint()
 	saved := r.snapshot()
 	r.decisions = nil
 	out, terr := k.invoke(ctx, tx, r, c, table, call)
@@ -462,7 +462,7 @@ func (k *Runtime) invokeCall(ctx context.Context, tx *txn, r *procRecord, c *llm
 	if terr != nil {
 		// Nothing of a failed call stays: staged writes, reserved one-shot
 		// uses and budget charges all go back.
-		tx.RollbackTo(sp)
+		tx.rollbackTo(sp)
 		r.restore(saved)
 		r.ApprovedCall, r.decisions = "", authority
 		var need *ApprovalRequiredError

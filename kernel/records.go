@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -139,6 +140,9 @@ func (r *procRecord) snapshot() *procRecord {
 func (r *procRecord) restore(s *procRecord) { *r = *s }
 
 func loadProc(tx *txn, pid int64) (*procRecord, error) {
+	if saved, ok := tx.procs[pid]; ok {
+		return saved.snapshot(), nil
+	}
 	b, err := tx.Get(procKey(pid))
 	if err != nil {
 		if errors.Is(err, objects.ErrNotFound) {
@@ -153,12 +157,32 @@ func loadProc(tx *txn, pid int64) (*procRecord, error) {
 	return &r, nil
 }
 
+// saveProc saves r as it is now; the record is written when tx's function
+// ends, once however often it was saved.
 func saveProc(tx *txn, r *procRecord) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("encode process %d: %w", r.PID, err)
+	if tx.readOnly {
+		return fmt.Errorf("save process %d: %w", r.PID, objects.ErrReadOnly)
 	}
-	return tx.Set(procKey(r.PID), b)
+	if tx.procs == nil {
+		tx.procs = map[int64]*procRecord{}
+	}
+	tx.procs[r.PID] = r.snapshot()
+	return nil
+}
+
+// writeProcs writes the records saved in tx, in pid order.
+func writeProcs(tx *txn) error {
+	for _, pid := range slices.Sorted(maps.Keys(tx.procs)) {
+		b, err := json.Marshal(tx.procs[pid])
+		if err != nil {
+			return fmt.Errorf("encode process %d: %w", pid, err)
+		}
+		if err := tx.Set(procKey(pid), b); err != nil {
+			return err
+		}
+	}
+	tx.procs = nil
+	return nil
 }
 
 // step applies a state-machine input, records the event and saves.
