@@ -45,13 +45,21 @@ func decodeArgs(tool string, raw json.RawMessage, v any) error {
 	return nil
 }
 
+// skillTool adapts a meta tool, which uses only the caller's skill set, to
+// Tool.Invoke.
+func skillTool(f func(sys tools.SkillSet, raw json.RawMessage) (tools.Outcome, error)) func(context.Context, tools.Syscalls, json.RawMessage) (tools.Outcome, error) {
+	return func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+		return f(sys, raw)
+	}
+}
+
 func discoverSkills() *tools.Tool {
 	return &tools.Tool{
 		Name: "discover_skills",
 		Description: "List the skills this process may activate: name, description, the tools activation would show, and whether it is active. " +
 			"Needs no authority and changes nothing.",
 		Schema: schema.Object(map[string]*schema.Schema{}),
-		Invoke: func(_ context.Context, sys tools.Syscalls, _ json.RawMessage) (tools.Outcome, error) {
+		Invoke: skillTool(func(sys tools.SkillSet, _ json.RawMessage) (tools.Outcome, error) {
 			active := sys.ActiveSkills()
 			list := make([]map[string]any, 0)
 			for _, s := range sys.DiscoverSkills() {
@@ -64,7 +72,7 @@ func discoverSkills() *tools.Tool {
 				})
 			}
 			return tools.Outcome{Result: map[string]any{"skills": list, "count": len(list)}}, nil
-		},
+		}),
 	}
 }
 
@@ -81,7 +89,7 @@ func activateSkill() *tools.Tool {
 		Description: "Activate a skill: returns its manual (the Markdown of its SKILL.md) and the names of its tools, whose schemas you are shown " +
 			"from the next turn. Grants nothing; each tool call is still checked against your capabilities.",
 		Schema: schema.Object(map[string]*schema.Schema{"name": skillNameSchema}, "name"),
-		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+		Invoke: skillTool(func(sys tools.SkillSet, raw json.RawMessage) (tools.Outcome, error) {
 			var args struct {
 				Name string `json:"name"`
 			}
@@ -108,7 +116,7 @@ func activateSkill() *tools.Tool {
 				"tools":       nonNil(info.Tools),
 				"note":        activationNote,
 			}}, nil
-		},
+		}),
 	}
 }
 
@@ -117,7 +125,7 @@ func unloadSkill() *tools.Tool {
 		Name:        "unload_skill",
 		Description: "Deactivate an active skill: its tools are no longer shown from the next turn.",
 		Schema:      schema.Object(map[string]*schema.Schema{"name": skillNameSchema}, "name"),
-		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+		Invoke: skillTool(func(sys tools.SkillSet, raw json.RawMessage) (tools.Outcome, error) {
 			var args struct {
 				Name string `json:"name"`
 			}
@@ -128,7 +136,7 @@ func unloadSkill() *tools.Tool {
 				return tools.Outcome{}, err
 			}
 			return tools.Outcome{Result: map[string]any{"name": args.Name, "unloaded": true}}, nil
-		},
+		}),
 	}
 }
 
@@ -143,7 +151,7 @@ func readSkillResource() *tools.Tool {
 			"path": {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(1024),
 				Description: "Package-relative file path such as SKILL.md or docs/guide.md."},
 		}, "name", "path"),
-		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
+		Invoke: skillTool(func(sys tools.SkillSet, raw json.RawMessage) (tools.Outcome, error) {
 			var args struct {
 				Name string `json:"name"`
 				Path string `json:"path"`
@@ -174,7 +182,7 @@ func readSkillResource() *tools.Tool {
 			return tools.Outcome{Result: map[string]any{
 				"name": info.Name, "path": args.Path, "bytes": len(data), "text": string(data),
 			}}, nil
-		},
+		}),
 	}
 }
 
