@@ -186,6 +186,13 @@ func (h *hub) subscribe() bool {
 	return true
 }
 
+// subscribers is how many streams are open.
+func (h *hub) subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.subs
+}
+
 func (h *hub) unsubscribe() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
