@@ -109,8 +109,12 @@ type fakeSys struct {
 }
 
 // Require decides each requirement of op from the authority table against
-// grants, by its most specific name.
+// grants, by its most specific name. Skill tools may require only what the
+// table lists for runner and agent-task tools.
 func (f *fakeSys) Require(op authority.Op, p authority.Params) error {
+	if !slices.Contains(authority.RunnerOps, op) && !slices.Contains(authority.AgentTaskOps, op) {
+		return fmt.Errorf("a skill tool requires %s, which the authority table does not list for skill tools", op)
+	}
 	reqs, err := authority.Requirements(op, p)
 	if err != nil {
 		return err
