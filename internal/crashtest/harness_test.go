@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,7 +21,16 @@ import (
 // libosBin is the binary under test, built once with failpoints compiled in.
 var libosBin string
 
+// parallelPerCPU is how many parallel tests run per CPU unless -parallel
+// says otherwise: a crash scenario mostly waits on its binary's fsyncs and
+// start-up, not on the CPU.
+const parallelPerCPU = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if !flagSet("test.parallel") {
+		flag.Set("test.parallel", fmt.Sprint(parallelPerCPU*runtime.GOMAXPROCS(0)))
+	}
 	dir, err := os.MkdirTemp("", "libos-crashtest")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -36,6 +47,13 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // scenario is a replay-scripted process tree and how to start it.
