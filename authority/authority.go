@@ -200,15 +200,6 @@ func ToolOps(name string) ([]Op, bool) {
 	return append([]Op(nil), ops...), ok
 }
 
-// Tools lists the built-in tools the table knows, in no order.
-func Tools() []string {
-	out := make([]string, 0, len(toolOps))
-	for n := range toolOps {
-		out = append(out, n)
-	}
-	return out
-}
-
 // Requirement is one check: right on a target known by names, most
 // specific first.
 type Requirement struct {
