@@ -24,9 +24,15 @@ const (
 	prefixRetain  = "k/io/"
 	prefixToolRec = "k/tc/"
 	keyMeta       = "k/meta"
+	// prefixLive indexes the processes that are not terminal, so that a
+	// reopen reads only what recovery and scheduling need however many
+	// processes ever ran; keyLiveIndex marks a directory whose index is built.
+	prefixLive   = "k/live/"
+	keyLiveIndex = "k/live-index"
 )
 
 func procKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixProc, pid) }
+func liveKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixLive, pid) }
 func pendingKey(pid int64, id string) []byte {
 	return fmt.Appendf(nil, "%s%020d/%s", prefixPending, pid, id)
 }
@@ -170,19 +176,75 @@ func saveProc(tx *txn, r *procRecord) error {
 	return nil
 }
 
-// writeProcs writes the records saved in tx, in pid order.
+// writeProcs writes the records saved in tx, in pid order, and keeps the
+// index of live processes with them.
 func writeProcs(tx *txn) error {
 	for _, pid := range slices.Sorted(maps.Keys(tx.procs)) {
-		b, err := json.Marshal(tx.procs[pid])
+		r := tx.procs[pid]
+		b, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("encode process %d: %w", pid, err)
 		}
 		if err := tx.Set(procKey(pid), b); err != nil {
 			return err
 		}
+		if r.State.Terminal() {
+			err = tx.Delete(liveKey(pid))
+		} else {
+			err = tx.Set(liveKey(pid), nil)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	tx.procs = nil
 	return nil
+}
+
+// scanLive calls fn with the record of every process that is not terminal,
+// in pid order.
+func scanLive(tx *txn, fn func(r *procRecord) error) error {
+	return tx.Scan([]byte(prefixLive), func(key, _ []byte) error {
+		var pid int64
+		if _, err := fmt.Sscanf(string(key[len(prefixLive):]), "%d", &pid); err != nil {
+			return fmt.Errorf("live index key %q: %w", key, err)
+		}
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return fmt.Errorf("live index: %w", err)
+		}
+		return fn(r)
+	})
+}
+
+// buildLiveIndex indexes the live processes of a directory written before
+// the index existed, once.
+func (k *Runtime) buildLiveIndex() error {
+	err := k.update(func(tx *txn) error {
+		if _, err := tx.Get([]byte(keyLiveIndex)); err == nil {
+			return errSkip
+		} else if !errors.Is(err, objects.ErrNotFound) {
+			return err
+		}
+		err := tx.Scan([]byte(prefixProc), func(_, v []byte) error {
+			var r procRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode process record: %w", err)
+			}
+			if r.State.Terminal() {
+				return nil
+			}
+			return tx.Set(liveKey(r.PID), nil)
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Set([]byte(keyLiveIndex), []byte("1"))
+	})
+	if errors.Is(err, errSkip) {
+		return nil
+	}
+	return err
 }
 
 // step applies a state-machine input, records the event and saves.

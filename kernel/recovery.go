@@ -23,13 +23,12 @@ const historyLostNotice = "(runtime notice) The runtime was reopened with full-I
 // progress is not resumed or restarted but woken at once with an unknown
 // settlement. Context payloads are rebuilt lazily from evidence.
 func (k *Runtime) recover() error {
+	if err := k.buildLiveIndex(); err != nil {
+		return fmt.Errorf("index live processes: %w", err)
+	}
 	var pids []int64
 	err := k.view(func(tx *txn) error {
-		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
-			var r procRecord
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("decode process record: %w", err)
-			}
+		return scanLive(tx, func(r *procRecord) error {
 			sleeping := r.Wait != nil && r.Wait.Kind == process.WaitTimer && (r.State == process.Waiting || r.State == process.Paused)
 			// A provider wait without a time waits for the Host: a reopen is
 			// the Host trying again. A backoff keeps its time.

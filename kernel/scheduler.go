@@ -3,8 +3,6 @@ package kernel
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
@@ -95,14 +93,10 @@ func (s *scheduler) notify(pid int64, state process.State, w *process.Wait, gen 
 	}
 }
 
-// load seeds the queue and timers from the durable records.
+// load seeds the queue and timers from the records of live processes.
 func (s *scheduler) load() error {
 	return s.k.view(func(tx *txn) error {
-		return tx.Scan([]byte(prefixProc), func(_, v []byte) error {
-			var r procRecord
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("decode process record: %w", err)
-			}
+		return scanLive(tx, func(r *procRecord) error {
 			s.notify(r.PID, r.State, r.Wait, r.Gen)
 			return nil
 		})
