@@ -460,13 +460,24 @@ func (k *Runtime) ReadObject(oid string) (objects.Meta, []byte, error) {
 // something only an outside event can end (a Human message). Pending timers
 // are not idle: the runtime waits for them on its clock.
 func (k *Runtime) RunUntilIdle(ctx context.Context) error {
+	return k.runScheduler(ctx, false)
+}
+
+// RunReady runs quanta until no process can run now. Unlike RunUntilIdle it
+// does not wait for timers (a sleep, a provider backoff): a Host that drives
+// time itself advances its clock and calls RunReady again.
+func (k *Runtime) RunReady(ctx context.Context) error {
+	return k.runScheduler(ctx, true)
+}
+
+func (k *Runtime) runScheduler(ctx context.Context, untilTimers bool) error {
 	if k.opts.ReadOnly {
 		return ErrReadOnly
 	}
 	if k.provider() == nil {
 		return ErrNoProvider
 	}
-	return k.sched.run(ctx)
+	return k.sched.run(ctx, untilTimers)
 }
 
 func (k *Runtime) now() time.Time { return k.clock.Now() }

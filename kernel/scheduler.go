@@ -108,11 +108,12 @@ type workResult struct {
 	err error
 }
 
-// run is the scheduler loop of RunUntilIdle. Each turn hands queued
-// processes to free workers, then does one of: fire the timers that are due,
-// drop the next timer if its wait is over, end when idle with nothing to
-// wait for, or wait for the next thing to happen.
-func (s *scheduler) run(ctx context.Context) error {
+// run is the scheduler loop of RunUntilIdle and RunReady. Each turn hands
+// queued processes to free workers, then does one of: fire the timers that
+// are due, drop the next timer if its wait is over, end when idle with
+// nothing to wait for (or, untilTimers, with only timers to wait for), or
+// wait for the next thing to happen.
+func (s *scheduler) run(ctx context.Context, untilTimers bool) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return err
@@ -141,7 +142,7 @@ func (s *scheduler) run(ctx context.Context) error {
 			// The process left that wait (killed, woken otherwise): its
 			// timer must not keep an otherwise idle runtime running.
 			s.dropTimer(*next)
-		case idle && next == nil:
+		case idle && (next == nil || untilTimers):
 			return nil
 		default:
 			s.await(ctx, cancel, pool, idle, next)

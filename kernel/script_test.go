@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -26,7 +27,11 @@ import (
 //	spawn [image=I] [grant=RESOURCE=RIGHTS]... [ask=RESOURCE=RIGHTS]...   starts a root; prints its pid
 //	model pid=N                 queues the next reply of pid N: one line per tool call
 //	                            ("name {json}"), "text: ..." for text, "fault: STATUS" for a server fault
-//	run                         runs until idle; prints the events since the last run
+//	run                         runs until idle, skipping the clock ahead to timers; prints the events
+//	                            since the last run
+//	ready                       runs what can run now, leaving timers waiting; prints the events
+//	tick d=DURATION             moves the clock on by d, then runs what can run now; prints the
+//	                            time and the events
 //	ps                          prints every process
 //	send pid=N [interrupt]      posts the input as a Human message
 //	approve pid=N | deny pid=N  decides the call pid N holds for approval
@@ -75,6 +80,7 @@ func (m *scriptModel) Complete(_ context.Context, req llm.Request) (llm.Response
 
 type kernelScript struct {
 	t      *testing.T
+	clock  *clock.Fake
 	fs     *vfs.MemFS
 	model  *scriptModel
 	rt     *Runtime
@@ -83,13 +89,13 @@ type kernelScript struct {
 }
 
 func newKernelScript(t *testing.T) *kernelScript {
-	ks := &kernelScript{t: t, fs: vfs.NewCrashableMem(), model: &scriptModel{replies: map[int64][]scriptReply{}, calls: map[int64]int{}}}
+	ks := &kernelScript{t: t, clock: clock.NewFake(epoch, true), fs: vfs.NewCrashableMem(), model: &scriptModel{replies: map[int64][]scriptReply{}, calls: map[int64]int{}}}
 	ks.open()
 	return ks
 }
 
 func (ks *kernelScript) open() {
-	rt, err := Open("/rt", Options{FS: ks.fs, Clock: clock.NewFake(epoch, true), Workers: 1, Provider: ks.model,
+	rt, err := Open("/rt", Options{FS: ks.fs, Clock: ks.clock, Workers: 1, Provider: ks.model,
 		OnEvent: func(ev Event) {
 			ks.mu.Lock()
 			ks.events = append(ks.events, ev)
@@ -129,6 +135,22 @@ func (ks *kernelScript) run(c *datadriven.Case) (string, error) {
 			return "", err
 		}
 		return ks.drain(), nil
+	case "ready":
+		if err := ks.rt.RunReady(context.Background()); err != nil {
+			return "", err
+		}
+		return ks.drain(), nil
+	case "tick":
+		v, _ := c.Arg("d")
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return "", fmt.Errorf("tick: d: %w", err)
+		}
+		ks.clock.Advance(d)
+		if err := ks.rt.RunReady(context.Background()); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("clock +%s\n%s", ks.clock.Now().Sub(epoch), ks.drain()), nil
 	case "ps":
 		return ks.ps()
 	case "send":
