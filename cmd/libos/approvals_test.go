@@ -11,6 +11,7 @@ import (
 // root waiting for approval, approvals lists the held call, approve lets
 // resume run it; deny answers it with the reason instead.
 func TestApproveAndDenyHeldCalls(t *testing.T) {
+	t.Parallel()
 	script := filepath.Join("..", "..", "testdata", "replay", "approval.yaml")
 	start := func(t *testing.T) (dir, callID string) {
 		dir = t.TempDir()

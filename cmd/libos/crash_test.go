@@ -36,6 +36,7 @@ func failpointBinary(t *testing.T) string {
 // a failpoint) right after the second compressor is spawned; resume finishes
 // the compaction from its durable job.
 func TestKillBetweenCompactionStagesThenResume(t *testing.T) {
+	t.Parallel()
 	bin := failpointBinary(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "run", "base:v0", "--goal", "compact", "--dir", dir,

@@ -13,6 +13,7 @@ import (
 var libosBin string
 
 func TestMain(m *testing.M) {
+	raiseParallel()
 	dir, err := os.MkdirTemp("", "libos-e2e")
 	if err != nil {
 		panic(err)
@@ -127,6 +128,7 @@ func TestMalformedScript(t *testing.T) {
 }
 
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	stdout, stderr, code := runBin(t, "demo", "--dir", dir)
 	if code != 0 {
@@ -264,6 +266,7 @@ func TestPsAndSendNeverCreateADirectory(t *testing.T) {
 }
 
 func TestBenchCommand(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, code := runBin(t, "bench", "--processes", "5", "--rounds", "2", "--startup-runs", "1", "--json")
 	var results []map[string]any
 	if code != 0 || json.Unmarshal([]byte(stdout), &results) != nil || len(results) != 4 {

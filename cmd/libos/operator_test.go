@@ -154,6 +154,7 @@ func TestReadCommandsOnAnIdleDirectory(t *testing.T) {
 }
 
 func TestBadInputIsRefusedClearly(t *testing.T) {
+	t.Parallel()
 	dir := clockRun(t)
 	missing := filepath.Join(t.TempDir(), "nope")
 	before := testfs.Listing(t, dir)
@@ -363,6 +364,7 @@ func TestKillALiveRoot(t *testing.T) {
 }
 
 func TestCLIConventions(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		out, _, code := runBin(t, args...)
 		if code != 0 || !strings.HasPrefix(out, "libos ") {

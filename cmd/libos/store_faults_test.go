@@ -52,6 +52,7 @@ func flipAt(t *testing.T, path string, frac float64) {
 // on an idle directory leave every file as it was, although the directory
 // holds a log an ordinary open would replay and flush.
 func TestReadCommandsWriteNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, stderr, code := runBin(t, "demo", "--dir", dir); code != 0 {
 		t.Fatalf("demo exit %d:\n%s", code, stderr)
@@ -78,6 +79,7 @@ func TestReadCommandsWriteNothing(t *testing.T) {
 // store is corrupt, names the file and says how to proceed; resume must
 // not run anything again, and nothing panics.
 func TestCorruptStoreIsReported(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, dir, file string) {
 		t.Helper()
 		for _, args := range [][]string{{"ps", "--dir", dir}, {"resume", "--dir", dir}, {"ps", "--dir", dir}} {
