@@ -218,8 +218,12 @@ func (h *hub) close() {
 	h.wg.Wait()
 }
 
-// read follows the log until stop, at most once per 10 ms so a busy
-// runtime's events are read in batches.
+// streamBatch is the shortest time between two reads of the log for the
+// streams: a busy runtime's entries go out in batches, a few writes a second
+// per stream rather than one per entry.
+const streamBatch = 50 * time.Millisecond
+
+// read follows the log until stop, at most once per streamBatch.
 func (h *hub) read(stop, done chan struct{}) {
 	defer close(done)
 	poll := time.NewTicker(h.poll)
@@ -236,7 +240,7 @@ func (h *hub) read(stop, done chan struct{}) {
 		select {
 		case <-stop:
 			return
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(streamBatch):
 		}
 	}
 }
