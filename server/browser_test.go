@@ -222,6 +222,7 @@ func TestBrowserTreeTranscriptAndMessage(t *testing.T) {
 	until(t, ctx, "pid 1 appears and waits on its child", rowStatus(1, "waiting"))
 	until(t, ctx, "pid 2 appears under pid 1 and waits", rowStatus(2, "waiting")+
 		` && document.querySelector('.row[data-pid="1"]').parentElement.querySelector('.row[data-pid="2"]') !== null`)
+	until(t, ctx, "pid 1's row names the child it waits on", `document.querySelector('.row[data-pid="1"] .wait').textContent === "on child 2"`)
 	saveScreenshot(t, ctx, "#tree", "console-tree.png")
 
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.row[data-pid="2"]`))); err != nil {

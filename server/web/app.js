@@ -188,6 +188,8 @@ function onEntry(e) {
         p.waiting_on = e.to === "waiting" ? (e.wait || "something") : null;
         p.reason = e.reason || (e.to === "waiting" || e.to === "failed" || e.to === "killed" ? p.reason : "");
         dirty.add(e.pid);
+        // The entry names the kind of wait; which child, or until when, is in the process's detail.
+        if (e.to === "waiting" && (e.wait === "child" || e.wait === "timer")) refreshWaitSoon(e.pid);
       }
       if (e.wait === "approval" || e.from === "waiting") refreshApprovalsSoon();
       break;
@@ -200,6 +202,31 @@ function onEntry(e) {
   showEvent(e);
   if (selected && e.pid === selected) refreshProcessSoon();
   else if (selected && e.type === "checkpoint") refreshProcessSoon();
+}
+
+const waitQueue = new Set();
+let waitTimer = 0;
+function refreshWaitSoon(pid) {
+  waitQueue.add(pid);
+  if (!waitTimer) waitTimer = setTimeout(refreshWaits, 250);
+}
+
+async function refreshWaits() {
+  waitTimer = 0;
+  const pids = Array.from(waitQueue).slice(0, 50);
+  for (const pid of pids) waitQueue.delete(pid);
+  await Promise.all(pids.map(async (pid) => {
+    try {
+      const d = (await api("GET", "/processes/" + pid)).data;
+      const p = procs.get(pid);
+      const w = d.waiting_on;
+      if (!p || d.status !== "waiting" || !w) return;
+      p.waiting_on = w.kind === "child" ? "child " + w.child_pid : w.kind === "timer" ? "timer until " + w.until : w.kind;
+      dirty.add(pid);
+    } catch (e) { /* the next entry tries again */ }
+  }));
+  schedule();
+  if (waitQueue.size && !waitTimer) waitTimer = setTimeout(refreshWaits, 250);
 }
 
 function describe(e) {
