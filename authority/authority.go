@@ -10,6 +10,7 @@
 package authority
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -179,6 +180,11 @@ var (
 	RunnerOps    = []Op{ScopeUse}
 	AgentTaskOps = []Op{ScopeUse, AgentTaskSpawn}
 )
+
+// ErrUndeclared is a check of an operation the table does not list for the
+// tool that made it: a defect of the tool, refused before anything is
+// decided.
+var ErrUndeclared = errors.New("authority: operation not declared for this tool")
 
 // Lookup returns the entry of op.
 func Lookup(op Op) (Entry, bool) {

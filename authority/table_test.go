@@ -82,7 +82,7 @@ func TestPure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{"fmt": true, "strconv": true, "strings": true, "github.com/libos/libos/capabilities": true}
+	allowed := map[string]bool{"errors": true, "fmt": true, "strconv": true, "strings": true, "github.com/libos/libos/capabilities": true}
 	for _, im := range f.Imports {
 		if p, _ := strconv.Unquote(im.Path.Value); !allowed[p] {
 			t.Errorf("authority imports %s", p)

@@ -609,8 +609,7 @@ func (k *Runtime) invoke(ctx context.Context, tx *txn, r *procRecord, c *llmCont
 			return tools.Outcome{}, err
 		}
 	}
-	sys := &syscalls{k: k, tx: tx, r: r, c: c, callID: call.ID}
-	return t.Invoke(ctx, sys, args)
+	return t.Invoke(ctx, k.newSyscalls(tx, r, c, t, call.ID), args)
 }
 
 // recordCall appends a tool result to the context and records the call.
@@ -719,7 +718,7 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 	if err != nil {
 		return err
 	}
-	sys := &syscalls{k: k, tx: tx, r: r, c: c, callID: p.CallID}
+	sys := k.newSyscalls(tx, r, c, t, p.CallID)
 	// A resume's staged writes persist even when it reports an error: a
 	// multi-stage action records its own failure (a failed compaction job).
 	out, rerr := t.Resume(ctx, sys, tools.Pending{ID: p.ID, Tool: p.Tool, CallID: p.CallID, Data: p.Data, StartedAt: p.StartedAt, Recovered: p.Recovered})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/libos/libos/authority"
@@ -24,6 +25,19 @@ type syscalls struct {
 	c  *llmContext // the process's context as staged in tx
 	// callID is the tool call being served.
 	callID string
+	// tool is the tool being served, and ops the operations the authority
+	// table lets it check.
+	tool string
+	ops  []authority.Op
+}
+
+// newSyscalls binds t's call callID, of r in tx, to the kernel.
+func (k *Runtime) newSyscalls(tx *txn, r *procRecord, c *llmContext, t *tools.Tool, callID string) *syscalls {
+	ops := t.Ops
+	if ops == nil {
+		ops, _ = authority.ToolOps(t.Name)
+	}
+	return &syscalls{k: k, tx: tx, r: r, c: c, callID: callID, tool: t.Name, ops: ops}
 }
 
 var _ tools.Syscalls = (*syscalls)(nil)
@@ -52,6 +66,9 @@ func (s *syscalls) Config() tools.Config {
 // the kernel holds it for a Human; once approved, the same call is run again
 // with its ask grants counting as allow.
 func (s *syscalls) Require(op authority.Op, p authority.Params) error {
+	if !slices.Contains(s.ops, op) {
+		return fmt.Errorf("%w: %s checked %s; the table lists %v for it", authority.ErrUndeclared, s.tool, op, s.ops)
+	}
 	return s.k.check(s.tx, s.r, s.callID != "" && s.r.ApprovedCall == s.callID, op, p)
 }
 

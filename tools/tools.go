@@ -422,6 +422,10 @@ type Tool struct {
 	// Scopes are the permission scopes this tool owns: a process running for
 	// a skill runner may call it only when the runner declared them all.
 	Scopes []string
+	// Ops are the authority operations the tool may check; nil means the
+	// built-in tool's entry in the authority table (authority.ToolOps). The
+	// kernel refuses a check of any other operation (authority.ErrUndeclared).
+	Ops []authority.Op
 }
 
 // Family builds the tools of one built-in family for a configuration.

@@ -46,10 +46,12 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 		Description: description,
 		Schema:      sch,
 		Scopes:      append([]string{}, r.Scopes...),
+		Ops:         authority.RunnerOps,
 	}
 	switch r.Type {
 	case skillpkg.TypeAgentTask:
 		t.EndsBatch = true
+		t.Ops = authority.AgentTaskOps
 		t.Invoke = func(_ context.Context, sys tools.Syscalls, args json.RawMessage) (tools.Outcome, error) {
 			return startAgentTask(sys, pkg, r, args)
 		}
