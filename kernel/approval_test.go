@@ -153,6 +153,7 @@ processes:
             arguments: {payload: "${last}"}
 `, func(o *Options) {
 		echo := effectTool(&runs, nil)
+		echo.Ops = authority.RunnerOps
 		invoke := echo.Invoke
 		echo.Invoke = func(ctx context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
 			// As skill runners do: execute on each declared scope.
