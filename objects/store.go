@@ -62,6 +62,10 @@ type Stats struct {
 	// concurrent committers it grows slower than SyncedCommits because
 	// commits share syncs.
 	WALSyncs uint64
+	// WriteLockHeld is the total wall time Update has held the write lock:
+	// staging, validation and applying batches, which no other commit can
+	// overlap.
+	WriteLockHeld time.Duration
 }
 
 // Store is an open runtime database. It is safe for concurrent use by many
@@ -116,6 +120,9 @@ type Store struct {
 	syncedCommits   atomic.Uint64
 	readOnlyUpdates atomic.Uint64
 	conflicts       atomic.Uint64
+	// writeLockHeld sums nanoseconds writeMu was held (lockWrite to
+	// unlockWrite).
+	writeLockHeld atomic.Int64
 }
 
 // Open opens (creating if needed) the database in dir. It returns an error
@@ -209,6 +216,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	popts.Logger = storeLogger{out: popts.Logger, store: s}
 	s.fs = newStoreFS(fs, s.fail, s.fail)
 	popts.FS = s.fs
+	if !opts.ReadOnly {
+		s.locals.spill = newLocalSpill(fs, spillPath(dir))
+	}
 	popts.Lock = lock
 	popts.ReadOnly = opts.ReadOnly
 	listener := s.eventListener()
@@ -479,6 +489,9 @@ func (s *Store) Close() error {
 	// A flush held back by a full disk must fail for Pebble to close.
 	s.fs.releaseHeld()
 	s.ops.Wait()
+	if s.locals.spill != nil {
+		s.locals.spill.close()
+	}
 	err := s.closePebble()
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
@@ -550,7 +563,20 @@ func (s *Store) Stats() Stats {
 		ReadOnlyUpdates: s.readOnlyUpdates.Load(),
 		Conflicts:       s.conflicts.Load(),
 		WALSyncs:        s.fs.syncs.Load(),
+		WriteLockHeld:   time.Duration(s.writeLockHeld.Load()),
 	}
+}
+
+// lockWrite takes writeMu and returns when it got it, for unlockWrite.
+func (s *Store) lockWrite() time.Time {
+	s.writeMu.Lock()
+	return time.Now()
+}
+
+// unlockWrite releases writeMu and adds the time it was held to Stats.
+func (s *Store) unlockWrite(since time.Time) {
+	s.writeLockHeld.Add(int64(time.Since(since)))
+	s.writeMu.Unlock()
 }
 
 // LastEventSeq returns the seq of the newest event applied to the database
@@ -592,11 +618,11 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	}
 	defer s.ops.Done()
 
-	s.writeMu.Lock()
+	held := s.lockWrite()
 	locked := true
 	defer func() {
 		if locked {
-			s.writeMu.Unlock()
+			s.unlockWrite(held)
 		}
 	}()
 	if ferr := s.failedErr(); ferr != nil {
@@ -611,7 +637,7 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 
 	if tx.empty() {
 		wait := s.locals.lastCommit()
-		s.writeMu.Unlock()
+		s.unlockWrite(held)
 		locked = false
 		if werr := wait.wait(); werr != nil {
 			return nil, fmt.Errorf("objects: update: earlier commit: %w", werr)
@@ -637,7 +663,7 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	if n := len(tx.events); n > 0 {
 		s.lastEventSeq.Store(tx.events[n-1].Seq)
 	}
-	s.writeMu.Unlock()
+	s.unlockWrite(held)
 	locked = false
 
 	if serr := batch.SyncWait(); serr != nil {

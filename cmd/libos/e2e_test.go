@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -267,17 +268,44 @@ func TestPsAndSendNeverCreateADirectory(t *testing.T) {
 
 func TestBenchCommand(t *testing.T) {
 	t.Parallel()
-	stdout, stderr, code := runBin(t, "bench", "--processes", "5", "--rounds", "2", "--startup-runs", "1", "--json")
-	var results []map[string]any
-	if code != 0 || json.Unmarshal([]byte(stdout), &results) != nil || len(results) != 4 {
+	stdout, stderr, code := runBin(t, "bench", "--processes", "5", "--rounds", "2", "--parents", "2", "--parallel-rounds", "2",
+		"--cas-writes", "20", "--ended-processes", "4", "--alive-processes", "2", "--js-calls", "2", "--startup-runs", "1",
+		"--reopen-processes", "3", "--reopen-objects", "10", "--json")
+	var out struct {
+		Rows []struct {
+			Key, Name, Unit, Baseline, Goal string
+			Value, BaselineValue, Ratio     float64
+			Met                             bool
+		}
+		Scenarios []struct {
+			Name    string
+			Metrics map[string]float64
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &out) != nil || len(out.Scenarios) != 10 {
 		t.Fatalf("bench: exit %d %q %s", code, stdout, stderr)
 	}
-	metrics := results[0]["metrics"].(map[string]any)
-	if metrics["quanta/s"].(float64) <= 0 || metrics["commits/quantum"].(float64) > 2 {
+	// Every row of the performance goals, each with its goal.
+	var keys []string
+	for _, r := range out.Rows {
+		keys = append(keys, r.Key)
+		if r.Name == "" || r.Goal == "" || r.Unit == "" {
+			t.Errorf("incomplete row %+v", r)
+		}
+	}
+	want := []string{"quanta/s", "commits/quantum", "lock-ms/quantum", "cas/s", "heap-B/ended-process", "heap-B/alive-process",
+		"js-median-µs", "js-p99-µs", "version-ms", "skill-run-ms", "reopen-ms", "roundtrips/s", "parallel-roundtrips/s"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("rows %v, want %v", keys, want)
+	}
+	metrics := out.Scenarios[0].Metrics
+	if metrics["quanta/s"] <= 0 || metrics["commits/quantum"] > 2 || metrics["raw-sets/s"] <= 0 {
 		t.Fatalf("quanta figures %v", metrics)
 	}
-	if startup := results[3]["metrics"].(map[string]any); startup["version/hello"].(float64) <= 0 || startup["skill_run/echo"].(float64) <= 0 {
-		t.Fatalf("startup figures %v", startup)
+	stdout, stderr, code = runBin(t, "bench", "--scenarios", "store_lock,spawn_wait", "--processes", "3", "--rounds", "2")
+	if code != 0 || !strings.Contains(stdout, "store write lock held a quantum") || !strings.Contains(stdout, "round trips/s, 1 parent") ||
+		!strings.Contains(stdout, "BASELINE (same run)") {
+		t.Fatalf("bench table: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if _, stderr, code := runBin(t, "bench", "--scenarios", "quanta,nope"); code != exitUsage {
 		t.Fatalf("unknown scenario: exit %d %s", code, stderr)
