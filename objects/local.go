@@ -10,6 +10,9 @@ type localEntry struct {
 	sha256  string
 	data    []byte
 	removed bool // the object was removed at this point; data is nil
+	// spillLen > 0 says data was moved to the spill file at spillOff.
+	spillOff int64
+	spillLen int
 	// publishedGen is the commit generation that published this entry;
 	// supersededGen the one that published the next newer entry (zero while
 	// this entry is the newest).
@@ -40,6 +43,8 @@ type localStore struct {
 	// last is the most recent commit handed to Pebble; a read-only operation
 	// waits for it so it never reports state that is not yet durable.
 	last *commitWait
+	// spill holds payloads moved out of memory (nil: none are).
+	spill *localSpill
 }
 
 func newLocalStore() *localStore {
@@ -151,10 +156,39 @@ func (l *localStore) lookup(oid string, version uint64, sha string) ([]byte, boo
 	defer l.mu.RUnlock()
 	for e := l.head[oid]; e != nil; e = e.older {
 		if !e.removed && e.version == version && e.sha256 == sha {
+			if e.spillLen > 0 {
+				data, err := l.spill.read(e.spillOff, e.spillLen)
+				return data, err == nil
+			}
 			return e.data, true
 		}
 	}
 	return nil, false
+}
+
+// spillOut moves the newest payload of oid to the spill file, unless an
+// older version is still kept for a View or it is too small.
+func (l *localStore) spillOut(oid string) {
+	l.mu.RLock()
+	e := l.head[oid]
+	spillable := e != nil && e.older == nil && !e.removed && e.spillLen == 0 && len(e.data) >= minSpillBytes
+	l.mu.RUnlock()
+	if !spillable {
+		return
+	}
+	off, err := l.spill.write(e.data)
+	if err != nil {
+		return // it stays in memory
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.head[oid] != e || e.older != nil {
+		return // a commit or a View's history came first; the bytes written are unused
+	}
+	// Entries are immutable once published: readers may hold e.
+	spilled := *e
+	spilled.data, spilled.spillOff, spilled.spillLen = nil, off, len(e.data)
+	l.head[oid] = &spilled
 }
 
 // setLast records the commit about to be applied. It is set before the
