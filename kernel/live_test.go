@@ -12,8 +12,15 @@ func livePIDs(t *testing.T, h *harness) []int64 {
 	t.Helper()
 	var pids []int64
 	err := h.rt.view(func(tx *txn) error {
-		return scanLive(tx, func(r *procRecord) error {
-			pids = append(pids, r.PID)
+		return scanLive(tx, func(e liveEntry) error {
+			r, err := loadProc(tx, e.PID)
+			if err != nil {
+				return err
+			}
+			if got := liveEntryOf(r); got != e {
+				t.Errorf("live entry %+v, record says %+v", e, got)
+			}
+			pids = append(pids, e.PID)
 			return nil
 		})
 	})

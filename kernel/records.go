@@ -176,6 +176,18 @@ func saveProc(tx *txn, r *procRecord) error {
 	return nil
 }
 
+// setLive keeps r's entry in the index of live processes.
+func setLive(tx *txn, r *procRecord) error {
+	if r.State.Terminal() {
+		return tx.Delete(liveKey(r.PID))
+	}
+	b, err := json.Marshal(liveEntryOf(r))
+	if err != nil {
+		return fmt.Errorf("encode live entry of pid %d: %w", r.PID, err)
+	}
+	return tx.Set(liveKey(r.PID), b)
+}
+
 // writeProcs writes the records saved in tx, in pid order, and keeps the
 // index of live processes with them.
 func writeProcs(tx *txn) error {
@@ -188,12 +200,7 @@ func writeProcs(tx *txn) error {
 		if err := tx.Set(procKey(pid), b); err != nil {
 			return err
 		}
-		if r.State.Terminal() {
-			err = tx.Delete(liveKey(pid))
-		} else {
-			err = tx.Set(liveKey(pid), nil)
-		}
-		if err != nil {
+		if err := setLive(tx, r); err != nil {
 			return err
 		}
 	}
@@ -201,45 +208,76 @@ func writeProcs(tx *txn) error {
 	return nil
 }
 
-// scanLive calls fn with the record of every process that is not terminal,
-// in pid order.
-func scanLive(tx *txn, fn func(r *procRecord) error) error {
-	return tx.Scan([]byte(prefixLive), func(key, _ []byte) error {
-		var pid int64
-		if _, err := fmt.Sscanf(string(key[len(prefixLive):]), "%d", &pid); err != nil {
+// liveEntry is what the live index keeps of a process: what recovery and
+// the scheduler need at a reopen, so neither decodes a record to find its
+// work.
+type liveEntry struct {
+	PID   int64            `json:"-"`
+	State process.State    `json:"s"`
+	Gen   uint64           `json:"g"`
+	Wait  process.WaitKind `json:"w,omitempty"`
+	Until time.Time        `json:"u,omitzero"`
+}
+
+func liveEntryOf(r *procRecord) liveEntry {
+	e := liveEntry{PID: r.PID, State: r.State, Gen: r.Gen}
+	if r.Wait != nil {
+		e.Wait, e.Until = r.Wait.Kind, r.Wait.Until
+	}
+	return e
+}
+
+// scanLive calls fn with the index entry of every process that is not
+// terminal, in pid order.
+func scanLive(tx *txn, fn func(e liveEntry) error) error {
+	return tx.Scan([]byte(prefixLive), func(key, v []byte) error {
+		var e liveEntry
+		if _, err := fmt.Sscanf(string(key[len(prefixLive):]), "%d", &e.PID); err != nil {
 			return fmt.Errorf("live index key %q: %w", key, err)
 		}
-		r, err := loadProc(tx, pid)
-		if err != nil {
-			return fmt.Errorf("live index: %w", err)
+		if err := json.Unmarshal(v, &e); err != nil {
+			return fmt.Errorf("live index entry of pid %d: %w", e.PID, err)
 		}
-		return fn(r)
+		return fn(e)
 	})
 }
 
-// buildLiveIndex indexes the live processes of a directory written before
-// the index existed, once.
+// liveIndexVersion marks the index's format; a directory whose index is
+// older (or missing) is indexed again at open.
+const liveIndexVersion = "2"
+
+// buildLiveIndex indexes the live processes of a directory whose index is
+// missing or older, once.
 func (k *Runtime) buildLiveIndex() error {
 	err := k.update(func(tx *txn) error {
-		if _, err := tx.Get([]byte(keyLiveIndex)); err == nil {
+		if v, err := tx.Get([]byte(keyLiveIndex)); err == nil && string(v) == liveIndexVersion {
 			return errSkip
-		} else if !errors.Is(err, objects.ErrNotFound) {
+		} else if err != nil && !errors.Is(err, objects.ErrNotFound) {
 			return err
+		}
+		var stale [][]byte
+		if err := tx.Scan([]byte(prefixLive), func(key, _ []byte) error {
+			stale = append(stale, append([]byte(nil), key...))
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, key := range stale {
+			if err := tx.Delete(key); err != nil {
+				return err
+			}
 		}
 		err := tx.Scan([]byte(prefixProc), func(_, v []byte) error {
 			var r procRecord
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("decode process record: %w", err)
 			}
-			if r.State.Terminal() {
-				return nil
-			}
-			return tx.Set(liveKey(r.PID), nil)
+			return setLive(tx, &r)
 		})
 		if err != nil {
 			return err
 		}
-		return tx.Set([]byte(keyLiveIndex), []byte("1"))
+		return tx.Set([]byte(keyLiveIndex), []byte(liveIndexVersion))
 	})
 	if errors.Is(err, errSkip) {
 		return nil

@@ -28,13 +28,13 @@ func (k *Runtime) recover() error {
 	}
 	var pids []int64
 	err := k.view(func(tx *txn) error {
-		return scanLive(tx, func(r *procRecord) error {
-			sleeping := r.Wait != nil && r.Wait.Kind == process.WaitTimer && (r.State == process.Waiting || r.State == process.Paused)
+		return scanLive(tx, func(e liveEntry) error {
+			sleeping := e.Wait == process.WaitTimer && (e.State == process.Waiting || e.State == process.Paused)
 			// A provider wait without a time waits for the Host: a reopen is
 			// the Host trying again. A backoff keeps its time.
-			providerHeld := r.Wait != nil && r.Wait.Kind == process.WaitProvider && r.Wait.Until.IsZero() && r.State == process.Waiting
-			if r.State == process.Running || sleeping || providerHeld {
-				pids = append(pids, r.PID)
+			providerHeld := e.Wait == process.WaitProvider && e.Until.IsZero() && e.State == process.Waiting
+			if e.State == process.Running || sleeping || providerHeld {
+				pids = append(pids, e.PID)
 			}
 			return nil
 		})

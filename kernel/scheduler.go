@@ -96,8 +96,12 @@ func (s *scheduler) notify(pid int64, state process.State, w *process.Wait, gen 
 // load seeds the queue and timers from the records of live processes.
 func (s *scheduler) load() error {
 	return s.k.view(func(tx *txn) error {
-		return scanLive(tx, func(r *procRecord) error {
-			s.notify(r.PID, r.State, r.Wait, r.Gen)
+		return scanLive(tx, func(e liveEntry) error {
+			var w *process.Wait
+			if e.Wait != "" {
+				w = &process.Wait{Kind: e.Wait, Until: e.Until}
+			}
+			s.notify(e.PID, e.State, w, e.Gen)
 			return nil
 		})
 	})
