@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,6 +48,15 @@ processes:
       - {tool_calls: [{name: get_current_time, arguments: {}}]}
       - {tool_calls: [{name: get_current_time, arguments: {}}]}
       - {tool_calls: [{name: get_current_time, arguments: {}}]}
+      - {tool_calls: [{name: process_exit, arguments: {message: done}}]}
+`
+
+// waitScript: every root waits for a message from ana, then exits.
+const waitScript = `
+processes:
+  - image: base:v0
+    turns:
+      - {tool_calls: [{name: receive_process_messages, arguments: {sender: "human:ana"}}]}
       - {tool_calls: [{name: process_exit, arguments: {message: done}}]}
 `
 
@@ -114,6 +124,7 @@ type load struct {
 	lat     []time.Duration
 	errs    atomic.Int64
 	bytes   atomic.Int64
+	posted  atomic.Int64
 	wg      sync.WaitGroup
 	stopped chan struct{}
 }
@@ -153,24 +164,29 @@ func startLoad(base string, since uint64, pids int, streams int, requests bool) 
 		defer tick.Stop()
 		var inflight sync.WaitGroup
 		defer inflight.Wait()
-		for i := 0; ; i++ {
+		// The rate holds on a busy machine: a late tick sends what is due.
+		start, sent := time.Now(), 0
+		for {
 			select {
 			case <-l.stopped:
 				return
 			case <-tick.C:
 			}
-			inflight.Add(1)
-			go func(i int) {
-				defer inflight.Done()
-				l.request(i)
-			}(i)
+			for due := int(time.Since(start).Seconds() * benchRate); sent < due; sent++ {
+				inflight.Add(1)
+				go func(i int) {
+					defer inflight.Done()
+					l.request(i)
+				}(sent)
+			}
 		}
 	}()
 	return l
 }
 
 // request is one of the mix an operator's tools send: mostly one process's
-// page, sometimes the whole listing.
+// page, sometimes the whole listing, and one in twenty a message that wakes
+// a process.
 func (l *load) request(i int) {
 	pid := 1 + rand.IntN(l.pids)
 	var req *http.Request
@@ -187,8 +203,14 @@ func (l *load) request(i int) {
 		req, _ = http.NewRequest("GET", l.base+APIPrefix+"/approvals", nil)
 	case 14, 15:
 		req, _ = http.NewRequest("GET", fmt.Sprintf("%s%s/processes/%d/goal", l.base, APIPrefix, pid), nil)
-	default:
+	case 16, 17, 18:
 		req, _ = http.NewRequest("GET", l.base+APIPrefix+"/checkpoints", nil)
+	default:
+		// Wake a waiting process: it runs and its entries go to the streams.
+		to := l.posted.Add(1)
+		req, _ = http.NewRequest("POST", fmt.Sprintf("%s%s/processes/%d/messages", l.base, APIPrefix, 1+(to-1)%int64(l.pids)),
+			strings.NewReader(`{"body": "go", "from": "ana"}`))
+		req.Header.Set("Content-Type", "application/json")
 	}
 	start := time.Now()
 	resp, err := l.client.Do(req)
@@ -199,7 +221,7 @@ func (l *load) request(i int) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	d := time.Since(start)
-	if resp.StatusCode != 200 {
+	if resp.StatusCode >= 300 {
 		l.errs.Add(1)
 	}
 	l.mu.Lock()
@@ -225,13 +247,17 @@ func BenchmarkServeLoad(b *testing.B) {
 	for range b.N {
 		// Latency and memory: 1,000 processes, 20 streams, 200 requests a second.
 		var q atomic.Int64
-		rt, srv := benchRuntime(b, busyScript, &q)
+		rt, srv := benchRuntime(b, waitScript, &q)
 		spawnMany(b, srv, benchProcesses)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := rt.RunUntilIdle(ctx); err != nil {
 			b.Fatal(err)
 		}
 		cancel()
+		// The scheduler runs what the posted messages wake.
+		schedCtx, stopSched := context.WithCancel(context.Background())
+		scheduled := make(chan error, 1)
+		go func() { scheduled <- srv.RunScheduler(schedCtx) }()
 		// The server indexes the log once before the load, as a server
 		// started on a directory does in its first seconds.
 		for {
@@ -252,13 +278,17 @@ func BenchmarkServeLoad(b *testing.B) {
 		srv.Close()
 		l.wg.Wait()
 		ts.Close()
+		stopSched()
+		if err := <-scheduled; err != nil {
+			b.Fatal(err)
+		}
 		b.ReportMetric(float64(percentile(l.lat, 0.50).Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(percentile(l.lat, 0.99).Microseconds())/1000, "p99-ms")
 		b.ReportMetric(float64(len(l.lat))/benchSeconds().Seconds(), "req/s")
 		b.ReportMetric(float64(during.HeapInuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(float64(during.TotalAlloc-before.TotalAlloc)/float64(max(1, len(l.lat)))/1024, "KiB-alloc/req")
-		b.Logf("%d requests (%d errors), %.1f MiB of events streamed to %d clients; heap in use %.1f MiB, sys %.1f MiB",
-			len(l.lat), l.errs.Load(), float64(l.bytes.Load())/(1<<20), benchStreams, float64(during.HeapInuse)/(1<<20), float64(during.Sys)/(1<<20))
+		b.Logf("%d requests (%d errors), %d messages posted (each wakes a process), %d quanta run, %.1f MiB of events streamed to %d clients; heap in use %.1f MiB, sys %.1f MiB",
+			len(l.lat), l.errs.Load(), l.posted.Load(), q.Load()-benchProcesses, float64(l.bytes.Load())/(1<<20), benchStreams, float64(during.HeapInuse)/(1<<20), float64(during.Sys)/(1<<20))
 	}
 }
 

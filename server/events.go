@@ -502,6 +502,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	defer s.hub.unsubscribe()
 
 	rc := http.NewResponseController(w)
+	// A stream lives longer than a server's read timeout, which would
+	// otherwise end it.
+	rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
