@@ -34,6 +34,17 @@ type Txn struct {
 	// savepoints holds the ids of savepoints that are still valid, ascending.
 	savepoints    []uint64
 	nextSavepoint uint64
+
+	// stored remembers what this transaction read from the database: nothing
+	// else changes it while the transaction is open (an Update holds the
+	// write lock, a View reads a snapshot), so each key is fetched once.
+	stored map[string]storedRead
+}
+
+// storedRead is one key as the database held it when the transaction read it.
+type storedRead struct {
+	value []byte
+	found bool
 }
 
 type stagedValue struct {
@@ -126,9 +137,16 @@ func (tx *Txn) get(key []byte) ([]byte, bool, error) {
 }
 
 func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
+	if r, ok := tx.stored[string(key)]; ok {
+		if !r.found {
+			return nil, false, nil
+		}
+		return append(make([]byte, 0, len(r.value)), r.value...), true, nil
+	}
 	defer recoverFatal(&err)
 	v, closer, err := tx.reader.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
+		tx.remember(key, storedRead{})
 		return nil, false, nil
 	}
 	if err != nil {
@@ -138,7 +156,15 @@ func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
 	if err := closer.Close(); err != nil {
 		return nil, false, err
 	}
-	return out, true, nil
+	tx.remember(key, storedRead{value: out, found: true})
+	return append(make([]byte, 0, len(out)), out...), true, nil
+}
+
+func (tx *Txn) remember(key []byte, r storedRead) {
+	if tx.stored == nil {
+		tx.stored = make(map[string]storedRead)
+	}
+	tx.stored[string(key)] = r
 }
 
 func checkRawKey(key []byte) error {
