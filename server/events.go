@@ -447,6 +447,9 @@ func (h *hub) since(pos uint64, pid int64) (out []hubEntry, reached uint64, chan
 		return nil, pos, h.changed, true
 	}
 	i := sort.Search(len(h.entries), func(i int) bool { return h.entries[i].seq > pos })
+	if pid == 0 {
+		out = make([]hubEntry, 0, len(h.entries)-i)
+	}
 	for _, e := range h.entries[i:] {
 		if pid == 0 || e.pid == pid {
 			out = append(out, e)
