@@ -221,7 +221,7 @@ func (h *hub) close() {
 // streamBatch is the shortest time between two reads of the log for the
 // streams: a busy runtime's entries go out in batches, a few writes a second
 // per stream rather than one per entry.
-const streamBatch = 50 * time.Millisecond
+const streamBatch = 100 * time.Millisecond
 
 // read follows the log until stop, at most once per streamBatch.
 func (h *hub) read(stop, done chan struct{}) {
