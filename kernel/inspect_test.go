@@ -332,25 +332,3 @@ func TestHostSignals(t *testing.T) {
 		t.Fatalf("killing the dead: %+v %v", rep, err)
 	}
 }
-
-func TestControlReadOps(t *testing.T) {
-	h := inspectRun(t)
-	for _, req := range []ControlRequest{
-		{Op: "inspect", PID: 1}, {Op: "logs", PID: 1}, {Op: "objects", PID: 1}, {Op: "messages", PID: 1, All: true},
-		{Op: "context", PID: 1}, {Op: "goal_get", PID: 1}, {Op: "object", OID: h.info(1).ResultOID},
-	} {
-		resp := h.rt.Control(req)
-		if resp.Error != "" || len(resp.Result) == 0 || !ReadOnlyOps[req.Op] {
-			t.Errorf("%s: %+v", req.Op, resp)
-		}
-	}
-	if resp := h.rt.Control(ControlRequest{Op: "inspect", PID: 5}); !strings.Contains(resp.Error, "pid 5") {
-		t.Fatalf("unknown pid: %+v", resp)
-	}
-	if resp := h.rt.Control(ControlRequest{Op: "frob"}); !strings.Contains(resp.Error, "inspect") {
-		t.Fatalf("unknown op: %+v", resp)
-	}
-	if ReadOnlyOps["signal"] || ReadOnlyOps["send"] {
-		t.Fatal("changes are not read-only ops")
-	}
-}

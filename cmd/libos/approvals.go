@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/libos/libos/control"
 	"github.com/libos/libos/kernel"
 )
 
@@ -21,7 +22,7 @@ func approvalsCommand(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 0 {
 		return usageError(stderr, f.fs.Name(), "want no argument, got %s", countArgs(len(pos)))
 	}
-	return controlCommand(*f.dir, kernel.ControlRequest{Op: "approvals"}, *f.asJSON, stdout, stderr, "approvals", func(b json.RawMessage) string {
+	return controlCommand(*f.dir, control.Request{Op: "approvals"}, *f.asJSON, stdout, stderr, "approvals", func(b json.RawMessage) string {
 		var list []kernel.Approval
 		json.Unmarshal(b, &list)
 		if len(list) == 0 {
@@ -58,7 +59,7 @@ func decideCommand(op string) func(args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			return usageError(stderr, f.fs.Name(), "%v", err)
 		}
-		req := kernel.ControlRequest{Op: op, PID: pid, CallID: pos[1]}
+		req := control.Request{Op: op, PID: pid, CallID: pos[1]}
 		if reason != nil {
 			req.Reason = *reason
 		}

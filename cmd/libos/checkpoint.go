@@ -10,12 +10,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/libos/libos/control"
 	"github.com/libos/libos/kernel"
 )
 
 // controlCommand runs one control request against dir and prints its result:
 // JSON with --json, else through text.
-func controlCommand(dir string, req kernel.ControlRequest, asJSON bool, stdout, stderr io.Writer, name string, text func(json.RawMessage) string) int {
+func controlCommand(dir string, req control.Request, asJSON bool, stdout, stderr io.Writer, name string, text func(json.RawMessage) string) int {
 	resp, err := withRuntime(dir, req)
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)
@@ -76,7 +77,7 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 			return usageError(stderr, "libos checkpoint create", "%v", err)
 		}
 		// The new checkpoint's id alone, for scripts.
-		return controlCommand(*dir, kernel.ControlRequest{Op: "checkpoint_create", PID: pid}, *asJSON, stdout, stderr, "checkpoint create",
+		return controlCommand(*dir, control.Request{Op: "checkpoint_create", PID: pid}, *asJSON, stdout, stderr, "checkpoint create",
 			func(b json.RawMessage) string {
 				var cp kernel.Checkpoint
 				json.Unmarshal(b, &cp)
@@ -92,7 +93,7 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 				return usageError(stderr, "libos checkpoint list", "%v", err)
 			}
 		}
-		return controlCommand(*dir, kernel.ControlRequest{Op: "checkpoint_list", PID: pid}, *asJSON, stdout, stderr, "checkpoint list",
+		return controlCommand(*dir, control.Request{Op: "checkpoint_list", PID: pid}, *asJSON, stdout, stderr, "checkpoint list",
 			func(b json.RawMessage) string {
 				var cps []kernel.Checkpoint
 				json.Unmarshal(b, &cps)
@@ -109,7 +110,7 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 		if !need(1) {
 			return exitUsage
 		}
-		return controlCommand(*dir, kernel.ControlRequest{Op: "checkpoint_" + verb, Checkpoint: rest[0]}, *asJSON, stdout, stderr, "checkpoint "+verb, pretty)
+		return controlCommand(*dir, control.Request{Op: "checkpoint_" + verb, Checkpoint: rest[0]}, *asJSON, stdout, stderr, "checkpoint "+verb, pretty)
 	}
 	return usageError(stderr, fs.Name(), "unknown verb %q: want create, list, inspect, restore or fork", verb)
 }
@@ -135,7 +136,7 @@ func goalCommand(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs.Name()+" "+verb, "%v", err)
 	}
 	if verb == "get" {
-		return controlCommand(*dir, kernel.ControlRequest{Op: "goal_get", PID: pid}, *asJSON, stdout, stderr, "goal get",
+		return controlCommand(*dir, control.Request{Op: "goal_get", PID: pid}, *asJSON, stdout, stderr, "goal get",
 			func(b json.RawMessage) string {
 				var g kernel.GoalView
 				json.Unmarshal(b, &g)
@@ -149,7 +150,7 @@ func goalCommand(args []string, stdout, stderr io.Writer) int {
 				return head + "\n\n" + g.Text
 			})
 	}
-	return controlCommand(*dir, kernel.ControlRequest{Op: "goal_set", PID: pid, Goal: pos[2]}, *asJSON, stdout, stderr, "goal set",
+	return controlCommand(*dir, control.Request{Op: "goal_set", PID: pid, Goal: pos[2]}, *asJSON, stdout, stderr, "goal set",
 		func(b json.RawMessage) string {
 			var m struct {
 				OID     string `json:"oid"`

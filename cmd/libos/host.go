@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/libos/libos/control"
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/objects"
@@ -51,21 +52,21 @@ func requireDir(dir string) error {
 
 // withRuntime runs req against dir: opened directly when it is idle, through
 // the control socket of the runtime that holds it otherwise. A request that
-// only reads (kernel.ReadOnlyOps) opens an idle directory read-only, so it
+// only reads (control.ReadOnlyOps) opens an idle directory read-only, so it
 // never writes to it (no recovery, nothing flushed) and works on a full disk.
-func withRuntime(dir string, req kernel.ControlRequest) (kernel.ControlResponse, error) {
+func withRuntime(dir string, req control.Request) (control.Response, error) {
 	if err := requireDir(dir); err != nil {
-		return kernel.ControlResponse{}, err
+		return control.Response{}, err
 	}
-	rt, err := kernel.Open(dir, kernel.Options{ReadOnly: kernel.ReadOnlyOps[req.Op]})
+	rt, err := kernel.Open(dir, kernel.Options{ReadOnly: control.ReadOnlyOps[req.Op]})
 	if errors.Is(err, objects.ErrInUse) {
-		return kernel.DialControl(context.Background(), dir, req, 5*time.Second)
+		return control.Dial(context.Background(), dir, req, 5*time.Second)
 	}
 	if err != nil {
-		return kernel.ControlResponse{}, err
+		return control.Response{}, err
 	}
 	defer rt.Close()
-	return rt.Control(req), nil
+	return control.Handle(rt, req), nil
 }
 
 func psCommand(args []string, stdout, stderr io.Writer) int {
@@ -76,7 +77,7 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 	if !parseNoPositional(fs, args, stderr) {
 		return exitUsage
 	}
-	resp, err := withRuntime(*dir, kernel.ControlRequest{Op: "ps"})
+	resp, err := withRuntime(*dir, control.Request{Op: "ps"})
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)
 	}
@@ -180,7 +181,7 @@ func sendCommand(args []string, stdout, stderr io.Writer) int {
 	if name == "" {
 		name = os.Getenv("USER")
 	}
-	resp, err := withRuntime(*dir, kernel.ControlRequest{Op: "send", To: pid, From: name, Body: pos[1], Subject: *subject, Interrupt: *interrupt})
+	resp, err := withRuntime(*dir, control.Request{Op: "send", To: pid, From: name, Body: pos[1], Subject: *subject, Interrupt: *interrupt})
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)
 	}

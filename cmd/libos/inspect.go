@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/libos/libos/control"
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/objects"
 )
@@ -99,7 +100,7 @@ func inspectCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	return controlCommand(*f.dir, kernel.ControlRequest{Op: "inspect", PID: pid}, *f.asJSON, stdout, stderr, "inspect",
+	return controlCommand(*f.dir, control.Request{Op: "inspect", PID: pid}, *f.asJSON, stdout, stderr, "inspect",
 		func(b json.RawMessage) string {
 			var d kernel.ProcessDetail
 			json.Unmarshal(b, &d)
@@ -247,7 +248,7 @@ func objectsCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	return controlCommand(*f.dir, kernel.ControlRequest{Op: "objects", PID: pid}, *f.asJSON, stdout, stderr, "objects",
+	return controlCommand(*f.dir, control.Request{Op: "objects", PID: pid}, *f.asJSON, stdout, stderr, "objects",
 		func(b json.RawMessage) string {
 			var metas []objects.Meta
 			json.Unmarshal(b, &metas)
@@ -272,7 +273,7 @@ func objectCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	return controlCommand(*f.dir, kernel.ControlRequest{Op: "object", OID: oid}, *f.asJSON, stdout, stderr, "object",
+	return controlCommand(*f.dir, control.Request{Op: "object", OID: oid}, *f.asJSON, stdout, stderr, "object",
 		func(b json.RawMessage) string {
 			var v kernel.ObjectView
 			json.Unmarshal(b, &v)
@@ -321,7 +322,7 @@ func messagesCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	return controlCommand(*f.dir, kernel.ControlRequest{Op: "messages", PID: pid, All: *all}, *f.asJSON, stdout, stderr, "messages",
+	return controlCommand(*f.dir, control.Request{Op: "messages", PID: pid, All: *all}, *f.asJSON, stdout, stderr, "messages",
 		func(b json.RawMessage) string {
 			var l kernel.MessageList
 			json.Unmarshal(b, &l)
@@ -352,7 +353,7 @@ func contextCommand(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	return controlCommand(*f.dir, kernel.ControlRequest{Op: "context", PID: pid}, *f.asJSON, stdout, stderr, "context",
+	return controlCommand(*f.dir, control.Request{Op: "context", PID: pid}, *f.asJSON, stdout, stderr, "context",
 		func(b json.RawMessage) string {
 			var v kernel.ContextView
 			json.Unmarshal(b, &v)

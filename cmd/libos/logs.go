@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/libos/libos/control"
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/objects"
 )
@@ -92,17 +93,17 @@ type logSource struct {
 }
 
 func (s *logSource) page(ctx context.Context, pid int64, after uint64) (kernel.EventPage, error) {
-	req := kernel.ControlRequest{Op: "logs", PID: pid, Since: after}
+	req := control.Request{Op: "logs", PID: pid, Since: after}
 	if !s.follow {
 		resp, err := withRuntime(s.dir, req)
 		return decodePage(resp, err)
 	}
-	resp, err := kernel.DialControl(ctx, s.dir, req, 0)
+	resp, err := control.Dial(ctx, s.dir, req, 0)
 	if err == nil {
 		s.idleRead = false
 		return decodePage(resp, nil)
 	}
-	if !errors.Is(err, kernel.ErrNoControl) {
+	if !errors.Is(err, control.ErrUnreachable) {
 		return kernel.EventPage{}, err
 	}
 	if s.idleRead {
@@ -124,7 +125,7 @@ func (s *logSource) page(ctx context.Context, pid int64, after uint64) (kernel.E
 	return page, err
 }
 
-func decodePage(resp kernel.ControlResponse, err error) (kernel.EventPage, error) {
+func decodePage(resp control.Response, err error) (kernel.EventPage, error) {
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)
 	}

@@ -18,6 +18,7 @@ import (
 	_ "embed"
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/control"
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/llm"
@@ -231,7 +232,7 @@ func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start
 		return exitFailed
 	}
 	rt.SetProvider(provider)
-	stopControl, err := rt.ServeControl()
+	stopControl, err := control.Serve(rt)
 	if err != nil {
 		fmt.Fprintf(stderr, "libos: %v\n", err)
 		return exitFailed

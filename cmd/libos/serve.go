@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/libos/libos/control"
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/server"
@@ -117,7 +118,7 @@ func serveSession(ctx context.Context, dir, listen, token string, settings runSe
 		return exitFailed
 	}
 	rt.SetProvider(provider)
-	stopControl, err := rt.ServeControl()
+	stopControl, err := control.Serve(rt)
 	if err != nil {
 		fmt.Fprintf(stderr, "libos serve: %v\n", err)
 		return exitFailed

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/libos/libos/control"
 	"github.com/libos/libos/kernel"
 )
 
@@ -19,7 +20,7 @@ func signalCommand(sig string) func([]string, io.Reader, io.Writer, io.Writer) i
 		if !ok {
 			return exitUsage
 		}
-		return controlCommand(*f.dir, kernel.ControlRequest{Op: "signal", PID: pid, Signal: sig}, *f.asJSON, stdout, stderr, sig,
+		return controlCommand(*f.dir, control.Request{Op: "signal", PID: pid, Signal: sig}, *f.asJSON, stdout, stderr, sig,
 			func(b json.RawMessage) string {
 				var rep kernel.SignalReport
 				json.Unmarshal(b, &rep)

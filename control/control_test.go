@@ -1,4 +1,4 @@
-package kernel
+package control
 
 import (
 	"context"
@@ -12,13 +12,34 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/libos/libos/clock"
+	"github.com/libos/libos/kernel"
+	"github.com/libos/libos/llm"
 )
+
+// harness is a runtime on a temporary directory.
+type harness struct {
+	dir string
+	rt  *kernel.Runtime
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	rt, err := kernel.Open(dir, kernel.Options{Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return &harness{dir: dir, rt: rt}
+}
 
 // serveTestControl serves h's runtime with cfg and stops the server when
 // the test ends.
-func serveTestControl(t *testing.T, h *harness, cfg controlConfig) func() {
+func serveTestControl(t *testing.T, h *harness, cfg config) func() {
 	t.Helper()
-	stop, err := h.rt.serveControl(cfg)
+	stop, err := serve(h.rt, cfg)
 	if err != nil {
 		t.Fatalf("serve control: %v", err)
 	}
@@ -29,7 +50,7 @@ func serveTestControl(t *testing.T, h *harness, cfg controlConfig) func() {
 // dialRaw opens a bare connection to h's control socket.
 func dialRaw(t *testing.T, h *harness) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("unix", filepath.Join(h.dir, ControlSocketName))
+	conn, err := net.Dial("unix", filepath.Join(h.dir, SocketName))
 	if err != nil {
 		t.Fatalf("dial control socket: %v", err)
 	}
@@ -39,11 +60,11 @@ func dialRaw(t *testing.T, h *harness) net.Conn {
 
 // readAnswer reads one response and then expects the server to close the
 // connection; the bound is generous because it waits on real sockets.
-func readAnswer(t *testing.T, conn net.Conn) ControlResponse {
+func readAnswer(t *testing.T, conn net.Conn) Response {
 	t.Helper()
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	dec := json.NewDecoder(conn)
-	var resp ControlResponse
+	var resp Response
 	if err := dec.Decode(&resp); err != nil {
 		t.Fatalf("read control response: %v", err)
 	}
@@ -114,17 +135,17 @@ func TestControlPeerCredOfARealConnection(t *testing.T) {
 }
 
 func TestControlSameUIDPeerIsServed(t *testing.T) {
-	h := newHarness(t, "")
-	serveTestControl(t, h, defaultControlConfig())
-	resp, err := DialControl(context.Background(), h.dir, ControlRequest{Op: "ps"}, 5*time.Second)
+	h := newHarness(t)
+	serveTestControl(t, h, defaultConfig())
+	resp, err := Dial(context.Background(), h.dir, Request{Op: "ps"}, 5*time.Second)
 	if err != nil || resp.Error != "" {
 		t.Fatalf("ps from the runtime's own uid: %v %q", err, resp.Error)
 	}
 }
 
 func TestControlOtherUIDPeerIsRefused(t *testing.T) {
-	h := newHarness(t, "")
-	cfg := defaultControlConfig()
+	h := newHarness(t)
+	cfg := defaultConfig()
 	cfg.uid = os.Getuid() + 1 // this test process now counts as another user
 	serveTestControl(t, h, cfg)
 	resp := readAnswer(t, dialRaw(t, h))
@@ -139,9 +160,9 @@ func TestControlOtherUIDPeerIsRefused(t *testing.T) {
 	}
 }
 
-func TestControlRequestTooLarge(t *testing.T) {
-	h := newHarness(t, "")
-	serveTestControl(t, h, defaultControlConfig())
+func TestRequestTooLarge(t *testing.T) {
+	h := newHarness(t)
+	serveTestControl(t, h, defaultConfig())
 	conn := dialRaw(t, h)
 
 	var before runtime.MemStats
@@ -187,23 +208,23 @@ func TestControlRequestTooLarge(t *testing.T) {
 		t.Fatalf("serving one oversized request allocated %d MiB", grown>>20)
 	}
 	// The refusal ends only that connection.
-	if resp, err := DialControl(context.Background(), h.dir, ControlRequest{Op: "ps"}, 5*time.Second); err != nil || resp.Error != "" {
+	if resp, err := Dial(context.Background(), h.dir, Request{Op: "ps"}, 5*time.Second); err != nil || resp.Error != "" {
 		t.Fatalf("ps after the refusal: %v %q", err, resp.Error)
 	}
 }
 
 func TestControlDialRefusesAnOversizedRequest(t *testing.T) {
 	// No server: the client refuses before it connects.
-	big := ControlRequest{Op: "send", To: 1, Body: strings.Repeat("a", MaxControlRequest+1)}
-	_, err := DialControl(context.Background(), t.TempDir(), big, 0)
+	big := Request{Op: "send", To: 1, Body: strings.Repeat("a", MaxRequest+1)}
+	_, err := Dial(context.Background(), t.TempDir(), big, 0)
 	if err == nil || !strings.Contains(err.Error(), "larger than") {
-		t.Fatalf("DialControl of a 16 MiB+ request: %v", err)
+		t.Fatalf("Dial of a 16 MiB+ request: %v", err)
 	}
 }
 
 func TestControlConnectionBound(t *testing.T) {
-	h := newHarness(t, "")
-	cfg := defaultControlConfig()
+	h := newHarness(t)
+	cfg := defaultConfig()
 	cfg.maxConns = 2
 	cfg.readTimeout = time.Minute // the idle connections outlive the test; stop closes them
 	serveTestControl(t, h, cfg)
@@ -218,14 +239,14 @@ func TestControlConnectionBound(t *testing.T) {
 	// A slot freed by a client that leaves is served again.
 	idle[0].Close()
 	waitUntil(t, func() bool {
-		resp, err := DialControl(context.Background(), h.dir, ControlRequest{Op: "ps"}, time.Second)
+		resp, err := Dial(context.Background(), h.dir, Request{Op: "ps"}, time.Second)
 		return err == nil && resp.Error == ""
 	})
 }
 
 func TestControlIdleConnectionTimesOut(t *testing.T) {
-	h := newHarness(t, "")
-	cfg := defaultControlConfig()
+	h := newHarness(t)
+	cfg := defaultConfig()
 	cfg.readTimeout = 100 * time.Millisecond
 	serveTestControl(t, h, cfg)
 
@@ -244,13 +265,13 @@ func TestControlIdleConnectionTimesOut(t *testing.T) {
 }
 
 func TestControlStopEndsIdleConnections(t *testing.T) {
-	h := newHarness(t, "")
-	cfg := defaultControlConfig()
+	h := newHarness(t)
+	cfg := defaultConfig()
 	cfg.readTimeout = time.Hour
 	stop := serveTestControl(t, h, cfg)
 	conn := dialRaw(t, h)
 	// The connection is being served once a request on another one is.
-	if resp, err := DialControl(context.Background(), h.dir, ControlRequest{Op: "ps"}, 5*time.Second); err != nil || resp.Error != "" {
+	if resp, err := Dial(context.Background(), h.dir, Request{Op: "ps"}, 5*time.Second); err != nil || resp.Error != "" {
 		t.Fatalf("ps: %v %q", err, resp.Error)
 	}
 	done := make(chan struct{})
@@ -267,7 +288,7 @@ func TestControlStopEndsIdleConnections(t *testing.T) {
 	if _, err := conn.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("the idle connection must be closed by stop, read gave %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(h.dir, ControlSocketName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(h.dir, SocketName)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the socket file must be removed: %v", err)
 	}
 }
@@ -282,5 +303,57 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 10s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Every read operation answers from the runtime; errors name what is wrong.
+func TestHandleReadOps(t *testing.T) {
+	h := newHarness(t)
+	script, err := llm.ParseScript([]byte(`
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay, err := llm.NewReplay(script, h.rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rt.SetProvider(replay)
+	pid, err := h.rt.Spawn(kernel.SpawnSpec{Image: "base:v0", Goal: "end"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rt.RunUntilIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	info, err := h.rt.Process(pid)
+	if err != nil || info.ResultOID == "" {
+		t.Fatalf("process: %+v %v", info, err)
+	}
+	for _, req := range []Request{
+		{Op: "ps"}, {Op: "inspect", PID: pid}, {Op: "logs", PID: pid}, {Op: "objects", PID: pid}, {Op: "messages", PID: pid, All: true},
+		{Op: "context", PID: pid}, {Op: "goal_get", PID: pid}, {Op: "object", OID: info.ResultOID}, {Op: "approvals"},
+		{Op: "checkpoint_list", PID: pid},
+	} {
+		resp := Handle(h.rt, req)
+		if resp.Error != "" || (len(resp.Result) == 0 && resp.Processes == nil) || !ReadOnlyOps[req.Op] {
+			t.Errorf("%s: %+v", req.Op, resp)
+		}
+	}
+	if resp := Handle(h.rt, Request{Op: "inspect", PID: 5}); !strings.Contains(resp.Error, "pid 5") {
+		t.Fatalf("unknown pid: %+v", resp)
+	}
+	if resp := Handle(h.rt, Request{Op: "frob"}); !strings.Contains(resp.Error, "inspect") {
+		t.Fatalf("unknown op: %+v", resp)
+	}
+	for _, op := range Ops {
+		if ReadOnlyOps[op] == (op == "send" || op == "signal" || op == "approve" || op == "deny" || op == "goal_set" ||
+			op == "checkpoint_create" || op == "checkpoint_restore" || op == "checkpoint_fork") {
+			t.Errorf("op %s: read-only %v", op, ReadOnlyOps[op])
+		}
 	}
 }

@@ -1,4 +1,9 @@
-package kernel
+// Package control is a runtime directory's control socket: the requests a
+// CLI or an operator sends to the runtime that holds the directory (list,
+// send, inspect, signal, approve, checkpoints), the server that answers them
+// with a bounded, owner-only unix socket, and the client that dials it. It
+// uses only the kernel's exported API.
+package control
 
 import (
 	"context"
@@ -15,19 +20,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/mailbox"
 )
 
-// ControlSocketName is the control socket a running runtime serves inside
+// SocketName is the control socket a running runtime serves inside
 // its directory, so that `libos ps` and `libos send` reach a held directory.
-const ControlSocketName = "control.sock"
+const SocketName = "control.sock"
 
-// ErrNoControl says a held directory's control socket could not be reached.
-var ErrNoControl = errors.New("the runtime holding the directory does not answer on its control socket")
+// ErrUnreachable says a held directory's control socket could not be reached.
+var ErrUnreachable = errors.New("the runtime holding the directory does not answer on its control socket")
 
-// ControlRequest is one request on the control socket.
-type ControlRequest struct {
-	// Op is one of ControlOps.
+// Request is one request on the control socket.
+type Request struct {
+	// Op is one of Ops.
 	Op         string `json:"op"`
 	PID        int64  `json:"pid,omitempty"`
 	OID        string `json:"oid,omitempty"`
@@ -47,43 +53,43 @@ type ControlRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ControlResponse answers a ControlRequest.
-type ControlResponse struct {
-	Error     string           `json:"error,omitempty"`
-	Result    json.RawMessage  `json:"result,omitempty"`
-	Processes []ProcessInfo    `json:"processes,omitempty"`
-	Message   *mailbox.Message `json:"message,omitempty"`
+// Response answers a Request.
+type Response struct {
+	Error     string               `json:"error,omitempty"`
+	Result    json.RawMessage      `json:"result,omitempty"`
+	Processes []kernel.ProcessInfo `json:"processes,omitempty"`
+	Message   *mailbox.Message     `json:"message,omitempty"`
 }
 
-// ControlOps are the operations of the control socket.
-var ControlOps = []string{
+// Ops are the operations of the control socket.
+var Ops = []string{
 	"ps", "send", "goal_set", "goal_get", "checkpoint_create", "checkpoint_list", "checkpoint_inspect", "checkpoint_restore",
 	"checkpoint_fork", "inspect", "logs", "objects", "object", "messages", "context", "signal",
 	"approvals", "approve", "deny",
 }
 
 // ReadOnlyOps are the operations that only read: a Host may serve them from
-// a directory opened with Options.ReadOnly.
+// a directory opened with kernel.Options.ReadOnly.
 var ReadOnlyOps = map[string]bool{
 	"ps": true, "checkpoint_list": true, "checkpoint_inspect": true, "inspect": true, "logs": true,
 	"objects": true, "object": true, "messages": true, "context": true, "goal_get": true, "approvals": true,
 }
 
-// Control executes a control request against this runtime.
-func (k *Runtime) Control(req ControlRequest) ControlResponse {
+// Handle executes a request against rt.
+func Handle(k *kernel.Runtime, req Request) Response {
 	switch req.Op {
 	case "ps":
 		ps, err := k.Processes()
 		if err != nil {
-			return ControlResponse{Error: err.Error()}
+			return Response{Error: err.Error()}
 		}
-		return ControlResponse{Processes: ps}
+		return Response{Processes: ps}
 	case "send":
-		m, err := k.PostHumanMessage(HumanMessage{To: req.To, From: req.From, Body: req.Body, Subject: req.Subject, Interrupt: req.Interrupt})
+		m, err := k.PostHumanMessage(kernel.HumanMessage{To: req.To, From: req.From, Body: req.Body, Subject: req.Subject, Interrupt: req.Interrupt})
 		if err != nil {
-			return ControlResponse{Error: err.Error()}
+			return Response{Error: err.Error()}
 		}
-		return ControlResponse{Message: &m}
+		return Response{Message: &m}
 	}
 	var v any
 	var err error
@@ -103,7 +109,7 @@ func (k *Runtime) Control(req ControlRequest) ControlResponse {
 	case "inspect":
 		v, err = k.Inspect(req.PID)
 	case "logs":
-		v, err = k.EventLog(EventQuery{PID: req.PID, After: req.Since})
+		v, err = k.EventLog(kernel.EventQuery{PID: req.PID, After: req.Since})
 	case "objects":
 		v, err = k.ObjectsOf(req.PID)
 	case "object":
@@ -125,23 +131,23 @@ func (k *Runtime) Control(req ControlRequest) ControlResponse {
 		err = k.DenyApproval(req.PID, req.CallID, req.Reason)
 		v = map[string]any{"pid": req.PID, "call_id": req.CallID, "decision": "denied", "reason": req.Reason}
 	default:
-		return ControlResponse{Error: fmt.Sprintf("op %q: must be one of %s", req.Op, strings.Join(ControlOps, ", "))}
+		return Response{Error: fmt.Sprintf("op %q: must be one of %s", req.Op, strings.Join(Ops, ", "))}
 	}
 	if err != nil {
-		return ControlResponse{Error: err.Error()}
+		return Response{Error: err.Error()}
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return ControlResponse{Error: err.Error()}
+		return Response{Error: err.Error()}
 	}
-	return ControlResponse{Result: b}
+	return Response{Result: b}
 }
 
 // socketAddr returns a path for the socket in dir short enough for
 // sun_path (108 bytes): long directories are reached through an open
 // descriptor under /proc/self/fd. release closes that descriptor.
 func socketAddr(dir string) (addr string, release func(), err error) {
-	full := filepath.Join(dir, ControlSocketName)
+	full := filepath.Join(dir, SocketName)
 	if len(full) < 100 {
 		return full, func() {}, nil
 	}
@@ -149,27 +155,27 @@ func socketAddr(dir string) (addr string, release func(), err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("control socket: open %s: %w", dir, err)
 	}
-	return "/proc/self/fd/" + strconv.Itoa(fd) + "/" + ControlSocketName, func() { syscall.Close(fd) }, nil
+	return "/proc/self/fd/" + strconv.Itoa(fd) + "/" + SocketName, func() { syscall.Close(fd) }, nil
 }
 
 // Bounds of the control server. A connection is an outside party's: without
 // them one client could make the runtime buffer any amount, hold any number
 // of descriptors, or keep a goroutine forever by never speaking.
 const (
-	// MaxControlRequest is the largest request accepted, in bytes.
-	MaxControlRequest = 16 << 20
-	// MaxControlConns is how many connections are served at once; more are
+	// MaxRequest is the largest request accepted, in bytes.
+	MaxRequest = 16 << 20
+	// MaxConns is how many connections are served at once; more are
 	// refused with an error response.
-	MaxControlConns = 64
-	// ControlReadTimeout is how long a connection has to send its request.
-	ControlReadTimeout = 10 * time.Second
-	// ControlWriteTimeout is how long a client has to take its response.
-	ControlWriteTimeout = 10 * time.Second
+	MaxConns = 64
+	// ReadTimeout is how long a connection has to send its request.
+	ReadTimeout = 10 * time.Second
+	// WriteTimeout is how long a client has to take its response.
+	WriteTimeout = 10 * time.Second
 )
 
-// controlConfig is how a control server is bounded and whom it admits;
+// config is how a control server is bounded and whom it admits;
 // tests shorten the bounds and change the uid.
-type controlConfig struct {
+type config struct {
 	maxRequest   int64
 	maxConns     int
 	readTimeout  time.Duration
@@ -177,12 +183,12 @@ type controlConfig struct {
 	uid          int // the only uid whose processes may connect
 }
 
-func defaultControlConfig() controlConfig {
-	return controlConfig{
-		maxRequest:   MaxControlRequest,
-		maxConns:     MaxControlConns,
-		readTimeout:  ControlReadTimeout,
-		writeTimeout: ControlWriteTimeout,
+func defaultConfig() config {
+	return config{
+		maxRequest:   MaxRequest,
+		maxConns:     MaxConns,
+		readTimeout:  ReadTimeout,
+		writeTimeout: WriteTimeout,
 		uid:          os.Getuid(),
 	}
 }
@@ -204,23 +210,23 @@ func peerAllowed(cred peerCred, uid int) bool {
 	return uid >= 0 && int64(cred.uid) == int64(uid)
 }
 
-// ServeControl serves control requests on the directory's socket until
+// Serve serves control requests on the directory's socket until
 // stop is called. A socket file left by a crashed runtime is replaced: this
 // runtime holds the directory lock, so no other runtime can be serving it.
 // Only processes of the runtime's own uid are served, a request is at most
-// MaxControlRequest bytes and must arrive within ControlReadTimeout, and at
-// most MaxControlConns connections are served at once.
-func (k *Runtime) ServeControl() (stop func(), err error) {
-	return k.serveControl(defaultControlConfig())
+// MaxRequest bytes and must arrive within ReadTimeout, and at most MaxConns
+// connections are served at once.
+func Serve(k *kernel.Runtime) (stop func(), err error) {
+	return serve(k, defaultConfig())
 }
 
-func (k *Runtime) serveControl(cfg controlConfig) (stop func(), err error) {
-	addr, release, err := socketAddr(k.dir)
+func serve(k *kernel.Runtime, cfg config) (stop func(), err error) {
+	addr, release, err := socketAddr(k.Dir())
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	path := filepath.Join(k.dir, ControlSocketName)
+	path := filepath.Join(k.Dir(), SocketName)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("control socket: remove stale %s: %w", path, err)
 	}
@@ -235,7 +241,7 @@ func (k *Runtime) serveControl(cfg controlConfig) (stop func(), err error) {
 		ln.Close()
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	s := &controlServer{
+	s := &server{
 		k:     k,
 		ln:    ln,
 		cfg:   cfg,
@@ -253,11 +259,11 @@ func (k *Runtime) serveControl(cfg controlConfig) (stop func(), err error) {
 	}, nil
 }
 
-// controlServer serves one runtime's control socket.
-type controlServer struct {
-	k     *Runtime
+// server serves one runtime's control socket.
+type server struct {
+	k     *kernel.Runtime
 	ln    net.Listener
-	cfg   controlConfig
+	cfg   config
 	slots chan struct{} // one token per connection being served
 	wg    sync.WaitGroup
 
@@ -266,7 +272,7 @@ type controlServer struct {
 	closed bool
 }
 
-func (s *controlServer) accept() {
+func (s *server) accept() {
 	defer s.wg.Done()
 	for {
 		conn, err := s.ln.Accept()
@@ -296,15 +302,15 @@ func (s *controlServer) accept() {
 }
 
 // refuse answers conn with msg and closes it without holding a slot.
-func (s *controlServer) refuse(conn net.Conn, msg string) {
+func (s *server) refuse(conn net.Conn, msg string) {
 	// A fresh connection's send buffer is empty, so the short answer does
 	// not block; the deadline only guards the accept loop.
 	conn.SetWriteDeadline(time.Now().Add(time.Second))
-	json.NewEncoder(conn).Encode(ControlResponse{Error: msg})
+	json.NewEncoder(conn).Encode(Response{Error: msg})
 	conn.Close()
 }
 
-func (s *controlServer) track(conn net.Conn) bool {
+func (s *server) track(conn net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -314,7 +320,7 @@ func (s *controlServer) track(conn net.Conn) bool {
 	return true
 }
 
-func (s *controlServer) serve(conn net.Conn) {
+func (s *server) serve(conn net.Conn) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
@@ -324,28 +330,28 @@ func (s *controlServer) serve(conn net.Conn) {
 		<-s.slots
 	}()
 	if err := s.checkPeer(conn); err != nil {
-		s.reply(conn, ControlResponse{Error: err.Error()})
+		s.reply(conn, Response{Error: err.Error()})
 		return
 	}
 	conn.SetReadDeadline(time.Now().Add(s.cfg.readTimeout))
-	req, err := readControlRequest(conn, s.cfg.maxRequest)
+	req, err := readRequest(conn, s.cfg.maxRequest)
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			err = fmt.Errorf("no request within %s: connection closed", s.cfg.readTimeout)
 		}
-		s.reply(conn, ControlResponse{Error: err.Error()})
+		s.reply(conn, Response{Error: err.Error()})
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
-	s.reply(conn, s.k.Control(req))
+	s.reply(conn, Handle(s.k, req))
 }
 
-func (s *controlServer) reply(conn net.Conn, resp ControlResponse) {
+func (s *server) reply(conn net.Conn, resp Response) {
 	conn.SetWriteDeadline(time.Now().Add(s.cfg.writeTimeout))
 	json.NewEncoder(conn).Encode(resp)
 }
 
-func (s *controlServer) checkPeer(conn net.Conn) error {
+func (s *server) checkPeer(conn net.Conn) error {
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
 		return fmt.Errorf("control socket: a %T is not a unix connection", conn)
@@ -365,7 +371,7 @@ func (s *controlServer) checkPeer(conn net.Conn) error {
 
 // close stops accepting, ends every open connection (an idle client must
 // not hold up a shutdown for its read timeout) and waits for the handlers.
-func (s *controlServer) close() {
+func (s *server) close() {
 	s.ln.Close()
 	s.mu.Lock()
 	s.closed = true
@@ -376,41 +382,41 @@ func (s *controlServer) close() {
 	s.wg.Wait()
 }
 
-// readControlRequest decodes one request of at most limit bytes. It never
+// readRequest decodes one request of at most limit bytes. It never
 // reads more than limit+1 bytes from r, so a larger request costs the server
 // no more than the bound.
-func readControlRequest(r io.Reader, limit int64) (ControlRequest, error) {
+func readRequest(r io.Reader, limit int64) (Request, error) {
 	lr := &io.LimitedReader{R: r, N: limit + 1}
-	var req ControlRequest
+	var req Request
 	err := json.NewDecoder(lr).Decode(&req)
 	if lr.N <= 0 {
-		return ControlRequest{}, fmt.Errorf("control request larger than %d bytes (%d MiB): refused", limit, limit>>20)
+		return Request{}, fmt.Errorf("control request larger than %d bytes (%d MiB): refused", limit, limit>>20)
 	}
 	if err != nil {
-		return ControlRequest{}, fmt.Errorf("decode request: %w", err)
+		return Request{}, fmt.Errorf("decode request: %w", err)
 	}
 	return req, nil
 }
 
-// DialControl sends req to the runtime serving dir's control socket,
+// Dial sends req to the runtime serving dir's control socket,
 // waiting up to wait for the socket to come up (a runtime that just took the
 // directory may not serve it yet).
-func DialControl(ctx context.Context, dir string, req ControlRequest, wait time.Duration) (ControlResponse, error) {
+func Dial(ctx context.Context, dir string, req Request, wait time.Duration) (Response, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return ControlResponse{}, fmt.Errorf("control request: %w", err)
+		return Response{}, fmt.Errorf("control request: %w", err)
 	}
-	if int64(len(body)) > MaxControlRequest {
-		return ControlResponse{}, fmt.Errorf("control request of %d bytes is larger than the control socket accepts (%d MiB)", len(body), MaxControlRequest>>20)
+	if int64(len(body)) > MaxRequest {
+		return Response{}, fmt.Errorf("control request of %d bytes is larger than the control socket accepts (%d MiB)", len(body), MaxRequest>>20)
 	}
 	body = append(body, '\n')
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return ControlResponse{}, fmt.Errorf("control socket: %w", err)
+		return Response{}, fmt.Errorf("control socket: %w", err)
 	}
 	addr, release, err := socketAddr(abs)
 	if err != nil {
-		return ControlResponse{}, err
+		return Response{}, err
 	}
 	defer release()
 	deadline := time.Now().Add(wait)
@@ -422,7 +428,7 @@ func DialControl(ctx context.Context, dir string, req ControlRequest, wait time.
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return ControlResponse{}, fmt.Errorf("%w (%s): %v", ErrNoControl, filepath.Join(abs, ControlSocketName), err)
+			return Response{}, fmt.Errorf("%w (%s): %v", ErrUnreachable, filepath.Join(abs, SocketName), err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -431,15 +437,15 @@ func DialControl(ctx context.Context, dir string, req ControlRequest, wait time.
 	if _, err := conn.Write(body); err != nil {
 		// A server that refused the request (busy, wrong peer) may have
 		// answered why before closing; that says more than a broken pipe.
-		var resp ControlResponse
+		var resp Response
 		if derr := json.NewDecoder(conn).Decode(&resp); derr == nil && resp.Error != "" {
 			return resp, nil
 		}
-		return ControlResponse{}, fmt.Errorf("control request: %w", err)
+		return Response{}, fmt.Errorf("control request: %w", err)
 	}
-	var resp ControlResponse
+	var resp Response
 	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
-		return ControlResponse{}, fmt.Errorf("control response: %w", err)
+		return Response{}, fmt.Errorf("control response: %w", err)
 	}
 	return resp, nil
 }
