@@ -1,9 +1,10 @@
 package kernel
 
 import (
+	"maps"
+
 	"github.com/libos/libos/internal/failpoint"
 	"github.com/libos/libos/objects"
-	"maps"
 )
 
 // Commit kinds, as failpoints name them: "before-commit:<kind>" fires when a
