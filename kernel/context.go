@@ -11,6 +11,7 @@ import (
 
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
 )
 
 // Entry is one item of a process's LLM context.
@@ -249,13 +250,14 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 	}
 	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens}
 	c.owned = false // the cache now shares the slice
-	pid, ended := r.PID, r.State.Terminal()
+	pid, ended, waiting := r.PID, r.State.Terminal(), r.State == process.Waiting
 	tx.AfterCommit(func() {
 		k.ctxMu.Lock()
 		switch old := k.ctxCache[pid]; {
-		case ended:
-			// An ended process makes no more calls: its context leaves the
-			// cache, so memory does not grow with every process ever run.
+		case ended, waiting:
+			// An ended process makes no more calls, and a waiting one may wait
+			// for a long time: its decoded context leaves the cache (the
+			// Object keeps it), so memory follows the processes that run.
 			delete(k.ctxCache, pid)
 		case old == nil || old.meta.Version < snapshot.meta.Version:
 			k.ctxCache[pid] = snapshot
