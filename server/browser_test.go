@@ -216,7 +216,8 @@ func TestBrowserTreeTranscriptAndMessage(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(f.ts.URL+"/")); err != nil {
 		t.Fatal(err)
 	}
-	until(t, ctx, "the stream connects", `document.getElementById("conn").textContent === "live"`)
+	until(t, ctx, "the stream connects; without a token there is no log out", `document.getElementById("conn").textContent === "live" &&
+		document.querySelector("form.logout").hidden`)
 	f.must(http.StatusCreated, "POST", "/processes", map[string]any{"image": "base:v0", "goal": "delegate and report",
 		"grants": []string{"process:spawn=write"}}, nil)
 	until(t, ctx, "pid 1 appears and waits on its child", rowStatus(1, "waiting"))
@@ -283,7 +284,8 @@ func TestBrowserLogin(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	until(t, ctx, "the console, live", `location.pathname === "/" && document.getElementById("conn").textContent === "live"`)
+	until(t, ctx, "the console, live, with a way to log out", `location.pathname === "/" && document.getElementById("conn").textContent === "live" &&
+		!document.querySelector("form.logout").hidden`)
 	// The cookie is HttpOnly: the page's scripts cannot read it.
 	cookie, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
 	if err != nil || strings.Contains(cookie, SessionCookie) {

@@ -274,6 +274,10 @@ func (s *Server) consolePage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errInternal(err))
 		return
 	}
+	if s.opts.Token == "" {
+		// No token, no session: nothing to log out of.
+		b = []byte(strings.Replace(string(b), `<form method="post" action="/logout" class="logout">`, `<form method="post" action="/logout" class="logout" hidden>`, 1))
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write(b)
