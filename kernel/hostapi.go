@@ -15,8 +15,8 @@ type CallKey struct {
 // InspectWithArguments is Inspect for a Host that follows the event log and
 // keeps the arguments of recent tool calls itself (an HTTP server that
 // streams the log does): the arguments known gives are used as they are, and
-// only the calls it lacks are looked up in the log, which Inspect reads
-// backwards from its newest event.
+// only the calls it lacks are looked up in the log, read backwards from its
+// newest event. A nil known looks every call up.
 func (k *Runtime) InspectWithArguments(pid int64, known func(CallKey) (json.RawMessage, bool)) (ProcessDetail, error) {
 	var d ProcessDetail
 	err := k.view(func(tx *txn) error {
@@ -73,7 +73,7 @@ func (k *Runtime) InspectWithArguments(pid int64, known func(CallKey) (json.RawM
 	var missing []CallView
 	var at []int
 	for i, c := range d.RecentCalls {
-		if args, ok := known(CallKey{Turn: c.Turn, CallID: c.CallID}); ok {
+		if args, ok := lookupKnown(known, CallKey{Turn: c.Turn, CallID: c.CallID}); ok {
 			d.RecentCalls[i].Arguments = args
 			continue
 		}
@@ -87,4 +87,11 @@ func (k *Runtime) InspectWithArguments(pid int64, known func(CallKey) (json.RawM
 		}
 	}
 	return d, nil
+}
+
+func lookupKnown(known func(CallKey) (json.RawMessage, bool), key CallKey) (json.RawMessage, bool) {
+	if known == nil {
+		return nil, false
+	}
+	return known(key)
 }

@@ -147,60 +147,7 @@ type CallView struct {
 
 // Inspect returns one process in detail.
 func (k *Runtime) Inspect(pid int64) (ProcessDetail, error) {
-	var d ProcessDetail
-	err := k.view(func(tx *txn) error {
-		r, err := loadProc(tx, pid)
-		if err != nil {
-			return err
-		}
-		d = ProcessDetail{
-			PID: r.PID, Image: r.Image, Status: r.State, Reason: r.Reason, Turn: r.Turn,
-			PauseRequested: r.PauseRequested, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-			ResultOID: r.ResultOID, Budgets: budgetLines(r.Limits, r.Used), Grants: []GrantView{},
-		}
-		if r.ParentPID != 0 {
-			parent := r.ParentPID
-			d.ParentPID = &parent
-		}
-		for _, g := range r.Grants {
-			d.Grants = append(d.Grants, grantView(g))
-		}
-		if r.Wait != nil {
-			d.WaitingOn = &WaitDetail{Wait: *r.Wait.Clone()}
-			if r.Wait.PendingID != "" {
-				if p, err := loadPending(tx, pid, r.Wait.PendingID); err == nil {
-					d.WaitingOn.Tool, d.WaitingOn.CallID, d.WaitingOn.StartedAt = p.Tool, p.CallID, p.StartedAt
-				}
-			}
-			if r.Wait.Kind == process.WaitProvider {
-				d.Reason = r.Wait.Reason
-			}
-		}
-		if meta, err := tx.Stat(r.GoalOID); err == nil {
-			d.Goal = ObjectRef{OID: meta.OID, Version: meta.Version}
-		} else {
-			d.Goal = ObjectRef{OID: r.GoalOID}
-		}
-		if d.Children, err = children(tx, pid); err != nil {
-			return err
-		}
-		if d.Children == nil {
-			d.Children = []int64{}
-		}
-		if c, rebuilt, err := k.readContext(tx, r); err == nil {
-			d.Context = contextSummary(c, rebuilt)
-		} else {
-			d.Context = ContextSummary{OID: r.ContextOID}
-		}
-		d.Result, d.ResultError = resultData(tx, r)
-		d.RecentCalls, err = recentCalls(tx, pid, RecentCalls)
-		return err
-	})
-	if err != nil {
-		return ProcessDetail{}, err
-	}
-	k.fillArguments(pid, d.RecentCalls)
-	return d, nil
+	return k.InspectWithArguments(pid, nil)
 }
 
 // resultData is a process's result as run prints it: the result Object's
