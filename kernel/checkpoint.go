@@ -32,22 +32,11 @@ func checkpointDataPrefix(id string) []byte {
 	return []byte(prefixCheckpointData + id + "/")
 }
 
-// Checkpoint describes a durable snapshot of a process subtree.
-type Checkpoint struct {
-	ID        string    `json:"id"`
-	RootPID   int64     `json:"root_pid"`
-	CreatedAt time.Time `json:"created_at"`
-	PIDs      []int64   `json:"pids"`
-	Objects   int       `json:"objects"`
-	Messages  int       `json:"messages"`
-	// Marks are each process's high-water marks at the checkpoint.
-	Marks map[int64]checkpointMarks `json:"marks"`
-}
+// Checkpoint describes a checkpoint of a subtree: the same value the
+// checkpoint tools show a process.
+type Checkpoint = tools.Checkpoint
 
-type checkpointMarks struct {
-	MailboxSeq uint64 `json:"mailbox_seq"`
-	ToolCalls  uint64 `json:"tool_calls"`
-}
+type checkpointMarks = tools.CheckpointMarks
 
 // checkpointObject is one captured Object: runtime-local payloads are
 // captured into the checkpoint, so a restore brings them back.
@@ -279,27 +268,10 @@ func (k *Runtime) InspectCheckpoint(id string) (Checkpoint, error) {
 
 // RestoreReport says what a restore did and which external effects it did
 // not undo.
-type RestoreReport struct {
-	Checkpoint string  `json:"checkpoint"`
-	Restored   []int64 `json:"restored_pids"`
-	Killed     []int64 `json:"killed_pids"`
-	// KeptTerminal are processes that ended since the checkpoint: an exit is
-	// irreversible, so they stay ended.
-	KeptTerminal []int64 `json:"kept_terminal_pids"`
-	// NotRestored are Objects removed since the checkpoint: re-creating one
-	// would restart its version, so they stay removed.
-	NotRestored        []string         `json:"not_restored_oids"`
-	SupersededMessages int              `json:"superseded_messages"`
-	EffectsSince       []EffectSinceRef `json:"external_effects_since_checkpoint"`
-}
+type RestoreReport = tools.RestoreReport
 
 // EffectSinceRef is a tool call made after the checkpoint: its effect stays.
-type EffectSinceRef struct {
-	PID    int64  `json:"pid"`
-	Tool   string `json:"tool"`
-	CallID string `json:"call_id"`
-	OK     bool   `json:"ok"`
-}
+type EffectSinceRef = tools.EffectSinceRef
 
 // RestoreCheckpoint restores a quiescent subtree to checkpoint id.
 func (k *Runtime) RestoreCheckpoint(id string) (RestoreReport, error) {
@@ -600,11 +572,7 @@ func (k *Runtime) retainSnapshot(tx *txn, r *procRecord) error {
 }
 
 // ForkReport maps a checkpoint's processes to their forks.
-type ForkReport struct {
-	Checkpoint string          `json:"checkpoint"`
-	RootPID    int64           `json:"root_pid"`
-	PIDs       map[int64]int64 `json:"pids"` // checkpoint pid -> new pid
-}
+type ForkReport = tools.ForkReport
 
 // ForkCheckpoint creates a new subtree from checkpoint id: new pids and
 // OIDs, no pending actions, waits turned runnable, no one-shot grants.

@@ -302,7 +302,7 @@ func (s *syscalls) CreateCheckpoint(root int64) (tools.Checkpoint, error) {
 		return tools.Checkpoint{}, tools.Errorf(tools.CodeNotFound, "pid: %v", err)
 	}
 	cp, err := s.k.createCheckpoint(s.tx, root, s.r, s.c)
-	return cp.view(), err
+	return cp, err
 }
 
 func (s *syscalls) ListCheckpoints(root int64) ([]tools.Checkpoint, error) {
@@ -313,7 +313,7 @@ func (s *syscalls) ListCheckpoints(root int64) ([]tools.Checkpoint, error) {
 			return err
 		}
 		if cp.RootPID == root {
-			out = append(out, cp.view())
+			out = append(out, cp)
 		}
 		return nil
 	})
@@ -325,39 +325,10 @@ func (s *syscalls) RestoreCheckpoint(id string) (tools.RestoreReport, error) {
 	if err != nil {
 		return tools.RestoreReport{}, tools.Errorf(tools.CodeFailed, "%w", err)
 	}
-	return rep.view(), nil
+	return rep, nil
 }
 
 func (s *syscalls) ForkCheckpoint(id string) (tools.ForkReport, error) {
 	rep, err := s.k.forkCheckpoint(s.tx, id, s.r)
-	return rep.view(), err
-}
-
-// view is cp as the checkpoint tools show it: the same fields, so the same
-// JSON the Host's commands print.
-func (cp Checkpoint) view() tools.Checkpoint {
-	v := tools.Checkpoint{ID: cp.ID, RootPID: cp.RootPID, CreatedAt: cp.CreatedAt, PIDs: cp.PIDs, Objects: cp.Objects, Messages: cp.Messages}
-	if cp.Marks != nil {
-		v.Marks = make(map[int64]tools.CheckpointMarks, len(cp.Marks))
-		for pid, m := range cp.Marks {
-			v.Marks[pid] = tools.CheckpointMarks(m)
-		}
-	}
-	return v
-}
-
-// view is rep as the checkpoint tools show it.
-func (rep ForkReport) view() tools.ForkReport { return tools.ForkReport(rep) }
-
-// view is rep as the checkpoint tools show it.
-func (rep RestoreReport) view() tools.RestoreReport {
-	v := tools.RestoreReport{Checkpoint: rep.Checkpoint, Restored: rep.Restored, Killed: rep.Killed, KeptTerminal: rep.KeptTerminal,
-		NotRestored: rep.NotRestored, SupersededMessages: rep.SupersededMessages}
-	if rep.EffectsSince != nil {
-		v.EffectsSince = make([]tools.EffectSinceRef, len(rep.EffectsSince))
-		for i, e := range rep.EffectsSince {
-			v.EffectsSince[i] = tools.EffectSinceRef(e)
-		}
-	}
-	return v
+	return rep, err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/server"
 )
 
 // Host metadata keys a run records for resume.
@@ -87,36 +88,10 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	now := time.Now()
 	if *asJSON {
-		type row struct {
-			PID       int64   `json:"pid"`
-			ParentPID *int64  `json:"parent_pid"`
-			Image     string  `json:"image"`
-			Status    string  `json:"status"`
-			Waiting   *string `json:"waiting_on"`
-			// NextAttempt is when a provider backoff asks again.
-			NextAttempt *time.Time `json:"next_attempt_at,omitempty"`
-			Reason      string     `json:"reason,omitempty"`
-			ResultOID   string     `json:"result_oid,omitempty"`
-			Turn        int        `json:"turn"`
-			CreatedAt   time.Time  `json:"created_at"`
-			AgeSeconds  int64      `json:"age_seconds"`
-		}
-		rows := make([]row, 0, len(resp.Processes))
+		// The same rows as the HTTP API's GET /processes.
+		rows := make([]server.ProcessRow, 0, len(resp.Processes))
 		for _, p := range resp.Processes {
-			r := row{PID: p.PID, Image: p.Image, Status: string(p.Status), Reason: p.Reason, ResultOID: p.ResultOID, Turn: p.Turn,
-				CreatedAt: p.CreatedAt.UTC(), AgeSeconds: int64(now.Sub(p.CreatedAt).Seconds())}
-			if p.ParentPID != 0 {
-				pp := p.ParentPID
-				r.ParentPID = &pp
-			}
-			if w := waitingOn(p); w != "" {
-				r.Waiting = &w
-			}
-			if p.Wait != nil && p.Wait.Kind == process.WaitProvider && !p.Wait.Until.IsZero() {
-				at := p.Wait.Until.UTC()
-				r.NextAttempt = &at
-			}
-			rows = append(rows, r)
+			rows = append(rows, server.Row(p, now))
 		}
 		b, _ := json.Marshal(rows)
 		fmt.Fprintln(stdout, string(b))
@@ -129,7 +104,7 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 		if p.ParentPID != 0 {
 			parent = strconv.FormatInt(p.ParentPID, 10)
 		}
-		w := waitingOn(p)
+		w := server.WaitingOn(p)
 		switch {
 		case w == "":
 			w = "-"
@@ -144,19 +119,6 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	tw.Flush()
 	return exitOK
-}
-
-func waitingOn(p kernel.ProcessInfo) string {
-	if p.Wait == nil {
-		return ""
-	}
-	switch p.Wait.Kind {
-	case "child":
-		return fmt.Sprintf("child %d", p.Wait.ChildPID)
-	case "timer":
-		return "timer until " + p.Wait.Until.UTC().Format(time.RFC3339)
-	}
-	return string(p.Wait.Kind)
 }
 
 func sendCommand(args []string, stdout, stderr io.Writer) int {
