@@ -171,32 +171,36 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 	if err != nil {
 		return nil, nil, err
 	}
-	if r.State != process.Runnable {
+	begin := quantum.Begin{Runnable: r.State == process.Runnable, ResumePending: r.ResumePending != "",
+		InterruptedTurn: r.InterruptedTurn, ServerRefused: r.ForceMaintenance}
+	if begin.Open() == quantum.Skip {
 		return nil, nil, errSkip
 	}
 	im, err := k.image(r.Image)
 	if err != nil {
 		return nil, nil, k.failProcess(tx, r, fmt.Sprintf("image %s: %v", r.Image, err))
 	}
-	if r.ResumePending != "" {
+	if begin.Open() == quantum.Resume {
 		effect, err := k.resumePending(ctx, tx, r)
 		return nil, effect, err
 	}
+	begin.ContextObject = im.Context.Object
+	prelude := begin.Prelude()
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := k.announce(tx, r, c); err != nil {
+	if err := k.announce(tx, r, c, prelude.NoticeInterrupted); err != nil {
 		return nil, nil, err
 	}
 	goal, err := k.goalText(tx, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	if im.Context.Object {
+	if prelude.Maintain {
 		prompt := quantum.Prompt{Context: c.tokens, System: k.tokens.Estimate(im.SystemPrompt), Goal: k.tokens.Estimate(goal), MaxOutput: im.Context.MaxOutputTokens}
-		pressure := prompt.Pressure(im.Context.WindowTokens, r.ForceMaintenance)
-		if r.ForceMaintenance {
+		pressure := prompt.Pressure(im.Context.WindowTokens, begin.ServerRefused)
+		if prelude.NewPressureEpisode {
 			r.ForceMaintenance, r.PressureEpisode = false, false
 		}
 		waiting, err := k.maintain(tx, r, c, pressure.Projected, pressure.Window)
@@ -241,8 +245,8 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 
 // announce tells the process, before its call, what it must know: that its
 // last turn was interrupted, and which messages arrived.
-func (k *Runtime) announce(tx *txn, r *procRecord, c *llmContext) error {
-	if r.InterruptedTurn {
+func (k *Runtime) announce(tx *txn, r *procRecord, c *llmContext, interrupted bool) error {
+	if interrupted {
 		r.InterruptedTurn = false
 		if err := k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: interruptedNotice}); err != nil {
 			return err

@@ -18,6 +18,8 @@ import (
 //	invoked done|refused|held|effect|blocked|exited [ends]
 //	effect-done [killed]
 //	reload                                 store and load the batch (as a record does)
+//	start [runnable] [resume] [interrupted] [context-object] [server-refused]
+//	                                       how a quantum of such a process begins
 //
 // Each input prints the effects and the phase after them.
 func TestScripts(t *testing.T) {
@@ -50,6 +52,18 @@ func TestScripts(t *testing.T) {
 				t.Fatalf("%s: %v", c.Pos, err)
 			}
 			return string(data) + "\nphase " + b.Phase().String()
+		case "start":
+			words := map[string]bool{}
+			for _, w := range c.Words() {
+				words[w] = true
+			}
+			b := Begin{Runnable: words["runnable"], ResumePending: words["resume"], InterruptedTurn: words["interrupted"],
+				ContextObject: words["context-object"], ServerRefused: words["server-refused"]}
+			out := b.Open().String()
+			if b.Open() == CallProvider {
+				out += fmt.Sprintf("\n%+v", b.Prelude())
+			}
+			return out
 		case "continue":
 			in = Input{Kind: Continue}
 		case "crashed":

@@ -1,0 +1,66 @@
+package quantum
+
+// Opening is how a quantum begins.
+type Opening int
+
+const (
+	// Skip: the process is not runnable; the quantum does nothing.
+	Skip Opening = iota
+	// Resume: a pending action's wait ended; the quantum produces its result
+	// and ends.
+	Resume
+	// CallProvider: the quantum tells the process what it must know, runs context
+	// maintenance, and reserves and makes a provider call.
+	CallProvider
+)
+
+var openingNames = [...]string{"skip", "resume", "call"}
+
+func (o Opening) String() string { return openingNames[o] }
+
+// Begin is what the start of a quantum knows of its process.
+type Begin struct {
+	Runnable      bool
+	ResumePending bool
+	// InterruptedTurn: the last call's settlement is unknown (the runtime
+	// stopped during it).
+	InterruptedTurn bool
+	// ContextObject: the image keeps its context as an Object, so context
+	// maintenance judges its pressure before each call.
+	ContextObject bool
+	// ServerRefused: the server refused the last prompt as over its window.
+	ServerRefused bool
+}
+
+// Open is how the quantum of b begins: nothing unless the process is
+// runnable, the result of a pending action whose wait ended before any new
+// call, else a call.
+func (b Begin) Open() Opening {
+	switch {
+	case !b.Runnable:
+		return Skip
+	case b.ResumePending:
+		return Resume
+	}
+	return CallProvider
+}
+
+// Prelude is what a call does before its request is built, in this order:
+// the interrupted turn's notice, the notice of messages the process was not
+// told of (always looked for), then context maintenance.
+type Prelude struct {
+	NoticeInterrupted bool
+	Maintain          bool
+	// NewPressureEpisode: the server's refusal starts a new pressure episode,
+	// and the window is taken to be what the context holds (Prompt.Pressure).
+	NewPressureEpisode bool
+}
+
+// Prelude is what b's call does first.
+func (b Begin) Prelude() Prelude {
+	return Prelude{
+		NoticeInterrupted:  b.InterruptedTurn,
+		Maintain:           b.ContextObject,
+		NewPressureEpisode: b.ContextObject && b.ServerRefused,
+	}
+}
