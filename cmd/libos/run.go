@@ -177,7 +177,13 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 		{ID: "demo-spawn", Resource: "process:spawn", Rights: []capabilities.Right{capabilities.Write}, Effect: capabilities.Allow},
 		{ID: "demo-compressor", Resource: "image:context-compressor:v0", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
 	}
-	return session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(grants, nil)), &runSettings{Provider: "replay", Script: "demo"})
+	code := session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(grants, nil)), &runSettings{Provider: "replay", Script: "demo"})
+	if code == exitOK {
+		d := shellQuote(*dir)
+		fmt.Fprintf(stderr, "The run is kept in %s. Look around: libos ps --dir %s; libos inspect 1 --dir %s; libos logs --dir %s;\n"+
+			"or open the web console with libos serve --dir %s (http://127.0.0.1:7070/).\n", *dir, d, d, d, d)
+	}
+	return code
 }
 
 // session opens dir with the provider settings (a run's own, or, when nil,
