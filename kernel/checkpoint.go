@@ -469,10 +469,17 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 			return 0, err
 		}
 	}
+	p, pending := data.pending[pid]
+	if pending && p.Kind == process.WaitApproval && started[p.CallID] {
+		if err := k.settleRanApproval(tx, &r, started); err != nil {
+			return 0, err
+		}
+		pending = false
+	}
 	if err := k.emit(tx, Event{Kind: EventState, PID: pid, From: string(now.State), To: string(r.State), Reason: "restored from " + id}); err != nil {
 		return 0, err
 	}
-	if p, ok := data.pending[pid]; ok {
+	if pending {
 		if err := savePending(tx, p); err != nil {
 			return 0, err
 		}
@@ -496,6 +503,20 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 	state, wait, gen := r.State, r.Wait, r.Gen
 	tx.AfterCommit(func() { k.sched.notify(pid, state, wait, gen) })
 	return superseded, nil
+}
+
+// settleRanApproval settles a restored process whose call held for approval
+// at the checkpoint was decided and ran since: restoring the wait would run
+// the call again once approved, repeating what it did. The wait is not
+// restored; the call is answered as of unknown settlement.
+func (k *Runtime) settleRanApproval(tx *txn, r *procRecord, started map[string]bool) error {
+	r.ResumePending = ""
+	if r.State == process.Waiting && r.Wait != nil && r.Wait.Kind == process.WaitApproval {
+		if err := k.step(tx, r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: process.WaitApproval}); err != nil {
+			return err
+		}
+	}
+	return k.answerUnanswered(tx, r, started, "the process was restored from a checkpoint taken while this call waited for approval, and it ran since")
 }
 
 // advanceGeneration returns a context Object's labels with the generation

@@ -25,6 +25,9 @@ type knowledge struct {
 	// restoredAt is the step of the latest restore (messages may be
 	// superseded by a restore).
 	restores int
+	// approvedSpawns counts, per process, the spawns a Human approved: an
+	// ask grant on process:spawn allows exactly those.
+	approvedSpawns map[int64]int
 }
 
 type postedMessage struct {
@@ -34,7 +37,8 @@ type postedMessage struct {
 }
 
 func newKnowledge() knowledge {
-	return knowledge{image: map[int64]string{}, parent: map[int64]int64{}, forked: map[int64]bool{}, posted: map[string]postedMessage{}}
+	return knowledge{image: map[int64]string{}, parent: map[int64]int64{}, forked: map[int64]bool{}, posted: map[string]postedMessage{},
+		approvedSpawns: map[int64]int{}}
 }
 
 func (k *knowledge) observe(ev kernel.Event) {
@@ -46,6 +50,10 @@ func (k *knowledge) observe(ev kernel.Event) {
 		k.image[ev.PID], k.parent[ev.PID] = ev.Image, ev.Parent
 		if strings.HasPrefix(ev.Reason, "forked from") {
 			k.forked[ev.PID] = true
+		}
+	case kernel.EventApproval:
+		if ev.Tool == "spawn_child_process" && strings.HasPrefix(ev.Reason, "approved") {
+			k.approvedSpawns[ev.PID]++
 		}
 	case kernel.EventCheckpoint:
 		if id, ok := strings.CutPrefix(ev.Reason, "created "); ok && !slices.Contains(k.checkpoints, id) {

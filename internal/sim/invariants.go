@@ -286,9 +286,13 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 		seen := map[string]bool{}
 		for _, r := range s.recs[pid] {
 			// A restore may answer again a call of the batch it rewinds: a
-			// wait pending at the checkpoint, or a call that ran since (as
-			// settlement_unknown). Without a restore nothing is recorded twice.
-			if seen[r.CallID] && (w.know.restores == 0 || (r.Tool == effectTool && r.Code != "settlement_unknown")) {
+			// wait pending at the checkpoint (a call held for approval among
+			// them, answered again as the Human decided), or a call that ran
+			// since (as settlement_unknown). An effect's call answered again
+			// must say its effect did not start or is of unknown settlement;
+			// that it ran once is checked on its lines. Without a restore
+			// nothing is recorded twice.
+			if seen[r.CallID] && (w.know.restores == 0 || (r.Tool == effectTool && !effectNotRerun(r.Code))) {
 				return "answered-once", fmt.Sprintf("pid %d: call %s (%s) is recorded twice", pid, r.CallID, r.Tool)
 			}
 			seen[r.CallID] = true
@@ -320,6 +324,13 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 		}
 	}
 	return "", ""
+}
+
+// effectNotRerun reports whether an effect call's answer says its effect did
+// not run again: refused before it started, not started, or of unknown
+// settlement.
+func effectNotRerun(code string) bool {
+	return code == "settlement_unknown" || code == "denied" || code == "cancelled"
 }
 
 // notRecorded are results a kernel may have answered without a tool record:
@@ -444,12 +455,16 @@ func (w *world) checkAuthority(s *snapshot) (string, string) {
 		if parent == nil || w.know.forked[pid] || p.Image == "context-compressor:v0" || p.Image == "skill-agent:v0" {
 			continue
 		}
-		if d := capabilities.Check(stripUses(parent.Grants), capabilities.Write, "process:spawn"); !d.Allowed {
+		// An ask grant allows a spawn a Human approved.
+		if d := capabilities.Check(stripUses(parent.Grants), capabilities.Write, "process:spawn"); !d.Allowed && !(d.Ask && w.know.approvedSpawns[parent.PID] > 0) {
 			return "spawn-authority", fmt.Sprintf("pid %d spawned pid %d without write on process:spawn (grants %s)", parent.PID, pid, grantsString(parent.Grants))
 		}
 		var handed []capabilities.Grant
 		for _, g := range p.Grants {
-			if g.Resource != "object_namespace:"+kernel.Namespace(pid) {
+			// Its own namespace is every process's; an inherited deny or ask
+			// only narrows what the child may do.
+			inherited := strings.HasPrefix(g.ID, capabilities.InheritedDenyPrefix) && g.Effect != capabilities.Allow
+			if g.Resource != "object_namespace:"+kernel.Namespace(pid) && !inherited {
 				handed = append(handed, g)
 			}
 		}
