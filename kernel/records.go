@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/libos/libos/capabilities"
@@ -32,6 +33,17 @@ const (
 )
 
 func procKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixProc, pid) }
+
+// keyPID reads the zero-padded pid that follows the first prefixLen bytes
+// of key.
+func keyPID(key []byte, prefixLen int) (int64, error) {
+	pid, err := strconv.ParseInt(string(key[prefixLen:]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("key %q: no pid after its prefix: %w", key, err)
+	}
+	return pid, nil
+}
+
 func liveKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixLive, pid) }
 func pendingKey(pid int64, id string) []byte {
 	return fmt.Appendf(nil, "%s%020d/%s", prefixPending, pid, id)
@@ -232,8 +244,9 @@ func liveEntryOf(r *procRecord) liveEntry {
 func scanLive(tx *txn, fn func(e liveEntry) error) error {
 	return tx.Scan([]byte(prefixLive), func(key, v []byte) error {
 		var e liveEntry
-		if _, err := fmt.Sscanf(string(key[len(prefixLive):]), "%d", &e.PID); err != nil {
-			return fmt.Errorf("live index key %q: %w", key, err)
+		var err error
+		if e.PID, err = keyPID(key, len(prefixLive)); err != nil {
+			return fmt.Errorf("live index: %w", err)
 		}
 		if err := json.Unmarshal(v, &e); err != nil {
 			return fmt.Errorf("live index entry of pid %d: %w", e.PID, err)

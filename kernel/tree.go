@@ -22,10 +22,11 @@ func childPrefix(parent int64) []byte { return fmt.Appendf(nil, "%s%020d/", pref
 // children lists the direct children of pid.
 func children(tx *txn, pid int64) ([]int64, error) {
 	var out []int64
-	err := tx.Scan(childPrefix(pid), func(k, _ []byte) error {
-		var child int64
-		if _, err := fmt.Sscanf(string(k[len(childPrefix(pid)):]), "%d", &child); err != nil {
-			return fmt.Errorf("decode child key %q: %w", k, err)
+	prefix := childPrefix(pid)
+	err := tx.Scan(prefix, func(k, _ []byte) error {
+		child, err := keyPID(k, len(prefix))
+		if err != nil {
+			return fmt.Errorf("children of pid %d: %w", pid, err)
 		}
 		out = append(out, child)
 		return nil
