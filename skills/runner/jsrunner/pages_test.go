@@ -318,7 +318,11 @@ func TestPagedRecordTooLarge(t *testing.T) {
 // pages so that every call stays within the 4 MiB input limit, and that a
 // record crowded out by inputs and state is reported as a resource limit.
 func TestPagedInputCeilingFramesFewerBytes(t *testing.T) {
-	p := sharedPool(t)
+	// Megabytes of state and filler per call: a race-instrumented worker maps
+	// shadow memory for every heap arena, which can exhaust the default
+	// address-space headroom although the heap stays well under its limit.
+	// This test is about page framing, so it gives the worker room.
+	p := newPool(t, PoolOptions{Workers: 1, AddressSpace: 2 << 30})
 	ws := t.TempDir()
 	var b bytes.Buffer
 	b.WriteString("[")

@@ -37,7 +37,7 @@ type PoolOptions struct {
 	MemoryLimit int64
 	// AddressSpace is the RLIMIT_AS headroom a worker gets above its mapping
 	// at start; it stops a single huge allocation that the heap watchdog
-	// would see too late, by ending the worker. 0 means 4 × MemoryLimit; a
+	// would see too late, by ending the worker. 0 means 2 × MemoryLimit; a
 	// negative value disables it.
 	AddressSpace int64
 	// MaxCallDepth bounds JavaScript call depth. 0 means 10,000.
