@@ -46,6 +46,9 @@ type fixtureCall struct {
 	// direct runs the tool without a supervisor process, as a program that
 	// does not call MaybeRunSupervisor would.
 	direct bool
+	// inProcess runs the call in a one-shot program with InProcess
+	// supervision (see runOneShot); ctx must be nil.
+	inProcess bool
 }
 
 type fixtureOutcome struct {
@@ -96,7 +99,18 @@ func runFixture(t *testing.T, fc fixtureCall) (fixtureOutcome, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	res := run(ctx, call, !fc.direct && supervised())
+	var res Result
+	switch {
+	case fc.inProcess:
+		if fc.ctx != nil {
+			t.Fatal("a one-shot call cannot take a context")
+		}
+		res = oneShot(t, call, host)
+	case fc.direct:
+		res = run(ctx, call, treeDirect)
+	default:
+		res = run(ctx, call, placeFor(SupervisorProcess))
+	}
 	return fixtureOutcome{Result: res, pkg: pkg, tempRoot: call.TempDir}, nil
 }
 

@@ -22,6 +22,9 @@ const fixtureDir = "../../../testdata/skills/cli/probe-skill"
 func TestMain(m *testing.M) {
 	// Calls run under a supervisor that is this test binary re-executed.
 	MaybeRunSupervisor()
+	if os.Getenv(oneShotEnv) == "1" {
+		os.Exit(runOneShot())
+	}
 	dir, err := os.MkdirTemp("", "libos-probe-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "creating probe folder:", err)

@@ -19,8 +19,8 @@ import (
 // killed.
 const supervisorSlack = 5 * time.Second
 
-// process supervises one call's process tree, either through a supervisor
-// process or directly from this process (see runTree).
+// process supervises one call's process tree, through a supervisor process
+// or from this process (see treePlace and runTree).
 type process struct {
 	timeout time.Duration
 	stdinW  *os.File
@@ -50,13 +50,24 @@ type process struct {
 	failure      string
 }
 
-// start creates the pipes and starts the tree: through a supervisor process
-// when viaSupervisor is set, otherwise from a goroutine of this process.
-func (p *process) start(path string, argv, env []string, dir string, viaSupervisor bool) error {
+// start creates the pipes and starts the tree where place says.
+func (p *process) start(path string, argv, env []string, dir string, place treePlace) error {
+	if place == treeInProcess {
+		// The process-wide subreaper reaps and sweeps every child of this
+		// process, so two in-process trees would take each other's.
+		inProcessTrees.Lock()
+		if err := becomeSubreaperOnce(); err != nil {
+			inProcessTrees.Unlock()
+			return fmt.Errorf("%w: %v", ErrInternal, err)
+		}
+	}
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
 			f.Close()
+		}
+		if place == treeInProcess {
+			inProcessTrees.Unlock()
 		}
 	}
 	pipe := func() (*os.File, *os.File, error) {
@@ -68,6 +79,7 @@ func (p *process) start(path string, argv, env []string, dir string, viaSupervis
 	}
 	stdinR, stdinW, err := pipe()
 	if err != nil {
+		closeAll()
 		return fmt.Errorf("%w: creating pipes: %v", ErrInternal, err)
 	}
 	stdoutR, stdoutW, err := pipe()
@@ -89,7 +101,8 @@ func (p *process) start(path string, argv, env []string, dir string, viaSupervis
 			f.Close()
 		}
 	}
-	if viaSupervisor {
+	switch place {
+	case treeSupervisor:
 		err := p.startSupervisor(req, stdio)
 		closeChildEnds()
 		if err != nil {
@@ -98,8 +111,10 @@ func (p *process) start(path string, argv, env []string, dir string, viaSupervis
 			stderrR.Close()
 			return err
 		}
-	} else {
-		p.startDirect(req, stdio, closeChildEnds)
+	case treeInProcess:
+		p.startLocal(req, stdio, true, closeChildEnds, inProcessTrees.Unlock)
+	default:
+		p.startLocal(req, stdio, false, closeChildEnds, func() {})
 	}
 	p.stdinW, p.stdoutR, p.stderrR = stdinW, stdoutR, stderrR
 	p.stdout, p.stderr = newCapture(MaxRetainedBytes), newCapture(MaxRetainedBytes)
@@ -109,9 +124,11 @@ func (p *process) start(path string, argv, env []string, dir string, viaSupervis
 	return nil
 }
 
-// startDirect runs the tree from a goroutine of this process. This process
-// is no subreaper, so only the tool's process group can be tracked.
-func (p *process) startDirect(req treeRequest, stdio []*os.File, spawned func()) {
+// startLocal runs the tree from a goroutine of this process, as the
+// supervisor process runs it: with subreaper set this process is a child
+// subreaper and the whole tree is tracked, otherwise only the tool's process
+// group is. done runs once the tree's supervision is over.
+func (p *process) startLocal(req treeRequest, stdio []*os.File, subreaper bool, spawned, done func()) {
 	events := make(chan treeEvent, 4) // runTree emits at most two
 	stop := make(chan struct{})
 	var once sync.Once
@@ -119,7 +136,8 @@ func (p *process) startDirect(req treeRequest, stdio []*os.File, spawned func())
 	p.stop = func() { once.Do(func() { close(stop) }) }
 	go func() {
 		defer close(events)
-		runTree(req, stdio, false, stop, func(e treeEvent) { events <- e }, spawned)
+		defer done()
+		runTree(req, stdio, subreaper, stop, func(e treeEvent) { events <- e }, spawned)
 	}()
 }
 

@@ -9,7 +9,9 @@
 // re-executed as a child subreaper that starts the tool, so that every
 // descendant, also one that left the process group or the session, stays in
 // its tree. When the tool ends or is terminated the supervisor kills and
-// reaps every descendant left, and only then is the result sealed.
+// reaps every descendant left, and only then is the result sealed. A program
+// that runs one call and exits may be that subreaper itself instead
+// (Call.Supervision, InProcess), with the same supervision code.
 //
 // The rules that need no I/O (environment construction, input name
 // normalization and collision detection, argument templating, cwd
@@ -77,6 +79,9 @@ type Call struct {
 	// TempDir is where the private input folder is created; "" means
 	// /dev/shm when usable, otherwise os.TempDir().
 	TempDir string
+	// Supervision selects the process that supervises the call; the zero
+	// value is SupervisorProcess.
+	Supervision Supervision
 }
 
 // CallFor fills the static part of a Call from an admitted cli-tool runner.
@@ -121,15 +126,15 @@ type Result struct {
 
 // Run performs one call. It never panics on bad input and always returns
 // after the process group it started is gone and the private input folder
-// is removed; under a supervisor (see MaybeRunSupervisor) also after every
-// other descendant of the tool is gone. Run is safe for concurrent use.
+// is removed; under a supervisor (see MaybeRunSupervisor and Supervision)
+// also after every other descendant of the tool is gone. Run is safe for
+// concurrent use.
 func Run(ctx context.Context, call Call) Result {
-	return run(ctx, call, supervised())
+	return run(ctx, call, placeFor(call.Supervision))
 }
 
-// run performs a call, under a supervisor process when viaSupervisor is set
-// and directly otherwise.
-func run(ctx context.Context, call Call, viaSupervisor bool) Result {
+// run performs a call with its tree supervised where place says.
+func run(ctx context.Context, call Call, place treePlace) Result {
 	start := time.Now()
 	res := Result{}
 	fail := func(err error) Result {
@@ -184,7 +189,7 @@ func run(ctx context.Context, call Call, viaSupervisor bool) Result {
 	env := BuildEnv(lookup, call.Environment, transport)
 
 	p := &process{timeout: call.Timeout}
-	if err := p.start(commandPath, res.Argv, env, res.Cwd, viaSupervisor); err != nil {
+	if err := p.start(commandPath, res.Argv, env, res.Cwd, place); err != nil {
 		return fail(err)
 	}
 	var stdin []byte

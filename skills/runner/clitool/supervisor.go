@@ -64,6 +64,60 @@ func supervised() bool {
 	return err == nil
 }
 
+// Supervision selects which process supervises a call's process tree. Both
+// choices run the same supervision (runTree): the process group, SIGTERM then
+// SIGKILL, and, as a child subreaper, the sweep of every descendant left.
+type Supervision uint8
+
+const (
+	// SupervisorProcess, the default, runs each call under its own
+	// supervisor process (see MaybeRunSupervisor), or directly when the
+	// program cannot be re-executed. A long-lived program (libos run, serve,
+	// the kernel) must use it: a subreaper inherits every orphan below it and
+	// its sweep kills every descendant, so making the runtime itself one
+	// would hand it the orphans of unrelated children (javascript workers,
+	// concurrent calls) and the duty to reap them for as long as it lives.
+	SupervisorProcess Supervision = iota
+	// InProcess makes the calling process itself the child subreaper that
+	// supervises the call, saving the start of a second copy of the program.
+	// It is for a program that runs one cli-tool call and exits (libos skill
+	// run): while the call runs the program must have no other child, since
+	// every child of the process is reaped and swept with the tool's tree;
+	// in-process calls are serialized, and the process stays a subreaper.
+	// What it cannot do is outlive the program: a program killed outright
+	// takes its tool with it (parent-death signal), but a descendant that
+	// left the group is no longer found. Without Linux subreapers it runs
+	// the tool directly.
+	InProcess
+)
+
+// treePlace is where a call's tree is supervised.
+type treePlace uint8
+
+const (
+	treeDirect     treePlace = iota // from this process, the process group only
+	treeSupervisor                  // from a supervisor process
+	treeInProcess                   // from this process, a child subreaper
+)
+
+// placeFor chooses where a call with supervision s runs.
+func placeFor(s Supervision) treePlace {
+	switch {
+	case s == InProcess && canSupervise:
+		return treeInProcess
+	case supervised():
+		return treeSupervisor
+	}
+	return treeDirect
+}
+
+// inProcessTrees is held while an in-process tree is supervised.
+var inProcessTrees sync.Mutex
+
+// becomeSubreaperOnce makes this process a subreaper for its in-process
+// calls; the attribute is process-wide and is kept.
+var becomeSubreaperOnce = sync.OnceValue(becomeSubreaper)
+
 // runSupervisor is the supervisor's main: read the request, become a
 // subreaper, run the tree, report.
 func runSupervisor() int {

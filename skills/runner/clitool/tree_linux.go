@@ -21,8 +21,9 @@ import (
 const canSupervise = true
 
 // becomeSubreaper makes the calling process a child subreaper. The attribute
-// belongs to the whole process, which is why only a dedicated supervisor
-// process, whose only children are one tool's tree, takes it.
+// belongs to the whole process, which is why only a process whose only
+// children are one tool's tree takes it: a dedicated supervisor process, or
+// a program that runs one call (InProcess).
 func becomeSubreaper() error {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("becoming a child subreaper: %w", err)
