@@ -11,8 +11,17 @@ import (
 	"syscall"
 
 	"github.com/libos/libos/skills/runner"
+	"github.com/libos/libos/skills/runner/clitool"
 	"github.com/libos/libos/skills/skillpkg"
 )
+
+// skillRunSupervision is how "libos skill run" supervises a cli-tool: the
+// command runs one call and exits, so the CLI process itself is the tool's
+// subreaper instead of starting itself a second time as its supervisor. The
+// package's tests switch it back (skill_test.go): there the command runs
+// inside a long-lived test binary whose parallel tests have children of
+// their own.
+var skillRunSupervision = clitool.InProcess
 
 // maxInputsBytes bounds what --inputs reads; the runners' own limits are far
 // lower for javascript, and a cli-tool input object this large belongs in a
@@ -101,7 +110,7 @@ func runSkillRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// group is terminated rather than orphaned.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := runner.Run(ctx, pkg, *runnerName, inputs, runner.RunOptions{Workspace: *workspace})
+	env := runner.Run(ctx, pkg, *runnerName, inputs, runner.RunOptions{Workspace: *workspace, CLIToolSupervision: skillRunSupervision})
 	return printEnvelope(stdout, stderr, env)
 }
 

@@ -2,20 +2,31 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/libos/libos/skills/runner/clitool"
 	"github.com/libos/libos/skills/runner/jsrunner"
 )
 
 // init gives this test binary main's hook: the in-process "skill run" calls
 // below re-execute the binary as a cli-tool supervisor (or javascript
-// worker), which must take over before any test machinery runs.
+// worker), which must take over before any test machinery runs. They use a
+// supervisor process, not the test binary, as the tool's subreaper: it runs
+// tests in parallel whose children it must not reap or sweep. The binary's
+// own one-shot supervision is tested end to end (TestSkillRunBinary...).
 func init() {
 	jsrunner.MaybeRunWorker()
+	skillRunSupervision = clitool.SupervisorProcess
 }
 
 // skillPackage writes a skill package whose cli-tool runners use ordinary
@@ -391,6 +402,110 @@ func TestSkillRunEndsDescendantsThatLeftTheProcessGroup(t *testing.T) {
 			// sealed, so the process is gone, not merely dying.
 			if _, err := os.Stat("/proc/" + strings.TrimSpace(string(data))); err == nil {
 				t.Fatalf("descendant %s outlived the call", strings.TrimSpace(string(data)))
+			}
+		})
+	}
+}
+
+// skillRunBin runs "libos skill run" in the built binary, which supervises
+// its cli-tool itself, and returns the exit code, stdout and the binary's pid.
+func skillRunBin(t *testing.T, stdin string, args ...string) (int, string, int) {
+	t.Helper()
+	cmd := exec.Command(libosBin, append([]string{"skill", "run"}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	if errOut.Len() > 0 {
+		t.Logf("stderr: %s", errOut.Bytes())
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), cmd.Process.Pid
+}
+
+const oneShotManifest = `runners:
+  parent:
+    default: true
+    type: cli-tool
+    command: sh
+    args: ["-c", "echo $PPID"]
+  fails:
+    type: cli-tool
+    command: sh
+    args: ["-c", "printf partial; echo oops >&2; exit 7"]
+  big:
+    type: cli-tool
+    command: sh
+    args: ["-c", "head -c 9437184 /dev/zero"]
+`
+
+// TestSkillRunBinarySupervisesInProcess runs the binary's one-shot path: no
+// supervisor process stands between it and the tool, and exit codes and
+// truncation are reported as under a supervisor process (runSkill, in this
+// test binary).
+func TestSkillRunBinarySupervisesInProcess(t *testing.T) {
+	t.Parallel()
+	dir := skillPackage(t, oneShotManifest)
+	ws := t.TempDir()
+
+	code, stdout, pid := skillRunBin(t, "", dir, "--workspace", ws)
+	env := decodeEnvelope(t, stdout)
+	// The tool's stdout, its parent's pid, is a JSON number.
+	if code != 0 || string(env.Output) != fmt.Sprint(pid) {
+		t.Fatalf("exit %d, envelope %s; the binary is %d", code, stdout, pid)
+	}
+
+	for _, r := range []string{"fails", "big"} {
+		code, stdout, _ := skillRunBin(t, "", dir, "--runner", r, "--workspace", ws)
+		sup, supOut, _ := runSkill(t, "", "run", dir, "--runner", r, "--workspace", ws)
+		in, viaSup := decodeEnvelope(t, stdout), decodeEnvelope(t, supOut)
+		if code != 1 || sup != code || in.Error == nil || viaSup.Error == nil || *in.Error != *viaSup.Error ||
+			!reflect.DeepEqual(in.ExitCode, viaSup.ExitCode) || !reflect.DeepEqual(in.StdoutBytes, viaSup.StdoutBytes) ||
+			in.StdoutSHA256 != viaSup.StdoutSHA256 || !reflect.DeepEqual(in.Stderr, viaSup.Stderr) || string(in.Output) != string(viaSup.Output) {
+			t.Fatalf("%s: in-process exit %d %s\nsupervisor process exit %d %s", r, code, stdout, sup, supOut)
+		}
+		switch r {
+		case "fails":
+			if *in.ExitCode != 7 || in.Error.Code != "execution_failed" || *in.Stderr != "oops\n" {
+				t.Fatalf("fails: %s", stdout)
+			}
+		case "big":
+			zeros := sha256.Sum256(make([]byte, 9<<20))
+			if *in.StdoutBytes != 9<<20 || in.StdoutSHA256 != hex.EncodeToString(zeros[:]) || in.Error.Code != "output_rejected" {
+				t.Fatalf("big: %s", stdout)
+			}
+		}
+	}
+}
+
+// TestSkillRunBinaryEndsEscapedDescendants: the binary, as the tool's
+// subreaper, kills a grandchild that called setsid, after a normal exit and
+// on timeout, before it prints the envelope.
+func TestSkillRunBinaryEndsEscapedDescendants(t *testing.T) {
+	t.Parallel()
+	for _, runner := range []string{"exit", "hang"} {
+		t.Run(runner, func(t *testing.T) {
+			t.Parallel()
+			pidFile := filepath.Join(t.TempDir(), "descendant.pid")
+			code, stdout, _ := skillRunBin(t, `{"pid_file": "`+pidFile+`"}`, "../../testdata/skills/cli/setsid-escape", "--runner", runner, "--inputs", "-", "--workspace", t.TempDir())
+			env := decodeEnvelope(t, stdout)
+			wantCode, wantError := 0, ""
+			if runner == "hang" {
+				wantCode, wantError = 1, "resource_limit"
+			}
+			if code != wantCode || (env.Error == nil) != (wantError == "") || (env.Error != nil && env.Error.Code != wantError) || string(env.Output) != `{"escaped":true}` {
+				t.Fatalf("exit %d, envelope %s", code, stdout)
+			}
+			data, err := os.ReadFile(pidFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Killed and reaped before the envelope was printed: gone, not
+			// merely dying and not left to init.
+			if stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(data)) + "/stat"); err == nil {
+				t.Fatalf("descendant %s outlived the call: %s", strings.TrimSpace(string(data)), stat)
 			}
 		})
 	}

@@ -111,6 +111,11 @@ type RunOptions struct {
 	// TempDir is where cli-tool input folders are created; "" selects
 	// clitool's default.
 	TempDir string
+	// CLIToolSupervision selects the process that supervises a cli-tool
+	// call (see clitool.Supervision). The zero value, a supervisor process,
+	// is the one for a long-lived runtime; only a program that runs one call
+	// and exits may choose clitool.InProcess.
+	CLIToolSupervision clitool.Supervision
 	// AgentAnswer, when set, answers an agent-task runner in place of a
 	// model (runx's caller.answers, used by "libos skill test"): it returns
 	// the output the task would have produced. Without it an agent-task
@@ -298,6 +303,7 @@ func runOnce(ctx context.Context, start time.Time, pkg *skillpkg.Package, r *ski
 		call.Environment = env
 		call.LookupEnv = lookup
 		call.TempDir = opts.TempDir
+		call.Supervision = opts.CLIToolSupervision
 		out = cliEnvelope(ctx, clitool.Run(ctx, call))
 	case skillpkg.TypeJavaScript:
 		out = runJavaScript(ctx, start, pkg, r, resolved, env, workspace, opts.JavaScript)
