@@ -217,27 +217,31 @@ func (m *resultMsg) decodeMeta(b []byte) error {
 	return r.done()
 }
 
-// appendFrame appends one frame to dst.
+// appendFrame appends one frame to dst. The meta is written in place
+// behind a prefix patched afterwards, so a frame costs no allocation when
+// dst has room. On error dst is returned as it was.
 func appendFrame(dst []byte, meta any, body ...[]byte) ([]byte, error) {
-	var m []byte
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
 	if bm, ok := meta.(binaryMeta); ok {
-		m = bm.appendMeta(nil)
+		dst = bm.appendMeta(dst)
 	} else {
-		var err error
-		if m, err = json.Marshal(meta); err != nil {
-			return dst, fmt.Errorf("encode frame meta: %w", err)
+		m, err := json.Marshal(meta)
+		if err != nil {
+			return dst[:start], fmt.Errorf("encode frame meta: %w", err)
 		}
+		dst = append(dst, m...)
 	}
+	ml := len(dst) - start - 8
 	n := 0
 	for _, b := range body {
 		n += len(b)
 	}
-	if len(m) > maxMetaBytes || n > maxBodyBytes {
-		return dst, errFrameTooLarge
+	if ml > maxMetaBytes || n > maxBodyBytes {
+		return dst[:start], errFrameTooLarge
 	}
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(m)))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
-	dst = append(dst, m...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(ml))
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(n))
 	for _, b := range body {
 		dst = append(dst, b...)
 	}
@@ -247,30 +251,42 @@ func appendFrame(dst []byte, meta any, body ...[]byte) ([]byte, error) {
 // readFrame reads one frame, decoding the meta into meta and returning the
 // body in a fresh slice.
 func readFrame(r *bufio.Reader, meta any) ([]byte, error) {
+	body, _, err := readFrameInto(r, meta, nil)
+	return body, err
+}
+
+// readFrameInto is readFrame reading into buf when it is large enough; it
+// returns the body and the buffer to pass next time. The worker uses it for
+// requests, whose bytes it copies (compiled code, decoded inputs) before
+// the next read.
+func readFrameInto(r *bufio.Reader, meta any, buf []byte) (body, next []byte, err error) {
 	var prefix [8]byte
 	if _, err := io.ReadFull(r, prefix[:]); err != nil {
-		return nil, err
+		return nil, buf, err
 	}
 	ml := binary.BigEndian.Uint32(prefix[:4])
 	bl := binary.BigEndian.Uint32(prefix[4:])
 	if ml > maxMetaBytes || bl > maxBodyBytes {
-		return nil, errFrameTooLarge
+		return nil, buf, errFrameTooLarge
 	}
-	buf := make([]byte, int(ml)+int(bl))
+	size := int(ml) + int(bl)
+	if cap(buf) < size {
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
 	if _, err := io.ReadFull(r, buf); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return nil, buf, err
 	}
-	var err error
 	if bm, ok := meta.(binaryMeta); ok {
 		err = bm.decodeMeta(buf[:ml])
 	} else {
 		err = json.Unmarshal(buf[:ml], meta)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("decode frame meta: %w", err)
+		return nil, buf, fmt.Errorf("decode frame meta: %w", err)
 	}
-	return buf[ml:], nil
+	return buf[ml:], buf, nil
 }

@@ -69,6 +69,14 @@ type workerState struct {
 	// ready is the engine for the next call, prepared after the previous
 	// answer was sent so that its cost falls between calls.
 	ready *engine
+	// guard watches every call's limits with one timer.
+	guard *watchdog
+	// enc encodes every call's result, so its buffers are reused.
+	enc *jsonEncoder
+}
+
+func newWorkerState(cfg configMsg) *workerState {
+	return &workerState{cfg: cfg, programs: make(map[string]*list.Element), lru: list.New(), guard: newWatchdog(cfg.HeapLimit)}
 }
 
 type compiledBundle struct {
@@ -81,7 +89,6 @@ func runWorker(in io.Reader, out io.Writer) int {
 	// Local-time Date methods read UTC, whatever the machine's zone.
 	time.Local = time.UTC
 	r := bufio.NewReaderSize(in, 64<<10)
-	w := &workerState{programs: make(map[string]*list.Element), lru: list.New()}
 	var cfg configMsg
 	if _, err := readFrame(r, &cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "jsrunner worker: read config: %v\n", err)
@@ -91,7 +98,7 @@ func runWorker(in io.Reader, out io.Writer) int {
 	if err := applyWorkerLimits(cfg); err != nil {
 		ready = readyMsg{Op: "error", Message: err.Error(), PID: os.Getpid()}
 	}
-	w.cfg = cfg
+	w := newWorkerState(cfg)
 	if cfg.HeapLimit > 0 {
 		// Calls allocate a little and drop it all, so collect rarely (fewer
 		// collections in the latency tail) until the heap nears the limit,
@@ -110,10 +117,11 @@ func runWorker(in io.Reader, out io.Writer) int {
 	if err != nil || ready.Op != "ready" {
 		return 2
 	}
-	var outBuf []byte
+	var outBuf, inBuf []byte
 	for {
 		var req runMsg
-		body, err := readFrame(r, &req)
+		body, next, err := readFrameInto(r, &req, inBuf)
+		inBuf = next
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return 0 // the host closed the pipe: a normal shutdown
@@ -130,8 +138,12 @@ func runWorker(in io.Reader, out io.Writer) int {
 			return 0
 		}
 		w.ready = newEngine()
+		// Buffers a large call grew are dropped rather than kept.
 		if cap(outBuf) > 1<<20 {
 			outBuf = nil
+		}
+		if cap(inBuf) > 1<<20 {
+			inBuf = nil
 		}
 	}
 }
@@ -205,6 +217,10 @@ func refuseSourceMap(string) ([]byte, error) {
 type engine struct {
 	vm     *goja.Runtime
 	freeze goja.Callable
+	// inside calls run as one engine call (see workerState.call); it is
+	// built with the engine so that a call does not pay for it.
+	inside goja.Callable
+	run    func()
 	err    error // preparing failed; reported by the call that takes it
 }
 
@@ -218,6 +234,11 @@ func newEngine() *engine {
 	e := &engine{vm: vm}
 	// Captured before module code can replace it.
 	e.freeze, _ = goja.AssertFunction(vm.Get("Object").ToObject(vm).Get("freeze"))
+	// Never reachable from module code: only the worker holds it.
+	e.inside, _ = goja.AssertFunction(vm.ToValue(func(goja.FunctionCall) goja.Value {
+		e.run()
+		return goja.Undefined()
+	}))
 	if err := boundPromiseJobs(vm); err != nil {
 		e.err = fmt.Errorf("bounding promise jobs: %w", err)
 	}
@@ -243,8 +264,8 @@ func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resul
 	}
 	vm := e.vm
 	vm.SetMaxCallStackSize(req.MaxDepth)
-	stop := w.watch(vm, time.Duration(req.TimeoutNS))
-	defer stop()
+	w.guard.arm(vm, time.Duration(req.TimeoutNS))
+	defer w.guard.disarm()
 
 	var (
 		res     resultMsg
@@ -252,12 +273,8 @@ func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resul
 	)
 	// Everything that may run module code happens inside one engine call so
 	// that exceptions, interrupts and stack overflows all come back as its error.
-	body := vm.ToValue(func(goja.FunctionCall) goja.Value {
-		res, payload = w.invoke(e, req, prg, inputs)
-		return goja.Undefined()
-	})
-	fn, _ := goja.AssertFunction(body)
-	if _, err := fn(goja.Undefined()); err != nil {
+	e.run = func() { res, payload = w.invoke(e, req, prg, inputs) }
+	if _, err := e.inside(goja.Undefined()); err != nil {
 		return classifyEngineError(err, CodeExecutionFailed, "execution failed"), nil
 	}
 	return res, payload
@@ -329,11 +346,24 @@ func (w *workerState) invoke(e *engine, req *runMsg, prg *goja.Program, inputs [
 	if req.Paged {
 		return encodePaged(ret, req.OutputMax)
 	}
-	enc := newJSONEncoder(req.OutputMax)
+	// The encoded bytes are copied into the answer before the next call
+	// reuses the encoder.
+	enc := w.encoder(req.OutputMax)
 	if err := enc.encode(ret); err != nil {
 		return outputFailure(err), nil
 	}
 	return resultMsg{Status: statusOK}, [][]byte{enc.buf}
+}
+
+// encoder returns the worker's result encoder, emptied, with limit.
+func (w *workerState) encoder(limit int) *jsonEncoder {
+	if w.enc == nil || cap(w.enc.buf) > 1<<20 {
+		w.enc = newJSONEncoder(limit)
+		return w.enc
+	}
+	w.enc.buf, w.enc.limit, w.enc.path = w.enc.buf[:0], limit, w.enc.path[:0]
+	clear(w.enc.seen)
+	return w.enc
 }
 
 // encodePaged splits a paged result into its runx_page control value and
@@ -458,52 +488,68 @@ func truncateMessage(s string) string {
 
 func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }
 
-// watch arms one timer per call for both limits: it interrupts vm once the
-// wall limit passes, and while the call runs it samples the heap every
-// heapTick, interrupting vm when the heap passes the configured limit. A
-// reading above the limit is confirmed after a collection so that garbage
-// does not count against the module. A call shorter than heapTick never
-// wakes the timer, so no goroutine or ticker is started for it.
-func (w *workerState) watch(vm *goja.Runtime, wall time.Duration) (stop func()) {
-	limit := w.cfg.HeapLimit
-	deadline := time.Now().Add(wall)
-	var (
-		mu      sync.Mutex
-		stopped bool
-		timer   *time.Timer
-	)
+// watchdog enforces the wall and heap limits of the worker's calls with one
+// timer that each call re-arms, so a call allocates no timer: it interrupts
+// the call's vm once the wall limit passes, and while the call runs it
+// samples the heap every heapTick, interrupting the vm when the heap passes
+// the configured limit. A reading above the limit is confirmed after a
+// collection so that garbage does not count against the module. A call
+// shorter than heapTick never wakes the timer. A check that fires as one
+// call ends and runs during the next is a valid check of the next call.
+type watchdog struct {
+	heapLimit int64
+	timer     *time.Timer
+
+	mu       sync.Mutex
+	vm       *goja.Runtime // the call being watched; nil between calls
+	wall     time.Duration
+	deadline time.Time
+}
+
+func newWatchdog(heapLimit int64) *watchdog {
+	d := &watchdog{heapLimit: heapLimit}
+	d.timer = time.AfterFunc(time.Hour, d.check)
+	d.timer.Stop()
+	return d
+}
+
+// arm starts watching a call that runs in vm with the wall limit wall.
+func (d *watchdog) arm(vm *goja.Runtime, wall time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.vm, d.wall, d.deadline = vm, wall, time.Now().Add(wall)
 	first := wall
-	if limit > 0 {
+	if d.heapLimit > 0 {
 		first = min(first, heapTick)
 	}
-	var check func()
-	check = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
+	d.timer.Reset(first)
+}
+
+// disarm ends the watch of the current call.
+func (d *watchdog) disarm() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.vm = nil
+	d.timer.Stop()
+}
+
+func (d *watchdog) check() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.vm == nil {
+		return
+	}
+	if !time.Now().Before(d.deadline) {
+		d.vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("wall time limit of %s exceeded", d.wall)})
+		return
+	}
+	if d.heapLimit > 0 {
+		if used, over := heapOver(d.heapLimit); over {
+			d.vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("memory limit of %d MiB exceeded (heap reached %d MiB)", d.heapLimit>>20, used>>20)})
 			return
 		}
-		if !time.Now().Before(deadline) {
-			vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("wall time limit of %s exceeded", wall)})
-			return
-		}
-		if limit > 0 {
-			if used, over := heapOver(limit); over {
-				vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("memory limit of %d MiB exceeded (heap reached %d MiB)", limit>>20, used>>20)})
-				return
-			}
-		}
-		timer.Reset(min(heapTick, max(time.Until(deadline), 0)))
 	}
-	mu.Lock()
-	timer = time.AfterFunc(first, check)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		stopped = true
-		timer.Stop()
-		mu.Unlock()
-	}
+	d.timer.Reset(min(heapTick, max(time.Until(d.deadline), 0)))
 }
 
 // heapTick is how often a running call's heap is sampled.

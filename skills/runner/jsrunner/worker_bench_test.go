@@ -1,7 +1,6 @@
 package jsrunner
 
 import (
-	"container/list"
 	"testing"
 )
 
@@ -15,7 +14,7 @@ func BenchmarkWorkerCall(b *testing.B) {
 	if f != nil {
 		b.Fatal(f)
 	}
-	w := &workerState{cfg: configMsg{HeapLimit: 64 << 20}, programs: make(map[string]*list.Element), lru: list.New()}
+	w := newWorkerState(configMsg{HeapLimit: 64 << 20})
 	req := &runMsg{Op: "run", Bundle: bd.hash, CodeLen: len(bd.code), Export: "add", Env: map[string]string{},
 		TimeoutNS: 2e9, MaxDepth: defaultMaxCallDepth, OutputMax: MaxOutputBytes, ModuleName: "sum.mjs"}
 	inputs := []byte(`{"a":20,"b":22}`)
