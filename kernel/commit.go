@@ -39,6 +39,8 @@ type txn struct {
 	// taken at its save and encoded once when the transaction's function
 	// ends: a record saved at every step of a quantum is written once.
 	procs map[int64]*procRecord
+	// records is the runtime's cache of committed records (nil in a view).
+	records *recordCache
 }
 
 // savepoint marks where a call's changes begin: in the store's batch and in
@@ -72,7 +74,7 @@ func (k *Runtime) update(fn func(tx *txn) error) error {
 	}
 	var kinds []string
 	err := k.store.Update(func(otx *objects.Txn) error {
-		tx := &txn{Txn: otx}
+		tx := &txn{Txn: otx, records: k.records}
 		if err := fn(tx); err != nil {
 			return err
 		}

@@ -97,6 +97,8 @@ type Runtime struct {
 
 	ctxMu    sync.Mutex
 	ctxCache map[int64]*llmContext
+	// records is used only under the store's write lock (see recordCache).
+	records *recordCache
 
 	sched *scheduler
 
@@ -161,6 +163,7 @@ func Open(dir string, opts Options) (*Runtime, error) {
 		tokens:       opts.Tokens,
 		retain:       !opts.DisableFullIO,
 		ctxCache:     map[int64]*llmContext{},
+		records:      newRecordCache(),
 		closed:       make(chan struct{}),
 	}
 	k.sched = newScheduler(k)

@@ -161,6 +161,9 @@ func loadProc(tx *txn, pid int64) (*procRecord, error) {
 	if saved, ok := tx.procs[pid]; ok {
 		return saved.snapshot(), nil
 	}
+	if r, ok, err := tx.records.load(tx, pid); ok || err != nil {
+		return r, err
+	}
 	b, err := tx.Get(procKey(pid))
 	if err != nil {
 		if errors.Is(err, objects.ErrNotFound) {
@@ -203,8 +206,10 @@ func setLive(tx *txn, r *procRecord) error {
 // writeProcs writes the records saved in tx, in pid order, and keeps the
 // index of live processes with them.
 func writeProcs(tx *txn) error {
+	written := make([]*procRecord, 0, len(tx.procs))
 	for _, pid := range slices.Sorted(maps.Keys(tx.procs)) {
 		r := tx.procs[pid]
+		r.decisions = nil // not stored; a cached record must be what a load decodes
 		b, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("encode process %d: %w", pid, err)
@@ -215,7 +220,9 @@ func writeProcs(tx *txn) error {
 		if err := setLive(tx, r); err != nil {
 			return err
 		}
+		written = append(written, r)
 	}
+	tx.records.publish(tx, written)
 	tx.procs = nil
 	return nil
 }

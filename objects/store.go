@@ -660,6 +660,9 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	}
 	s.locals.publish(tx.locals)
 	tx.publishMetas()
+	for _, fn := range tx.applied {
+		fn()
+	}
 	if n := len(tx.events); n > 0 {
 		s.lastEventSeq.Store(tx.events[n-1].Seq)
 	}

@@ -27,6 +27,8 @@ type Txn struct {
 	locals map[string]*localChange // oid -> staged runtime-local payload change
 	events []Event
 	hooks  []func()
+	// applied run under the write lock once the batch is applied.
+	applied []func()
 
 	// undo records, per staged change, what it replaced, so RollbackTo can
 	// restore the overlay exactly.
@@ -66,11 +68,12 @@ type undoEntry struct {
 
 // Savepoint marks a point in a transaction that RollbackTo can return to.
 type Savepoint struct {
-	tx     *Txn
-	id     uint64
-	undo   int
-	events int
-	hooks  int
+	tx      *Txn
+	id      uint64
+	undo    int
+	events  int
+	hooks   int
+	applied int
 }
 
 func newTxn(s *Store, reader pebble.Reader, readOnly bool) *Txn {
@@ -455,6 +458,26 @@ func (tx *Txn) AfterCommit(fn func()) {
 	}
 }
 
+// OnApplied registers fn to run once the transaction's batch has been
+// handed to Pebble, with the store's write lock still held and before the
+// sync completes; it is for caches of committed state that the next Update
+// must see. fn must be fast and must not use the store. It does not run if
+// the transaction function returns an error, nothing was staged, the batch
+// could not be applied, or a RollbackTo undoes the point where it was
+// registered. If the sync then fails, the store refuses every later Update,
+// so no Update can read such a cache. Only an Update may register it.
+func (tx *Txn) OnApplied(fn func()) {
+	if tx.finished {
+		panic("objects: OnApplied called after the transaction finished")
+	}
+	if tx.readOnly {
+		panic("objects: OnApplied called in a view")
+	}
+	if fn != nil {
+		tx.applied = append(tx.applied, fn)
+	}
+}
+
 func (tx *Txn) runHooks() {
 	for _, h := range tx.hooks {
 		h()
@@ -465,11 +488,11 @@ func (tx *Txn) runHooks() {
 func (tx *Txn) Savepoint() Savepoint {
 	tx.nextSavepoint++
 	tx.savepoints = append(tx.savepoints, tx.nextSavepoint)
-	return Savepoint{tx: tx, id: tx.nextSavepoint, undo: len(tx.undo), events: len(tx.events), hooks: len(tx.hooks)}
+	return Savepoint{tx: tx, id: tx.nextSavepoint, undo: len(tx.undo), events: len(tx.events), hooks: len(tx.hooks), applied: len(tx.applied)}
 }
 
 // RollbackTo undoes every change staged since sp: raw keys, objects,
-// runtime-local payloads, events, sequences and AfterCommit hooks. sp stays
+// runtime-local payloads, events, sequences, AfterCommit and OnApplied hooks. sp stays
 // valid and can be rolled back to again; savepoints taken after sp become
 // invalid. Passing an invalid savepoint (from another transaction, or one
 // invalidated by an earlier rollback) is a programming error and panics.
@@ -502,6 +525,7 @@ func (tx *Txn) RollbackTo(sp Savepoint) {
 	tx.undo = tx.undo[:sp.undo]
 	tx.events = tx.events[:sp.events]
 	tx.hooks = tx.hooks[:sp.hooks]
+	tx.applied = tx.applied[:sp.applied]
 }
 
 // buildBatch turns the overlay into one Pebble batch.

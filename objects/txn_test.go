@@ -495,3 +495,73 @@ func TestEventSeqGapFree(t *testing.T) {
 		t.Fatalf("marshal error does not name data: %v", err)
 	}
 }
+
+// TestOnApplied checks that an OnApplied hook runs under the write lock
+// before the commit's AfterCommit hooks, and never for what a transaction did
+// not apply: not after an error, a rollback past it, or an empty batch.
+func TestOnApplied(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	var order []string
+	if err := s.Update(func(tx *Txn) error {
+		tx.OnApplied(func() { order = append(order, "applied") })
+		tx.AfterCommit(func() { order = append(order, "after-commit") })
+		return tx.Set([]byte("k"), []byte("v"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"applied", "after-commit"}; !reflect.DeepEqual(order, want) {
+		t.Fatalf("hooks ran %v, want %v", order, want)
+	}
+
+	ran := 0
+	mustNotRun := func() { ran++ }
+	fail := errors.New("fn failed")
+	if err := s.Update(func(tx *Txn) error {
+		tx.OnApplied(mustNotRun)
+		if err := tx.Set([]byte("k"), []byte("w")); err != nil {
+			return err
+		}
+		return fail
+	}); !errors.Is(err, fail) {
+		t.Fatalf("Update = %v, want %v", err, fail)
+	}
+	if err := s.Update(func(tx *Txn) error {
+		sp := tx.Savepoint()
+		tx.OnApplied(mustNotRun)
+		if err := tx.Set([]byte("k"), []byte("x")); err != nil {
+			return err
+		}
+		tx.RollbackTo(sp)
+		return tx.Set([]byte("other"), []byte("y"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(func(tx *Txn) error {
+		tx.OnApplied(mustNotRun)
+		_, err := tx.Get([]byte("k"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ran != 0 {
+		t.Fatalf("OnApplied ran %d times for transactions that applied nothing of theirs", ran)
+	}
+
+	// A hook runs under the write lock, so no Update can start before it ends.
+	held := false
+	if err := s.Update(func(tx *Txn) error {
+		tx.OnApplied(func() {
+			held = !s.writeMu.TryLock()
+			if !held {
+				s.writeMu.Unlock()
+			}
+		})
+		return tx.Set([]byte("a"), []byte("1"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !held {
+		t.Fatal("an OnApplied hook ran without the write lock")
+	}
+}

@@ -164,7 +164,8 @@ func cleanEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	return env
+	// Every record-cache hit of the binary is checked against the store.
+	return append(env, "LIBOS_CHECK_RECORD_CACHE=1")
 }
 
 // runner drives one scenario in one runtime directory.
