@@ -151,6 +151,9 @@ type callStart struct {
 	im       *images.Image
 	reserved int64
 	turn     int
+	// record is the call record the start phase committed; only the
+	// result phase writes it next, so it need not be read back.
+	record callRecord
 }
 
 // runQuantum is one quantum of pid; see quantum.
@@ -231,9 +234,10 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 	}
 	r.ReservedTokens = start.reserved
 	reqJSON, _ := json.Marshal(start.req.Messages)
-	if err := putJSON(tx, callKey(r.PID, r.Turn), callRecord{
+	start.record = callRecord{
 		Turn: r.Turn, Attempt: r.ProviderFailures + 1, Status: "started", RequestSHA256: sha(reqJSON), StartedAt: k.now(), ReservedTokens: start.reserved,
-	}); err != nil {
+	}
+	if err := putJSON(tx, callKey(r.PID, r.Turn), start.record); err != nil {
 		return nil, nil, err
 	}
 	if err := k.emit(tx, Event{Kind: EventQuantum, PID: r.PID, Turn: r.Turn}); err != nil {
@@ -270,10 +274,7 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, pid int64, start *cal
 		return nil, err
 	}
 	turn, reserved := start.turn, start.reserved
-	cr := callRecord{Turn: turn, ReservedTokens: reserved}
-	if old, gerr := tx.Get(callKey(pid, turn)); gerr == nil {
-		_ = json.Unmarshal(old, &cr)
-	}
+	cr := start.record
 	cr.FinishedAt = k.now()
 	r.Turn++
 	r.ReservedTokens = 0

@@ -2,6 +2,9 @@ package objects
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -43,4 +46,89 @@ func TestTxnReadsOnceThroughItsOverlay(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestReadCacheFollowsCommits drives random commits of sets, deletes and
+// reads over a few keys, with a cache small enough to evict, and checks
+// every read of an Update and of a View against a model of what was
+// committed: the store's cache of committed reads must never serve a stale
+// value or absence.
+func TestReadCacheFollowsCommits(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	s.reads = newReadCache(1000) // a few entries: eviction happens often
+	rng := rand.New(rand.NewPCG(7, 11))
+	model := map[string]string{}
+	keys := []string{"k/a", "k/b", "k/c", "mb/h/1", "mb/h/2", "k/big"}
+	check := func(tx *Txn, k string, staged map[string]*string) {
+		want, found := model[k]
+		if v, ok := staged[k]; ok {
+			want, found = "", v != nil
+			if v != nil {
+				want = *v
+			}
+		}
+		got, err := tx.Get([]byte(k))
+		switch {
+		case !found && !errors.Is(err, ErrNotFound):
+			t.Fatalf("Get(%s) = %q, %v; want not found", k, got, err)
+		case found && (err != nil || string(got) != want):
+			t.Fatalf("Get(%s) = %q, %v; want %q", k, got, err, want)
+		}
+	}
+	for i := range 2000 {
+		fail := rng.IntN(10) == 0
+		staged := map[string]*string{}
+		err := s.Update(func(tx *Txn) error {
+			for range 1 + rng.IntN(4) {
+				k := keys[rng.IntN(len(keys))]
+				switch rng.IntN(3) {
+				case 0:
+					v := fmt.Sprintf("v%d", i)
+					if k == "k/big" {
+						v = strings.Repeat("x", readCacheValueMax+1+rng.IntN(10))
+					}
+					if err := tx.Set([]byte(k), []byte(v)); err != nil {
+						return err
+					}
+					staged[k] = &v
+				case 1:
+					if err := tx.Delete([]byte(k)); err != nil {
+						return err
+					}
+					staged[k] = nil
+				default:
+					check(tx, k, staged)
+				}
+			}
+			if fail {
+				return errors.New("abandoned")
+			}
+			return nil
+		})
+		if fail {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range staged {
+			if v == nil {
+				delete(model, k)
+			} else {
+				model[k] = *v
+			}
+		}
+		if err := s.View(func(tx *Txn) error {
+			check(tx, keys[rng.IntN(len(keys))], nil)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, seg := range []readSegment{s.reads.main, s.reads.probation} {
+			if seg.bytes > seg.limit {
+				t.Fatalf("a segment of the cache holds %d bytes, over its limit %d", seg.bytes, seg.limit)
+			}
+		}
+	}
 }

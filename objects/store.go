@@ -94,6 +94,8 @@ type Store struct {
 	// lock. Guarded by writeMu; values are never modified.
 	metaCache      map[string]*storedMeta
 	metaCacheLimit int
+	// reads caches what Update transactions read; guarded by writeMu.
+	reads *readCache
 
 	// mu guards closed; ops counts operations that use db so Close can wait
 	// for them.
@@ -191,6 +193,7 @@ func Open(dir string, opts Options) (*Store, error) {
 
 		metaCache:      make(map[string]*storedMeta),
 		metaCacheLimit: defaultMetaCacheLimit,
+		reads:          newReadCache(readCacheBytes),
 	}
 	if s.clock == nil {
 		s.clock = time.Now
@@ -660,6 +663,7 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	}
 	s.locals.publish(tx.locals)
 	tx.publishMetas()
+	s.reads.applied(tx.writes)
 	for _, fn := range tx.applied {
 		fn()
 	}

@@ -140,27 +140,42 @@ func (tx *Txn) get(key []byte) ([]byte, bool, error) {
 }
 
 func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
-	if r, ok := tx.stored[string(key)]; ok {
-		if !r.found {
-			return nil, false, nil
-		}
-		return append(make([]byte, 0, len(r.value)), r.value...), true, nil
+	r, ok := tx.stored[string(key)]
+	if !ok && !tx.readOnly {
+		// An Update holds the write lock, so the committed state the
+		// store's cache holds is the database's.
+		r, ok = tx.s.reads.get(key)
 	}
+	if !ok {
+		if r, err = tx.readStored(key); err != nil {
+			return nil, false, err
+		}
+		if !tx.readOnly {
+			tx.s.reads.put(string(key), r)
+		}
+	}
+	tx.remember(key, r)
+	if !r.found {
+		return nil, false, nil
+	}
+	return append(make([]byte, 0, len(r.value)), r.value...), true, nil
+}
+
+// readStored looks key up in the transaction's reader.
+func (tx *Txn) readStored(key []byte) (_ storedRead, err error) {
 	defer recoverFatal(&err)
 	v, closer, err := tx.reader.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		tx.remember(key, storedRead{})
-		return nil, false, nil
+		return storedRead{}, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return storedRead{}, err
 	}
 	out := append(make([]byte, 0, len(v)), v...)
 	if err := closer.Close(); err != nil {
-		return nil, false, err
+		return storedRead{}, err
 	}
-	tx.remember(key, storedRead{value: out, found: true})
-	return append(make([]byte, 0, len(out)), out...), true, nil
+	return storedRead{value: out, found: true}, nil
 }
 
 func (tx *Txn) remember(key []byte, r storedRead) {
