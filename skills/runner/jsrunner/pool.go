@@ -242,6 +242,40 @@ type workerProc struct {
 	killOnce   sync.Once
 	killReason atomic.Pointer[string]
 	reqBuf     []byte
+
+	// overstay kills the worker when a call outlives its wall limit by
+	// killGrace; one timer serves every call. killAt (monoNow's clock, 0
+	// between calls) and wall describe the call it is armed for, so a
+	// firing meant for an earlier call is ignored.
+	overstay *time.Timer
+	killAt   atomic.Int64
+	wall     atomic.Int64
+}
+
+// monoBase anchors monoNow, a monotonic clock in nanoseconds that wall
+// clock changes cannot move.
+var monoBase = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+// armOverstay starts the wall-limit kill timer for a call of timeout.
+func (wp *workerProc) armOverstay(timeout time.Duration) {
+	wp.wall.Store(int64(timeout))
+	wp.killAt.Store(monoNow() + int64(timeout+killGrace))
+	wp.overstay.Reset(timeout + killGrace)
+}
+
+func (wp *workerProc) disarmOverstay() {
+	wp.killAt.Store(0)
+	wp.overstay.Stop()
+}
+
+func (wp *workerProc) overstayed() {
+	at := wp.killAt.Load()
+	if at == 0 || monoNow() < at {
+		return
+	}
+	wp.kill(fmt.Sprintf("wall time limit of %s exceeded; the worker did not stop and was killed", time.Duration(wp.wall.Load())))
 }
 
 // kill ends the worker, recording why for the report of the call in flight.
@@ -347,6 +381,8 @@ func (p *Pool) startWorker() (*workerProc, error) {
 		compiled: make(map[string]struct{}),
 		exited:   make(chan struct{}),
 	}
+	wp.overstay = time.AfterFunc(time.Hour, wp.overstayed)
+	wp.overstay.Stop()
 	go func() {
 		wp.waitErr = cmd.Wait()
 		close(wp.exited)
@@ -561,10 +597,12 @@ func (p *Pool) invokeOn(ctx context.Context, wp *workerProc, c *call, forceCode 
 	}
 	wp.compiled[c.bundle.hash] = struct{}{}
 
-	timer := time.AfterFunc(c.timeout+killGrace, func() {
-		wp.kill(fmt.Sprintf("wall time limit of %s exceeded; the worker did not stop and was killed", c.timeout))
-	})
-	stopCtx := context.AfterFunc(ctx, func() { wp.kill("cancelled: " + context.Cause(ctx).Error()) })
+	wp.armOverstay(c.timeout)
+	stopCtx := func() bool { return false }
+	if ctx.Done() != nil {
+		// A context that can never be cancelled needs no watch.
+		stopCtx = context.AfterFunc(ctx, func() { wp.kill("cancelled: " + context.Cause(ctx).Error()) })
+	}
 	var res resultMsg
 	body, err := func() ([]byte, error) {
 		if _, err := wp.stdin.Write(frame); err != nil {
@@ -575,7 +613,7 @@ func (p *Pool) invokeOn(ctx context.Context, wp *workerProc, c *call, forceCode 
 		}
 		return readFrame(wp.stdout, &res)
 	}()
-	timer.Stop()
+	wp.disarmOverstay()
 	stopCtx()
 	if err != nil {
 		return callResult{fail: p.workerLost(ctx, wp, err)}, false

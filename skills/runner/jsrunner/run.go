@@ -38,11 +38,7 @@ func (p *Pool) run(ctx context.Context, spec Spec, inputs json.RawMessage, works
 	if f != nil {
 		return Result{Err: f}
 	}
-	env := vs.Environment
-	if env == nil {
-		env = map[string]string{}
-	}
-	c := &call{bundle: b, export: vs.export, module: vs.module, env: env, timeout: vs.timeout}
+	c := &call{bundle: b, export: vs.export, module: vs.module, env: vs.Environment, timeout: vs.timeout}
 	if vs.Pages != nil {
 		return p.runPaged(ctx, vs, c, in, workspace)
 	}
