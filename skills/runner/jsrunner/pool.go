@@ -246,7 +246,9 @@ type workerProc struct {
 	// overstay kills the worker when a call outlives its wall limit by
 	// killGrace; one timer serves every call. killAt (monoNow's clock, 0
 	// between calls) and wall describe the call it is armed for, so a
-	// firing meant for an earlier call is ignored.
+	// firing meant for an earlier call is ignored. It is never stopped,
+	// only moved later by the next call: a stop followed by a re-arm would
+	// make the Go runtime wake a thread sleeping in its poller every call.
 	overstay *time.Timer
 	killAt   atomic.Int64
 	wall     atomic.Int64
@@ -267,7 +269,6 @@ func (wp *workerProc) armOverstay(timeout time.Duration) {
 
 func (wp *workerProc) disarmOverstay() {
 	wp.killAt.Store(0)
-	wp.overstay.Stop()
 }
 
 func (wp *workerProc) overstayed() {

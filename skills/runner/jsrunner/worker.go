@@ -496,6 +496,11 @@ func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }
 // collection so that garbage does not count against the module. A call
 // shorter than heapTick never wakes the timer. A check that fires as one
 // call ends and runs during the next is a valid check of the next call.
+//
+// The timer is never stopped, only moved later by the next call's arm: a
+// stop followed by a re-arm would make the Go runtime wake a thread
+// sleeping in its poller for every call. A firing that finds no call
+// leaves the timer unarmed until the next call.
 type watchdog struct {
 	heapLimit int64
 	timer     *time.Timer
@@ -530,7 +535,6 @@ func (d *watchdog) disarm() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.vm = nil
-	d.timer.Stop()
 }
 
 func (d *watchdog) check() {
