@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +73,59 @@ type llmContext struct {
 	owned bool
 	// newGeneration, when non-zero, is written with the next flush.
 	newGeneration uint64
+	// encoded is the start of the context's payload up to entries[:encodedN]
+	// (see encode), so a commit encodes only the entries it added. It is
+	// never written in place once built, so contexts and the cache share it.
+	encoded  []byte
+	encodedN int
+}
+
+// contextPayloadStart is how a context payload begins: the encoding of a
+// contextDoc whose entries follow.
+const contextPayloadStart = `{"entries":[`
+
+// encode returns c's payload, the encoding of contextDoc{Entries: c.entries}
+// (an empty list for none), encoding only the entries past encodedN, and
+// the encodings of entries[from:] for their evidence.
+func (c *llmContext) encode(from int) (payload []byte, fresh [][]byte, err error) {
+	if c.encoded == nil || c.encodedN > len(c.entries) {
+		c.encoded, c.encodedN = []byte(contextPayloadStart), 0
+	}
+	added := make([][]byte, 0, len(c.entries)-c.encodedN)
+	size := len(c.encoded) + 2
+	for i := c.encodedN; i < len(c.entries); i++ {
+		b, err := json.Marshal(&c.entries[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("entry %d: %w", i, err)
+		}
+		added = append(added, b)
+		size += len(b) + 1
+	}
+	// A new buffer each time: the old one may be shared with the cache.
+	buf := make([]byte, len(c.encoded), size)
+	copy(buf, c.encoded)
+	for j, b := range added {
+		if c.encodedN+j > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, b...)
+	}
+	if from >= c.encodedN {
+		fresh = added[min(from-c.encodedN, len(added)):]
+	}
+	c.encoded, c.encodedN = buf, len(c.entries)
+	// The closing bytes go into buf's spare capacity, which no later
+	// extension uses: each copies buf first.
+	return append(buf, ']', '}'), fresh, nil
+}
+
+// encodedPrefix returns what encode keeps of a payload read from the
+// store, if it is a contextDoc encoding of n entries as encode builds it.
+func encodedPrefix(payload []byte, n int) ([]byte, int) {
+	if !bytes.HasPrefix(payload, []byte(contextPayloadStart)) || !bytes.HasSuffix(payload, []byte("]}")) {
+		return nil, 0
+	}
+	return payload[: len(payload)-2 : len(payload)-2], n
 }
 
 func (c *llmContext) generation() uint64 {
@@ -95,7 +149,7 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	cached := k.ctxCache[r.PID]
 	k.ctxMu.Unlock()
 	if cached != nil && cached.meta.Version == meta.Version && cached.meta.OID == meta.OID {
-		return &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens}, nil
+		return &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens, encoded: cached.encoded, encodedN: cached.encodedN}, nil
 	}
 	_, payload, err := tx.Read(r.ContextOID)
 	c := &llmContext{meta: meta}
@@ -125,6 +179,7 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	for _, e := range c.entries {
 		c.tokens += e.Tokens
 	}
+	c.encoded, c.encodedN = encodedPrefix(payload, len(c.entries))
 	return c, nil
 }
 
@@ -185,6 +240,9 @@ func (k *Runtime) shrinkRefusedCall(tx *txn, r *procRecord, c *llmContext, id st
 		if !c.owned {
 			c.entries, c.owned = slices.Clone(c.entries), true
 		}
+		if i < c.encodedN {
+			c.encoded, c.encodedN = nil, 0
+		}
 		e := &c.entries[i]
 		e.ToolCalls = slices.Clone(e.ToolCalls)
 		e.ToolCalls[j].Arguments = truncatedArgs(e.ToolCalls[j].Arguments)
@@ -200,6 +258,7 @@ func (k *Runtime) shrinkRefusedCall(tx *txn, r *procRecord, c *llmContext, id st
 // and advances the generation.
 func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries []Entry) {
 	c.entries, c.owned = entries, true
+	c.encoded, c.encodedN = nil, 0
 	c.tokens = 0
 	for _, e := range entries {
 		c.tokens += e.Tokens
@@ -214,7 +273,7 @@ func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries 
 // writeContext stores c's entries with a compare-and-swap on the version c
 // was read at.
 func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
-	payload, err := json.Marshal(contextDoc{Entries: c.entries})
+	payload, fresh, err := c.encode(r.RetainedEntries)
 	if err != nil {
 		return fmt.Errorf("encode context of pid %d: %w", r.PID, err)
 	}
@@ -240,15 +299,11 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 	}
 	c.meta = meta
 	if k.retain {
-		for r.RetainedEntries < len(c.entries) {
-			r.RetainSeq++
-			if err := putJSON(tx, retainKey(r.PID, r.RetainSeq), retained{Kind: evidenceKindEntry, Entry: &c.entries[r.RetainedEntries]}); err != nil {
-				return err
-			}
-			r.RetainedEntries++
+		if err := retainEntries(tx, r, c, fresh); err != nil {
+			return err
 		}
 	}
-	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens}
+	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens, encoded: c.encoded, encodedN: c.encodedN}
 	c.owned = false // the cache now shares the slice
 	pid, ended, waiting := r.PID, r.State.Terminal(), r.State == process.Waiting
 	tx.AfterCommit(func() {
@@ -264,6 +319,28 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 		}
 		k.ctxMu.Unlock()
 	})
+	return nil
+}
+
+// retainEntries writes the entries of c not yet retained as evidence. fresh
+// are the encodings of the last of them, as encode made them: an entry's
+// evidence holds the same bytes, so it is not encoded twice.
+func retainEntries(tx *txn, r *procRecord, c *llmContext, fresh [][]byte) error {
+	for r.RetainedEntries < len(c.entries) {
+		r.RetainSeq++
+		key := retainKey(r.PID, r.RetainSeq)
+		var err error
+		if j := r.RetainedEntries - (len(c.entries) - len(fresh)); j >= 0 {
+			// The encoding of retained{Kind: evidenceKindEntry, Entry: e}.
+			err = tx.Set(key, slices.Concat([]byte(`{"kind":"`+evidenceKindEntry+`","entry":`), fresh[j], []byte("}")))
+		} else {
+			err = putJSON(tx, key, retained{Kind: evidenceKindEntry, Entry: &c.entries[r.RetainedEntries]})
+		}
+		if err != nil {
+			return err
+		}
+		r.RetainedEntries++
+	}
 	return nil
 }
 

@@ -1,0 +1,124 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/libos/libos/llm"
+)
+
+// TestContextEncodeMatchesWholeEncoding drives a context through random
+// appends, shared copies (as the cache and a later transaction hold them),
+// in-place changes of an entry, replacements and reloads from a payload, and
+// checks each payload against the encoding of the whole document, and each
+// fresh entry encoding against the entry's own.
+func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	entry := func(i int) Entry {
+		e := Entry{Role: llm.RoleUser, Content: fmt.Sprintf("<msg %d & %s>", i, strings.Repeat("é", rng.IntN(5))), Tokens: i}
+		if rng.IntN(3) == 0 {
+			e.Role = llm.RoleAssistant
+			e.ToolCalls = []llm.ToolCall{{ID: fmt.Sprint("c", i), Name: "t", Arguments: json.RawMessage(`{"a":1}`)}}
+		}
+		return e
+	}
+	c := &llmContext{}
+	n := 0
+	for step := range 3000 {
+		switch rng.IntN(8) {
+		case 0: // a later transaction starts from the cached copy
+			c = &llmContext{entries: c.entries, encoded: c.encoded, encodedN: c.encodedN}
+		case 1: // an entry changes in place, as a refused call's arguments do
+			if len(c.entries) > 0 {
+				i := rng.IntN(len(c.entries))
+				c.entries = append([]Entry(nil), c.entries...)
+				if i < c.encodedN {
+					c.encoded, c.encodedN = nil, 0
+				}
+				c.entries[i].Content = "changed"
+			}
+		case 2: // a compaction replaces the entries
+			if rng.IntN(10) == 0 {
+				c.entries = []Entry{entry(n)}
+				n++
+				c.encoded, c.encodedN = nil, 0
+			}
+		case 3: // read back from its payload
+			payload, _, err := c.encode(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc contextDoc
+			if err := json.Unmarshal(payload, &doc); err != nil {
+				t.Fatal(err)
+			}
+			c = &llmContext{entries: doc.Entries}
+			c.encoded, c.encodedN = encodedPrefix(payload, len(doc.Entries))
+		default:
+			for range 1 + rng.IntN(3) {
+				c.entries = append(c.entries, entry(n))
+				n++
+			}
+		}
+		from := rng.IntN(len(c.entries) + 1)
+		before := c.encodedN
+		payload, fresh, err := c.encode(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(contextDoc{Entries: c.entries})
+		if len(c.entries) == 0 {
+			want = []byte(`{"entries":[]}`)
+		}
+		if !bytes.Equal(payload, want) {
+			t.Fatalf("step %d: payload\n%s\nwant\n%s", step, payload, want)
+		}
+		if from >= before {
+			if len(fresh) != len(c.entries)-from {
+				t.Fatalf("step %d: %d fresh encodings from %d of %d entries", step, len(fresh), from, len(c.entries))
+			}
+			for j, b := range fresh {
+				e, _ := json.Marshal(&c.entries[from+j])
+				if !bytes.Equal(b, e) {
+					t.Fatalf("step %d: fresh encoding %s, want %s", step, b, e)
+				}
+			}
+		}
+	}
+}
+
+// TestRetainedEntryEncoding checks that the evidence of an entry written
+// from its context encoding is the encoding of its retained record.
+func TestRetainedEntryEncoding(t *testing.T) {
+	h := newHarness(t, clockScript) // full-I/O retention is the default
+	pid := h.spawn(clockGrants())
+	h.run()
+	seen := 0
+	err := h.rt.view(func(tx *txn) error {
+		return tx.Scan(retainPrefix(pid), func(_, v []byte) error {
+			var item retained
+			if err := json.Unmarshal(v, &item); err != nil {
+				return err
+			}
+			if item.Kind != evidenceKindEntry {
+				return nil
+			}
+			seen++
+			want, _ := json.Marshal(item)
+			if !bytes.Equal(v, want) {
+				return fmt.Errorf("evidence %s, want %s", v, want)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 {
+		t.Fatal("no entry was retained")
+	}
+}
