@@ -26,9 +26,9 @@
 // dumps, no file writes, an address-space limit relative to its size at
 // start) and runs each call in a fresh goja runtime (built between calls, no
 // module code having run in it) with a wall-time interrupt, a call-depth
-// limit and a heap watchdog (one timer per call), so an infinite loop,
-// runaway recursion or an allocation bomb ends that call with
-// resource_limit and nothing leaks into the next call. What the interpreter
+// limit and a heap watchdog (one timer per worker, re-armed by each call),
+// so an infinite loop, runaway recursion or an allocation bomb ends that
+// call with resource_limit and nothing leaks into the next call. What the interpreter
 // cannot interrupt (a built-in that loops or allocates natively) ends the
 // worker instead: the host kills a worker that overstays its wall limit by
 // more than a second, classifies a worker that dies of memory or stack

@@ -138,6 +138,26 @@ func (r *metaReader) string() string {
 	return s
 }
 
+// stringAs is string, returning prev itself when the bytes spell it: a
+// worker decodes each request into the previous one, whose names (bundle,
+// export, module) usually repeat, so they cost no allocation.
+func (r *metaReader) stringAs(prev string) string {
+	n := r.uvarint()
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(len(r.b)) {
+		r.err = errMetaMalformed
+		return ""
+	}
+	s := prev
+	if string(r.b[:n]) != prev {
+		s = string(r.b[:n])
+	}
+	r.b = r.b[n:]
+	return s
+}
+
 func (r *metaReader) done() error {
 	if r.err == nil && len(r.b) != 0 {
 		return errMetaMalformed
@@ -172,12 +192,13 @@ func (m *runMsg) appendMeta(dst []byte) []byte {
 	return appendString(dst, m.ModuleName)
 }
 
+// decodeMeta overwrites m, reusing m's strings where they repeat.
 func (m *runMsg) decodeMeta(b []byte) error {
 	r := metaReader{b: b}
-	m.Op = r.string()
-	m.Bundle = r.string()
+	m.Op = r.stringAs("run")
+	m.Bundle = r.stringAs(m.Bundle)
 	m.CodeLen = int(r.int())
-	m.Export = r.string()
+	m.Export = r.stringAs(m.Export)
 	n := r.uvarint()
 	if n > uint64(len(r.b)) {
 		return errMetaMalformed
@@ -191,7 +212,7 @@ func (m *runMsg) decodeMeta(b []byte) error {
 	m.MaxDepth = int(r.int())
 	m.OutputMax = int(r.int())
 	m.Paged = r.bool()
-	m.ModuleName = r.string()
+	m.ModuleName = r.stringAs(m.ModuleName)
 	return r.done()
 }
 

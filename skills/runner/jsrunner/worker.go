@@ -117,9 +117,11 @@ func runWorker(in io.Reader, out io.Writer) int {
 	if err != nil || ready.Op != "ready" {
 		return 2
 	}
-	var outBuf, inBuf []byte
+	var (
+		outBuf, inBuf []byte
+		req           runMsg // each request is decoded over the previous one
+	)
 	for {
-		var req runMsg
 		body, next, err := readFrameInto(r, &req, inBuf)
 		inBuf = next
 		if err != nil {
