@@ -38,7 +38,16 @@ type jsonEncoder struct {
 	buf   []byte
 	limit int
 	seen  map[*goja.Object]struct{}
-	path  []string
+	// path is where the encoder is, kept as keys and indexes and spelled
+	// out only when a refusal names it.
+	path []pathSeg
+}
+
+// pathSeg is one step of a path: an object key, or an array index.
+type pathSeg struct {
+	key     string
+	index   int64
+	isIndex bool
 }
 
 func newJSONEncoder(limit int) *jsonEncoder {
@@ -46,10 +55,18 @@ func newJSONEncoder(limit int) *jsonEncoder {
 }
 
 func (e *jsonEncoder) where() string {
-	if len(e.path) == 0 {
-		return "result"
+	var b strings.Builder
+	b.WriteString("result")
+	for _, seg := range e.path {
+		if seg.isIndex {
+			b.WriteByte('[')
+			b.WriteString(strconv.FormatInt(seg.index, 10))
+			b.WriteByte(']')
+		} else {
+			b.WriteString(pathKey(seg.key))
+		}
 	}
-	return "result" + strings.Join(e.path, "")
+	return b.String()
 }
 
 func (e *jsonEncoder) refuse(format string, args ...any) error {
@@ -244,9 +261,8 @@ func (e *jsonEncoder) array(o *goja.Object) error {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
-		key := strconv.FormatInt(i, 10)
-		e.path = append(e.path, "["+key+"]")
-		el := o.Get(key)
+		e.path = append(e.path, pathSeg{index: i, isIndex: true})
+		el := o.Get(strconv.FormatInt(i, 10))
 		if el == nil {
 			return e.refuse("an array hole is not JSON-compatible")
 		}
@@ -265,7 +281,7 @@ func (e *jsonEncoder) plainObject(o *goja.Object) error {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
-		e.path = append(e.path, pathKey(k))
+		e.path = append(e.path, pathSeg{key: k})
 		e.quote(k)
 		e.buf = append(e.buf, ':')
 		if err := e.encode(o.Get(k)); err != nil {

@@ -394,7 +394,7 @@ func encodePaged(ret goja.Value, limit int) (resultMsg, [][]byte) {
 		v := obj.Get(k)
 		if k == "runx_page" {
 			ce := newJSONEncoder(limit)
-			ce.path = []string{".runx_page"}
+			ce.path = []pathSeg{{key: "runx_page"}}
 			ce.seen[obj] = struct{}{}
 			if err := ce.encode(v); err != nil {
 				return outputFailure(err), nil
@@ -407,7 +407,7 @@ func encodePaged(ret goja.Value, limit int) (resultMsg, [][]byte) {
 			out.buf = append(out.buf, ',')
 		}
 		res.OtherKeys++
-		out.path = append(out.path[:0], pathKey(k))
+		out.path = append(out.path[:0], pathSeg{key: k})
 		out.quote(k)
 		out.buf = append(out.buf, ':')
 		if err := out.encode(v); err != nil {
