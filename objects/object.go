@@ -286,9 +286,10 @@ func (tx *Txn) Create(spec CreateSpec) (Meta, error) {
 		return Meta{}, fmt.Errorf("objects: create: %w", err)
 	}
 	if spec.OID == "" {
+		// A new random UUID names no existing object: looking it up would
+		// be a database miss per object created.
 		spec.OID = uuid.NewString()
-	}
-	if _, exists, err := tx.loadMeta(spec.OID); err != nil {
+	} else if _, exists, err := tx.loadMeta(spec.OID); err != nil {
 		return Meta{}, fmt.Errorf("objects: create: %w", err)
 	} else if exists {
 		return Meta{}, fmt.Errorf("objects: create: oid %s: %w", spec.OID, ErrExists)
