@@ -360,6 +360,39 @@ func TestHostileModules(t *testing.T) {
 	}
 }
 
+// The worker watches every call with one timer that each call re-arms and
+// none stops: the wall and heap limits still end a call that follows other
+// calls on the same worker, whether the timer was still pending from the
+// call before (back to back) or had already fired with no call to watch
+// (after a pause), and the worker itself interrupts the call (no kill).
+func TestLimitsHoldOnLaterCallsOfAWorker(t *testing.T) {
+	// A race-instrumented worker maps shadow memory for every heap arena, so
+	// the default address-space headroom could end the allocation first;
+	// this test is about the watchdog, so it gives the worker room (and a
+	// small heap, which the allocation reaches quickly).
+	p := newPool(t, PoolOptions{Workers: 1, MemoryLimit: 32 << 20, AddressSpace: 2 << 30})
+	hostile := fixture(t, "hostile")
+	healthy := Spec{Dir: fixture(t, "basic"), Module: "sync.mjs"}
+	loop := Spec{Dir: hostile, Module: "loop.mjs", Timeout: time.Second}
+	alloc := Spec{Dir: hostile, Module: "alloc.mjs", Timeout: 30 * time.Second}
+	for _, pause := range []time.Duration{0, 20 * time.Millisecond} {
+		for _, limit := range []struct {
+			spec Spec
+			part string
+		}{{loop, "wall time limit of 1s"}, {alloc, "heap reached"}} {
+			for i := 0; i < 3; i++ {
+				wantOutput(t, run(t, p, healthy, `{"values":[1,2]}`), `{"total":3,"kind":"sync"}`)
+			}
+			time.Sleep(pause)
+			r := run(t, p, limit.spec, `{}`)
+			wantFailure(t, r, CodeResourceLimit, limit.part)
+			if strings.Contains(r.Err.Message, "killed") {
+				t.Fatalf("after %s: the worker was killed instead of interrupting the call: %s", pause, r.Err.Message)
+			}
+		}
+	}
+}
+
 // TestWorkerCrashIsInternalFailure kills a worker from outside while it
 // runs a call: the call reports internal_failure and the pool recovers.
 func TestWorkerCrashIsInternalFailure(t *testing.T) {
