@@ -1,8 +1,10 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,41 +23,111 @@ const APIPrefix = "/api/v1"
 // includes: a console that streams events after it misses nothing.
 const EventSeqHeader = "Libos-Event-Seq"
 
-// route is one API endpoint: the OpenAPI document must describe exactly these.
+// route is one API endpoint: the OpenAPI document must describe exactly
+// these, each with the request body it decodes.
 type route struct {
 	method, path string
-	handle       func(s *Server, w http.ResponseWriter, r *http.Request)
+	body         reflect.Type // what the body decodes into; nil for a route that takes none
+	serve        func(s *Server, w http.ResponseWriter, r *http.Request)
 }
 
 // routes of the API, relative to APIPrefix.
 var apiRoutes = []route{
-	{"GET", "/processes", (*Server).listProcesses},
-	{"POST", "/processes", (*Server).spawn},
-	{"GET", "/processes/{pid}", (*Server).inspect},
-	{"GET", "/processes/{pid}/context", (*Server).context},
-	{"GET", "/processes/{pid}/messages", (*Server).messages},
-	{"POST", "/processes/{pid}/messages", (*Server).postMessage},
-	{"POST", "/processes/{pid}/signal", (*Server).signal},
-	{"GET", "/processes/{pid}/goal", (*Server).goal},
-	{"PUT", "/processes/{pid}/goal", (*Server).setGoal},
-	{"GET", "/processes/{pid}/objects", (*Server).objectsOf},
-	{"POST", "/processes/{pid}/checkpoints", (*Server).createCheckpoint},
-	{"GET", "/objects/{oid}", (*Server).object},
-	{"GET", "/approvals", (*Server).approvals},
-	{"POST", "/approvals/{pid}/{call_id}", (*Server).decide},
-	{"GET", "/checkpoints", (*Server).checkpoints},
-	{"GET", "/checkpoints/{id}", (*Server).inspectCheckpoint},
-	{"POST", "/checkpoints/{id}/restore", (*Server).restore},
-	{"POST", "/checkpoints/{id}/fork", (*Server).fork},
-	{"GET", "/events", (*Server).events},
-	{"GET", "/openapi.json", (*Server).openAPI},
+	handle("GET", "/processes", (*Server).listProcesses),
+	handleBody("POST", "/processes", (*Server).spawn),
+	handle("GET", "/processes/{pid}", (*Server).inspect),
+	handle("GET", "/processes/{pid}/context", (*Server).context),
+	handle("GET", "/processes/{pid}/messages", (*Server).messages),
+	handleBody("POST", "/processes/{pid}/messages", (*Server).postMessage),
+	handleBody("POST", "/processes/{pid}/signal", (*Server).signal),
+	handle("GET", "/processes/{pid}/goal", (*Server).goal),
+	handleBody("PUT", "/processes/{pid}/goal", (*Server).setGoal),
+	handle("GET", "/processes/{pid}/objects", (*Server).objectsOf),
+	handleAction("POST", "/processes/{pid}/checkpoints", (*Server).createCheckpoint),
+	handle("GET", "/objects/{oid}", (*Server).object),
+	handle("GET", "/approvals", (*Server).approvals),
+	handleBody("POST", "/approvals/{pid}/{call_id}", (*Server).decide),
+	handle("GET", "/checkpoints", (*Server).checkpoints),
+	handle("GET", "/checkpoints/{id}", (*Server).inspectCheckpoint),
+	handleAction("POST", "/checkpoints/{id}/restore", (*Server).restore),
+	handleAction("POST", "/checkpoints/{id}/fork", (*Server).fork),
+	// These two write their own answers: a stream, and the document as it is.
+	{method: "GET", path: "/events", serve: (*Server).events},
+	{method: "GET", path: "/openapi.json", serve: (*Server).openAPI},
+}
+
+// apiHandler answers a request with a status and a value to send as JSON,
+// or with an error answer. Handlers return their answer instead of writing
+// it, so that every answer is written one way (serve).
+type apiHandler func(s *Server, w http.ResponseWriter, r *http.Request) (int, any, *apiError)
+
+// serve writes what h answers. A json.RawMessage is an answer encoded
+// already (a cached detail) and is written as it is.
+func (h apiHandler) serve(s *Server, w http.ResponseWriter, r *http.Request) {
+	status, v, e := h(s, w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if b, ok := v.(json.RawMessage); ok {
+		writeRaw(w, status, b)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
+// handle is a route that reads no body.
+func handle(method, path string, h apiHandler) route {
+	return route{method: method, path: path, serve: h.serve}
+}
+
+// handleBody is a route whose body decodes into a T before h runs: the
+// body's errors come before those of the path.
+func handleBody[T any](method, path string, h func(s *Server, w http.ResponseWriter, r *http.Request, req T) (int, any, *apiError)) route {
+	decoded := func(s *Server, w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
+		var req T
+		if e := s.decodeBody(w, r, &req); e != nil {
+			return 0, nil, e
+		}
+		return h(s, w, r, req)
+	}
+	return route{method: method, path: path, body: reflect.TypeFor[T](), serve: apiHandler(decoded).serve}
+}
+
+// handleAction is a route of an action that takes no argument: no body,
+// or an empty JSON object.
+func handleAction(method, path string, h apiHandler) route {
+	checked := func(s *Server, w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
+		if e := s.emptyBody(w, r); e != nil {
+			return 0, nil, e
+		}
+		return h(s, w, r)
+	}
+	return route{method: method, path: path, serve: apiHandler(checked).serve}
+}
+
+// result is the answer of a runtime call: v with status, or err's answer.
+func result(status int, v any, err error) (int, any, *apiError) {
+	if err != nil {
+		return 0, nil, kernelError(err)
+	}
+	return status, v, nil
+}
+
+// changed is the result of a call that changes the runtime: when it
+// succeeds the scheduler loop is told, as there may be work to run.
+func (s *Server) changed(status int, v any, err error) (int, any, *apiError) {
+	if err == nil {
+		s.kick()
+	}
+	return result(status, v, err)
 }
 
 func (s *Server) apiMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	for _, rt := range apiRoutes {
-		h := rt.handle
-		mux.HandleFunc(rt.method+" "+APIPrefix+rt.path, func(w http.ResponseWriter, r *http.Request) { h(s, w, r) })
+		serve := rt.serve
+		mux.HandleFunc(rt.method+" "+APIPrefix+rt.path, func(w http.ResponseWriter, r *http.Request) { serve(s, w, r) })
 	}
 	mux.HandleFunc(APIPrefix+"/", s.unrouted)
 	return mux
@@ -86,15 +158,17 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 	w.Write(openAPIDoc)
 }
 
-// pathPID parses the {pid} of r's path.
-func pathPID(r *http.Request) (int64, *apiError) {
-	v := r.PathValue("pid")
+// parsePID parses a pid given in a path or a query.
+func parsePID(v string) (int64, *apiError) {
 	pid, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || pid <= 0 {
 		return 0, errInvalid("pid %q: must be a positive integer", v)
 	}
 	return pid, nil
 }
+
+// pathPID parses the {pid} of r's path.
+func pathPID(r *http.Request) (int64, *apiError) { return parsePID(r.PathValue("pid")) }
 
 // existing parses {pid} and checks the process exists.
 func (s *Server) existing(r *http.Request) (kernel.ProcessInfo, *apiError) {
@@ -107,15 +181,6 @@ func (s *Server) existing(r *http.Request) (kernel.ProcessInfo, *apiError) {
 		return kernel.ProcessInfo{}, kernelError(err)
 	}
 	return info, nil
-}
-
-// answer writes v, or err as its error answer.
-func answer(w http.ResponseWriter, status int, v any, err error) {
-	if err != nil {
-		writeError(w, kernelError(err))
-		return
-	}
-	writeJSON(w, status, v)
 }
 
 // ProcessRow is one process as GET /processes lists it: the row of
@@ -167,11 +232,10 @@ func WaitingOn(p kernel.ProcessInfo) string {
 	return string(p.Wait.Kind)
 }
 
-func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	ps, seq, err := s.processes()
 	if err != nil {
-		writeError(w, kernelError(err))
-		return
+		return 0, nil, kernelError(err)
 	}
 	now := s.opts.Now()
 	rows := make([]ProcessRow, len(ps))
@@ -180,7 +244,7 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every event up to seq shows in the listing (later ones may too).
 	w.Header().Set(EventSeqHeader, strconv.FormatUint(seq, 10))
-	writeJSON(w, http.StatusOK, rows)
+	return http.StatusOK, rows, nil
 }
 
 // SpawnRequest is the body of POST /processes.
@@ -207,25 +271,18 @@ type SpawnResponse struct {
 // maxGoalBytes bounds a goal (a request body is bounded too).
 const maxGoalBytes = 256 << 10
 
-func (s *Server) spawn(w http.ResponseWriter, r *http.Request) {
-	var req SpawnRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
+func (s *Server) spawn(w http.ResponseWriter, r *http.Request, req SpawnRequest) (int, any, *apiError) {
 	spec, e := s.spawnSpec(req)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	pid, err := s.rt.Spawn(spec)
 	if err != nil {
-		writeError(w, kernelError(err))
-		return
+		return 0, nil, kernelError(err)
 	}
 	s.kick()
 	w.Header().Set("Location", fmt.Sprintf("%s/processes/%d", APIPrefix, pid))
-	writeJSON(w, http.StatusCreated, SpawnResponse{PID: pid})
+	return http.StatusCreated, SpawnResponse{PID: pid}, nil
 }
 
 // spawnSpec checks a spawn request and builds the root's grants as run
@@ -318,28 +375,22 @@ func (s *Server) skillScopes(names []string) ([]string, *apiError) {
 	return scopes, nil
 }
 
-func (s *Server) inspect(w http.ResponseWriter, r *http.Request) {
+func (s *Server) inspect(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	pid, e := pathPID(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	b, err := s.detail(pid)
-	if err != nil {
-		writeError(w, kernelError(err))
-		return
-	}
-	writeRaw(w, http.StatusOK, b)
+	return result(http.StatusOK, json.RawMessage(b), err)
 }
 
-func (s *Server) context(w http.ResponseWriter, r *http.Request) {
+func (s *Server) context(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	pid, e := pathPID(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	v, err := s.rt.ContextOf(pid)
-	answer(w, http.StatusOK, v, err)
+	return result(http.StatusOK, v, err)
 }
 
 // queryBool parses an optional boolean query parameter.
@@ -355,19 +406,17 @@ func queryBool(r *http.Request, name string) (bool, *apiError) {
 	return b, nil
 }
 
-func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	pid, e := pathPID(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	all, e := queryBool(r, "all")
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	v, err := s.rt.Messages(pid, all)
-	answer(w, http.StatusOK, v, err)
+	return result(http.StatusOK, v, err)
 }
 
 // MessageRequest is the body of POST /processes/{pid}/messages.
@@ -378,33 +427,21 @@ type MessageRequest struct {
 	Interrupt bool   `json:"interrupt,omitempty"`
 }
 
-func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
-	var req MessageRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
+func (s *Server) postMessage(w http.ResponseWriter, r *http.Request, req MessageRequest) (int, any, *apiError) {
 	info, e := s.existing(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	switch {
 	case strings.TrimSpace(req.Body) == "":
-		writeError(w, errInvalid("body: required"))
-		return
+		return 0, nil, errInvalid("body: required")
 	case len(req.From) > 200:
-		writeError(w, errInvalid("from: at most 200 bytes"))
-		return
+		return 0, nil, errInvalid("from: at most 200 bytes")
 	case info.Status.Terminal():
-		writeError(w, errConflict("pid %d has ended (%s); its mailbox is closed", info.PID, info.Status))
-		return
+		return 0, nil, errConflict("pid %d has ended (%s); its mailbox is closed", info.PID, info.Status)
 	}
 	m, err := s.rt.PostHumanMessage(kernel.HumanMessage{To: info.PID, From: req.From, Body: req.Body, Subject: req.Subject, Interrupt: req.Interrupt})
-	if err == nil {
-		s.kick()
-	}
-	answer(w, http.StatusCreated, m, err)
+	return s.changed(http.StatusCreated, m, err)
 }
 
 // SignalRequest is the body of POST /processes/{pid}/signal.
@@ -412,25 +449,17 @@ type SignalRequest struct {
 	Signal string `json:"signal"`
 }
 
-func (s *Server) signal(w http.ResponseWriter, r *http.Request) {
-	var req SignalRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
+func (s *Server) signal(w http.ResponseWriter, r *http.Request, req SignalRequest) (int, any, *apiError) {
 	pid, e := pathPID(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	switch req.Signal {
 	case kernel.SignalKill, kernel.SignalPause, kernel.SignalContinue:
 	case "":
-		writeError(w, errInvalid("signal: required: kill, pause or continue"))
-		return
+		return 0, nil, errInvalid("signal: required: kill, pause or continue")
 	default:
-		writeError(w, errInvalid("signal %q: must be kill, pause or continue", req.Signal))
-		return
+		return 0, nil, errInvalid("signal %q: must be kill, pause or continue", req.Signal)
 	}
 	rep, err := s.rt.Signal(pid, req.Signal)
 	if err == nil {
@@ -438,19 +467,17 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request) {
 		for _, p := range rep.Processes {
 			s.cache.forget(p.PID)
 		}
-		s.kick()
 	}
-	answer(w, http.StatusOK, rep, err)
+	return s.changed(http.StatusOK, rep, err)
 }
 
-func (s *Server) goal(w http.ResponseWriter, r *http.Request) {
+func (s *Server) goal(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	pid, e := pathPID(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	v, err := s.rt.GoalOf(pid)
-	answer(w, http.StatusOK, v, err)
+	return result(http.StatusOK, v, err)
 }
 
 // GoalRequest is the body of PUT /processes/{pid}/goal.
@@ -465,53 +492,40 @@ type GoalSet struct {
 	Version uint64 `json:"version"`
 }
 
-func (s *Server) setGoal(w http.ResponseWriter, r *http.Request) {
-	var req GoalRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
+func (s *Server) setGoal(w http.ResponseWriter, r *http.Request, req GoalRequest) (int, any, *apiError) {
 	info, e := s.existing(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	switch {
 	case strings.TrimSpace(req.Goal) == "":
-		writeError(w, errInvalid("goal: required"))
-		return
+		return 0, nil, errInvalid("goal: required")
 	case len(req.Goal) > maxGoalBytes:
-		writeError(w, errInvalid("goal: %d bytes, more than %d", len(req.Goal), maxGoalBytes))
-		return
+		return 0, nil, errInvalid("goal: %d bytes, more than %d", len(req.Goal), maxGoalBytes)
 	case info.Status.Terminal():
-		writeError(w, errConflict("pid %d has ended (%s); its goal cannot change", info.PID, info.Status))
-		return
+		return 0, nil, errConflict("pid %d has ended (%s); its goal cannot change", info.PID, info.Status)
 	}
 	meta, err := s.rt.SetGoal(info.PID, req.Goal)
-	if err == nil {
-		s.kick()
-	}
-	answer(w, http.StatusOK, GoalSet{PID: info.PID, OID: meta.OID, Version: meta.Version}, err)
+	return s.changed(http.StatusOK, GoalSet{PID: info.PID, OID: meta.OID, Version: meta.Version}, err)
 }
 
-func (s *Server) objectsOf(w http.ResponseWriter, r *http.Request) {
+func (s *Server) objectsOf(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	pid, e := pathPID(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	v, err := s.rt.ObjectsOf(pid)
-	answer(w, http.StatusOK, v, err)
+	return result(http.StatusOK, v, err)
 }
 
-func (s *Server) object(w http.ResponseWriter, r *http.Request) {
+func (s *Server) object(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	v, err := s.rt.ObjectByID(r.PathValue("oid"))
-	answer(w, http.StatusOK, v, err)
+	return result(http.StatusOK, v, err)
 }
 
-func (s *Server) approvals(w http.ResponseWriter, r *http.Request) {
+func (s *Server) approvals(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	list, err := s.approvalList()
-	answer(w, http.StatusOK, list, err)
+	return result(http.StatusOK, list, err)
 }
 
 // DecisionRequest is the body of POST /approvals/{pid}/{call_id}.
@@ -528,51 +542,34 @@ type Decision struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
-func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
-	var req DecisionRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		writeError(w, e)
-		return
-	}
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, req DecisionRequest) (int, any, *apiError) {
 	pid, e := pathPID(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	callID := r.PathValue("call_id")
-	var err error
-	var out Decision
 	switch req.Decision {
 	case "approve":
 		if req.Reason != "" {
-			writeError(w, errInvalid("reason: only a deny takes a reason"))
-			return
+			return 0, nil, errInvalid("reason: only a deny takes a reason")
 		}
-		err = s.rt.Approve(pid, callID)
-		out = Decision{PID: pid, CallID: callID, Decision: "approved"}
+		err := s.rt.Approve(pid, callID)
+		return s.changed(http.StatusOK, Decision{PID: pid, CallID: callID, Decision: "approved"}, err)
 	case "deny":
-		err = s.rt.DenyApproval(pid, callID, req.Reason)
-		out = Decision{PID: pid, CallID: callID, Decision: "denied", Reason: req.Reason}
+		err := s.rt.DenyApproval(pid, callID, req.Reason)
+		return s.changed(http.StatusOK, Decision{PID: pid, CallID: callID, Decision: "denied", Reason: req.Reason}, err)
 	case "":
-		writeError(w, errInvalid("decision: required: approve or deny"))
-		return
-	default:
-		writeError(w, errInvalid("decision %q: must be approve or deny", req.Decision))
-		return
+		return 0, nil, errInvalid("decision: required: approve or deny")
 	}
-	if err == nil {
-		s.kick()
-	}
-	answer(w, http.StatusOK, out, err)
+	return 0, nil, errInvalid("decision %q: must be approve or deny", req.Decision)
 }
 
-func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request) {
+func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	var root int64
 	if v := r.URL.Query().Get("pid"); v != "" {
-		pid, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || pid <= 0 {
-			writeError(w, errInvalid("pid %q: must be a positive integer", v))
-			return
+		pid, e := parsePID(v)
+		if e != nil {
+			return 0, nil, e
 		}
 		root = pid
 	}
@@ -580,50 +577,31 @@ func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request) {
 	if list == nil {
 		list = []kernel.Checkpoint{}
 	}
-	answer(w, http.StatusOK, list, err)
+	return result(http.StatusOK, list, err)
 }
 
-func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) {
-	if e := s.emptyBody(w, r); e != nil {
-		writeError(w, e)
-		return
-	}
+func (s *Server) createCheckpoint(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	pid, e := pathPID(r)
 	if e != nil {
-		writeError(w, e)
-		return
+		return 0, nil, e
 	}
 	cp, err := s.rt.CreateCheckpoint(pid)
-	answer(w, http.StatusCreated, cp, err)
+	return result(http.StatusCreated, cp, err)
 }
 
-func (s *Server) inspectCheckpoint(w http.ResponseWriter, r *http.Request) {
+func (s *Server) inspectCheckpoint(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	cp, err := s.rt.InspectCheckpoint(r.PathValue("id"))
-	answer(w, http.StatusOK, cp, err)
+	return result(http.StatusOK, cp, err)
 }
 
-func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
-	if e := s.emptyBody(w, r); e != nil {
-		writeError(w, e)
-		return
-	}
+func (s *Server) restore(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	rep, err := s.rt.RestoreCheckpoint(r.PathValue("id"))
-	if err == nil {
-		s.kick()
-	}
-	answer(w, http.StatusOK, rep, err)
+	return s.changed(http.StatusOK, rep, err)
 }
 
-func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
-	if e := s.emptyBody(w, r); e != nil {
-		writeError(w, e)
-		return
-	}
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	rep, err := s.rt.ForkCheckpoint(r.PathValue("id"))
-	if err == nil {
-		s.kick()
-	}
-	answer(w, http.StatusCreated, rep, err)
+	return s.changed(http.StatusCreated, rep, err)
 }
 
 // emptyBody accepts no body, or an empty JSON object, for an action that

@@ -483,9 +483,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	var pid int64
 	if v := q.Get("pid"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			writeError(w, errInvalid("pid %q: must be a positive integer", v))
+		n, e := parsePID(v)
+		if e != nil {
+			writeError(w, e)
 			return
 		}
 		pid = n

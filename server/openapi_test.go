@@ -39,11 +39,36 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	}
 	for _, r := range apiRoutes {
 		routed = append(routed, r.method+" "+r.path)
+		checkRequestBody(t, r, paths)
 	}
 	sort.Strings(documented)
 	sort.Strings(routed)
 	if !slices.Equal(documented, routed) {
 		t.Fatalf("documented %v\nrouted     %v", documented, routed)
+	}
+}
+
+// checkRequestBody checks that r's operation documents, as its request
+// body, the schema named after the type r decodes, or no body when r
+// decodes none.
+func checkRequestBody(t *testing.T, r route, paths map[string]any) {
+	t.Helper()
+	op, _ := paths[r.path].(map[string]any)[strings.ToLower(r.method)].(map[string]any)
+	var documented string
+	if body, ok := op["requestBody"].(map[string]any); ok {
+		schema := body["content"].(map[string]any)["application/json"].(map[string]any)["schema"].(map[string]any)
+		ref, _ := schema["$ref"].(string)
+		documented = strings.TrimPrefix(ref, "#/components/schemas/")
+		if documented == "" || body["required"] != true {
+			t.Errorf("%s %s: the request body is not a required $ref of a schema", r.method, r.path)
+		}
+	}
+	var decoded string
+	if r.body != nil {
+		decoded = r.body.Name()
+	}
+	if documented != decoded {
+		t.Errorf("%s %s documents the body %q, the handler decodes %q", r.method, r.path, documented, decoded)
 	}
 }
 
@@ -88,14 +113,18 @@ func schemaProps(t *testing.T, name string) (props []string, required []string, 
 // Request schemas are exactly the bodies the handlers decode (which refuse
 // unknown fields); answer schemas document every field the answers carry.
 func TestOpenAPISchemasMatchTheTypes(t *testing.T) {
-	exact := map[string]any{
-		"SpawnRequest": SpawnRequest{}, "MessageRequest": MessageRequest{}, "SignalRequest": SignalRequest{},
-		"GoalRequest": GoalRequest{}, "DecisionRequest": DecisionRequest{}, "SpawnResponse": SpawnResponse{},
-		"GoalSet": GoalSet{}, "Decision": Decision{}, "ProcessRow": ProcessRow{},
+	exact := map[string]reflect.Type{
+		"SpawnResponse": reflect.TypeFor[SpawnResponse](), "GoalSet": reflect.TypeFor[GoalSet](),
+		"Decision": reflect.TypeFor[Decision](), "ProcessRow": reflect.TypeFor[ProcessRow](),
 	}
-	for name, v := range exact {
+	for _, r := range apiRoutes {
+		if r.body != nil {
+			exact[r.body.Name()] = r.body
+		}
+	}
+	for name, typ := range exact {
 		props, required, strict := schemaProps(t, name)
-		fields := jsonFields(reflect.TypeOf(v))
+		fields := jsonFields(typ)
 		sort.Strings(fields)
 		if !slices.Equal(props, fields) || !strict {
 			t.Errorf("schema %s has %v (closed %v), the type %v", name, props, strict, fields)
