@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	"github.com/libos/libos/process"
 )
 
-// recordCache holds the committed records of live processes, so that the
+// recordCache holds the committed records of running processes, so that the
 // first load of a record in a commit decodes nothing: decoding a record was
 // the largest cost of a quantum under the store's write lock.
 //
@@ -55,15 +57,16 @@ func (c *recordCache) load(tx *txn, pid int64) (*procRecord, bool, error) {
 }
 
 // publish registers, in tx, the update of the cache with the records it
-// writes: a terminal one leaves the cache, since a live process's record is
-// what quanta load again.
+// writes. The record of a process that ended or waits leaves the cache, as
+// its decoded context does: memory follows the processes that run, and a
+// waiting process's next load is a wake-up, rarer than a quantum.
 func (c *recordCache) publish(tx *txn, written []*procRecord) {
 	if c == nil || len(written) == 0 {
 		return
 	}
 	tx.OnApplied(func() {
 		for _, r := range written {
-			if r.State.Terminal() {
+			if r.State.Terminal() || r.State == process.Waiting {
 				delete(c.recs, r.PID)
 				continue
 			}

@@ -29,7 +29,7 @@ type readSegment struct {
 const (
 	// readCacheBytes bounds the cache's keys and values, a quarter of it
 	// for probation.
-	readCacheBytes = 1 << 20
+	readCacheBytes = 512 << 10
 	// readCacheValueMax is the largest value kept: the hot keys are small,
 	// and a large one would push many of them out.
 	readCacheValueMax = 4 << 10
