@@ -341,6 +341,14 @@ func (t *stderrLog) String() string {
 	return string(t.head) + "\n…\n" + string(t.tail)
 }
 
+// workerMallocEnv keeps a worker's C allocator to one arena. In a cgo
+// build each thread that mallocs (the runtime does, to start a thread) may
+// get its own glibc arena, reserving 64 MiB of address space; a few of them
+// used up the address-space headroom measured at start, so a warm call of a
+// small module under load ended with the heap unable to grow ("out of
+// memory" with a few MiB in use) and was reported as resource_limit.
+const workerMallocEnv = "MALLOC_ARENA_MAX=1"
+
 func (p *Pool) startWorker() (*workerProc, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -354,7 +362,7 @@ func (p *Pool) startWorker() (*workerProc, error) {
 	}
 	tail := &stderrLog{}
 	cmd := exec.Command(p.opts.Executable, workerGuardArg)
-	cmd.Env = []string{WorkerEnv + "=1"}
+	cmd.Env = []string{WorkerEnv + "=1", workerMallocEnv}
 	cmd.Dir = "/"
 	cmd.Stdin = inR
 	cmd.Stdout = outW

@@ -22,8 +22,9 @@ import (
 )
 
 // WorkerEnv is the environment variable that turns a process into a
-// javascript worker. The pool starts workers with exactly this one variable
-// set, so a module's worker has an otherwise empty OS environment.
+// javascript worker. The pool starts workers with this variable and
+// MALLOC_ARENA_MAX=1 (see workerMallocEnv) and nothing else, so a module's
+// worker has an otherwise empty OS environment.
 const WorkerEnv = "LIBOS_JSRUNNER_WORKER"
 
 // workerGuardArg is passed to workers so that an executable that forgot to
