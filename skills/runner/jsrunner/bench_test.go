@@ -171,7 +171,7 @@ func BenchmarkPagedThroughput(b *testing.B) {
 	f.Close()
 
 	spec := pagedSpec(b, "totalPage", 0)
-	in := json.RawMessage(`{"ledger_file":"ledger.json","ledger_base":"data"}`)
+	in := json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`)
 	b.SetBytes(int64(written))
 	b.ResetTimer()
 	start := time.Now()
