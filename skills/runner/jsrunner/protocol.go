@@ -192,7 +192,8 @@ func (m *runMsg) appendMeta(dst []byte) []byte {
 	return appendString(dst, m.ModuleName)
 }
 
-// decodeMeta overwrites m, reusing m's strings where they repeat.
+// decodeMeta overwrites m, reusing m's strings where they repeat and its
+// environment map.
 func (m *runMsg) decodeMeta(b []byte) error {
 	r := metaReader{b: b}
 	m.Op = r.stringAs("run")
@@ -203,7 +204,11 @@ func (m *runMsg) decodeMeta(b []byte) error {
 	if n > uint64(len(r.b)) {
 		return errMetaMalformed
 	}
-	m.Env = make(map[string]string, n)
+	if m.Env == nil {
+		m.Env = make(map[string]string, n)
+	} else {
+		clear(m.Env)
+	}
 	for ; n > 0 && r.err == nil; n-- {
 		k := r.string()
 		m.Env[k] = r.string()
