@@ -152,6 +152,9 @@ func runWorker(in io.Reader, out io.Writer) int {
 		if cap(inBuf) > 1<<20 {
 			inBuf = nil
 		}
+		if w.enc != nil && cap(w.enc.buf) > 1<<20 {
+			w.enc = nil
+		}
 	}
 }
 
@@ -364,7 +367,7 @@ func (w *workerState) invoke(e *engine, req *runMsg, prg *goja.Program, inputs [
 
 // encoder returns the worker's result encoder, emptied, with limit.
 func (w *workerState) encoder(limit int) *jsonEncoder {
-	if w.enc == nil || cap(w.enc.buf) > 1<<20 {
+	if w.enc == nil {
 		w.enc = newJSONEncoder(limit)
 		return w.enc
 	}
