@@ -45,6 +45,12 @@ type localStore struct {
 	last *commitWait
 	// spill holds payloads moved out of memory (nil: none are).
 	spill *localSpill
+	// spillWanted are oids asked to spill while an open View kept an older
+	// version of theirs; once pruning drops it, they move to spillReady and
+	// the next endView or SpillLocal spills them. Without this, a payload of
+	// a process that ended while any View was open stayed in memory.
+	spillWanted map[string]struct{}
+	spillReady  []string
 }
 
 func newLocalStore() *localStore {
@@ -53,6 +59,8 @@ func newLocalStore() *localStore {
 		views:   make(map[uint64]int),
 		chained: make(map[string]struct{}),
 		last:    doneCommit(),
+
+		spillWanted: make(map[string]struct{}),
 	}
 }
 
@@ -72,6 +80,7 @@ func (l *localStore) publish(changes map[string]*localChange) {
 	l.gen++
 	keepHistory := len(l.views) > 0
 	for oid, c := range changes {
+		delete(l.spillWanted, oid) // a new version was not asked to spill
 		prev := l.head[oid]
 		if !keepHistory {
 			if c.removed {
@@ -106,11 +115,26 @@ func (l *localStore) beginView() uint64 {
 
 func (l *localStore) endView(gen uint64) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.views[gen]--; l.views[gen] <= 0 {
 		delete(l.views, gen)
 	}
 	l.pruneLocked()
+	l.mu.Unlock()
+	l.spillPending()
+}
+
+// spillPending spills the payloads whose spill waited for an open View.
+func (l *localStore) spillPending() {
+	if l.spill == nil {
+		return
+	}
+	l.mu.Lock()
+	ready := l.spillReady
+	l.spillReady = nil
+	l.mu.Unlock()
+	for _, oid := range ready {
+		l.spillOut(oid)
+	}
 }
 
 // pruneLocked unlinks chain entries no open View can need.
@@ -145,6 +169,10 @@ func (l *localStore) pruneLocked() {
 			if head.removed {
 				delete(l.head, oid)
 			}
+			if _, ok := l.spillWanted[oid]; ok {
+				delete(l.spillWanted, oid)
+				l.spillReady = append(l.spillReady, oid)
+			}
 		}
 	}
 }
@@ -166,13 +194,19 @@ func (l *localStore) lookup(oid string, version uint64, sha string) ([]byte, boo
 	return nil, false
 }
 
-// spillOut moves the newest payload of oid to the spill file, unless an
-// older version is still kept for a View or it is too small.
+// spillOut moves the newest payload of oid to the spill file unless it is
+// too small; while an older version is still kept for a View, it only marks
+// oid to spill once that version is pruned.
 func (l *localStore) spillOut(oid string) {
 	l.mu.RLock()
 	e := l.head[oid]
-	spillable := e != nil && e.older == nil && !e.removed && e.spillLen == 0 && len(e.data) >= minSpillBytes
+	spillable := e != nil && !e.removed && e.spillLen == 0 && len(e.data) >= minSpillBytes
+	kept := spillable && e.older != nil
 	l.mu.RUnlock()
+	if kept {
+		l.wantSpill(oid, e)
+		return
+	}
 	if !spillable {
 		return
 	}
@@ -182,13 +216,32 @@ func (l *localStore) spillOut(oid string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.head[oid] != e || e.older != nil {
-		return // a commit or a View's history came first; the bytes written are unused
+	if l.head[oid] != e {
+		return // a commit came first; the bytes written are unused
+	}
+	if e.older != nil {
+		// A View's history came first: spill once it is pruned.
+		l.spillWanted[oid] = struct{}{}
+		return
 	}
 	// Entries are immutable once published: readers may hold e.
 	spilled := *e
 	spilled.data, spilled.spillOff, spilled.spillLen = nil, off, len(e.data)
 	l.head[oid] = &spilled
+}
+
+// wantSpill marks oid to spill once no open View needs an older version of
+// it, unless e is no longer its newest payload or that already happened.
+func (l *localStore) wantSpill(oid string, e *localEntry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.head[oid] != e:
+	case e.older == nil:
+		l.spillReady = append(l.spillReady, oid)
+	default:
+		l.spillWanted[oid] = struct{}{}
+	}
 }
 
 // setLast records the commit about to be applied. It is set before the

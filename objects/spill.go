@@ -89,9 +89,9 @@ func (sp *localSpill) close() {
 
 // SpillLocal moves the committed runtime-local payloads of oids out of
 // memory into the store's spill file; they read as before until the store
-// closes. Oids without a runtime-local payload, payloads too small to be
-// worth it, and payloads an open View may still need in an older version are
-// left as they are. It is for payloads that are rarely read again, such as
+// closes. Oids without a runtime-local payload and payloads too small to be
+// worth it are left as they are; a payload whose older version an open View
+// may still need is spilled once that View ends. It is for payloads that are rarely read again, such as
 // those of a process that ended.
 func (s *Store) SpillLocal(oids ...string) {
 	if s.readOnly || s.locals.spill == nil {
@@ -102,4 +102,5 @@ func (s *Store) SpillLocal(oids ...string) {
 			s.locals.spillOut(oid)
 		}
 	}
+	s.locals.spillPending()
 }

@@ -3,6 +3,7 @@ package objects
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,3 +94,49 @@ func (f *spillFull) MaybeError(op errorfs.Op) error {
 }
 
 func (f *spillFull) String() string { return "spill-full" }
+
+// A payload asked to spill while an open View still needs its older version
+// stays readable by that View, and leaves memory once the View ends, not
+// never (the payloads of a process that ended while any View was open used
+// to stay in memory).
+func TestSpillLocalWaitsForOpenView(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "store"), nil)
+	defer closeTest(t, s)
+	v1 := bytes.Repeat([]byte("first "), 64)
+	v2 := bytes.Repeat([]byte("second "), 64)
+	m := create(t, s, CreateSpec{Namespace: "proc-1", Name: "ctx", Kind: "k", Tier: TierRuntimeLocal, Payload: v1})
+
+	inView, release, viewDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		viewDone <- s.View(func(tx *Txn) error {
+			close(inView)
+			<-release
+			_, got, err := tx.Read(m.OID)
+			if err == nil && !bytes.Equal(got, v1) {
+				err = fmt.Errorf("the open View read %q, want its version", got)
+			}
+			return err
+		})
+	}()
+	<-inView
+	if err := s.Update(func(tx *Txn) error {
+		_, err := tx.Write(m.OID, m.Version, WriteSpec{Payload: v2})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.SpillLocal(m.OID)
+	if e := s.locals.head[m.OID]; e.spillLen != 0 || !bytes.Equal(e.data, v2) {
+		t.Fatal("spilled while an open View kept an older version")
+	}
+	close(release)
+	if err := <-viewDone; err != nil {
+		t.Fatal(err)
+	}
+	if e := s.locals.head[m.OID]; e.data != nil || e.spillLen != len(v2) || e.older != nil {
+		t.Fatalf("after the View ended: %d bytes in memory, %d spilled, older kept %v", len(e.data), e.spillLen, e.older != nil)
+	}
+	if _, got, err := read(t, s, m.OID); err != nil || !bytes.Equal(got, v2) {
+		t.Fatalf("read after the deferred spill: %q %v", got, err)
+	}
+}
