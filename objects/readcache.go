@@ -29,10 +29,10 @@ type readSegment struct {
 const (
 	// readCacheBytes bounds the cache's keys and values, a quarter of it
 	// for probation.
-	readCacheBytes = 512 << 10
+	readCacheBytes = 256 << 10
 	// readCacheValueMax is the largest value kept: the hot keys are small,
 	// and a large one would push many of them out.
-	readCacheValueMax = 4 << 10
+	readCacheValueMax = 1 << 10
 	// readCacheEntryOverhead approximates a map entry's own cost.
 	readCacheEntryOverhead = 64
 )
