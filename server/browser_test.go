@@ -145,13 +145,21 @@ func until(t *testing.T, ctx context.Context, what, cond string) {
 		if err == nil {
 			return
 		}
-		if ctx.Err() == nil && time.Now().Before(deadline) && (strings.Contains(err.Error(), "navigated") || strings.Contains(err.Error(), "context was destroyed")) {
+		if ctx.Err() == nil && time.Now().Before(deadline) && navigating(err) {
 			time.Sleep(25 * time.Millisecond)
 			continue
 		}
 		body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
 		t.Fatalf("%s: %v\npage:\n%s", what, err, shorten(body, 3000))
 	}
+}
+
+// navigating says err came from a page being replaced under the poll: its
+// execution context was destroyed or is not found yet.
+func navigating(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "navigated") || strings.Contains(msg, "context was destroyed") ||
+		strings.Contains(msg, "Cannot find context with specified id")
 }
 
 func shorten(s string, n int) string {
