@@ -71,15 +71,16 @@ func (c *readCache) put(key string, r storedRead) {
 // read back.
 func (c *readCache) applied(writes map[string]*stagedValue) {
 	for k, sv := range writes {
-		r := storedRead{value: sv.value, found: !sv.deleted}
-		if sv.deleted {
-			r.value = nil
-		}
-		for _, seg := range []*readSegment{&c.main, &c.probation} {
-			if _, held := seg.entries[k]; held {
-				seg.put(k, r)
-			}
-		}
+		r := storedRead{value: sv.value, found: !sv.deleted} // a delete stages no value
+		c.main.refresh(k, r)
+		c.probation.refresh(k, r)
+	}
+}
+
+// refresh gives key its new committed state if the segment holds it.
+func (s *readSegment) refresh(key string, r storedRead) {
+	if _, held := s.entries[key]; held {
+		s.put(key, r)
 	}
 }
 

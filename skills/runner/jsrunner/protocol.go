@@ -124,19 +124,7 @@ func (r *metaReader) int() int64 {
 
 func (r *metaReader) bool() bool { return r.uvarint() != 0 }
 
-func (r *metaReader) string() string {
-	n := r.uvarint()
-	if r.err != nil {
-		return ""
-	}
-	if n > uint64(len(r.b)) {
-		r.err = errMetaMalformed
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
+func (r *metaReader) string() string { return r.stringAs("") }
 
 // stringAs is string, returning prev itself when the bytes spell it: a
 // worker decodes each request into the previous one, whose names (bundle,
