@@ -2,9 +2,12 @@ package kernel
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,6 +81,10 @@ type llmContext struct {
 	// never written in place once built, so contexts and the cache share it.
 	encoded  []byte
 	encodedN int
+	// digest is the SHA-256 state after writing encoded, or nil until it is
+	// needed (requestDigest); like encoded it is shared with the cache and
+	// never written once set: an extension clones it.
+	digest hash.Hash
 }
 
 // contextPayloadStart is how a context payload begins: the encoding of a
@@ -89,34 +96,88 @@ const contextPayloadStart = `{"entries":[`
 // the encodings of entries[from:] for their evidence.
 func (c *llmContext) encode(from int) (payload []byte, fresh [][]byte, err error) {
 	if c.encoded == nil || c.encodedN > len(c.entries) {
-		c.encoded, c.encodedN = []byte(contextPayloadStart), 0
+		c.encoded, c.encodedN, c.digest = []byte(contextPayloadStart), 0, nil
 	}
-	added := make([][]byte, 0, len(c.entries)-c.encodedN)
+	added, err := c.encodeNew()
+	if err != nil {
+		return nil, nil, err
+	}
 	size := len(c.encoded) + 2
-	for i := c.encodedN; i < len(c.entries); i++ {
-		b, err := json.Marshal(&c.entries[i])
-		if err != nil {
-			return nil, nil, fmt.Errorf("entry %d: %w", i, err)
-		}
-		added = append(added, b)
+	for _, b := range added {
 		size += len(b) + 1
 	}
 	// A new buffer each time: the old one may be shared with the cache.
 	buf := make([]byte, len(c.encoded), size)
 	copy(buf, c.encoded)
+	digest := c.prefixDigest()
 	for j, b := range added {
+		start := len(buf)
 		if c.encodedN+j > 0 {
 			buf = append(buf, ',')
 		}
 		buf = append(buf, b...)
+		digest.Write(buf[start:])
 	}
 	if from >= c.encodedN {
 		fresh = added[min(from-c.encodedN, len(added)):]
 	}
-	c.encoded, c.encodedN = buf, len(c.entries)
+	c.encoded, c.encodedN, c.digest = buf, len(c.entries), digest
 	// The closing bytes go into buf's spare capacity, which no later
 	// extension uses: each copies buf first.
 	return append(buf, ']', '}'), fresh, nil
+}
+
+// encodeNew returns the encodings of the entries past encodedN.
+func (c *llmContext) encodeNew() ([][]byte, error) {
+	added := make([][]byte, 0, len(c.entries)-c.encodedN)
+	for i := c.encodedN; i < len(c.entries); i++ {
+		b, err := json.Marshal(&c.entries[i])
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: %w", i, err)
+		}
+		added = append(added, b)
+	}
+	return added, nil
+}
+
+// payloadDigest returns the SHA-256 of the payload encode would return now.
+// It hashes only what the last digest did not cover: the entries past
+// encodedN, and the whole kept encoding the first time after a load.
+func (c *llmContext) payloadDigest() ([sha256.Size]byte, error) {
+	var sum [sha256.Size]byte
+	if c.encoded == nil || c.encodedN > len(c.entries) {
+		c.encoded, c.encodedN, c.digest = []byte(contextPayloadStart), 0, nil
+	}
+	added, err := c.encodeNew()
+	if err != nil {
+		return sum, err
+	}
+	d := c.prefixDigest()
+	for j, b := range added {
+		if c.encodedN+j > 0 {
+			d.Write([]byte{','})
+		}
+		d.Write(b)
+	}
+	d.Write([]byte("]}"))
+	d.Sum(sum[:0])
+	return sum, nil
+}
+
+// prefixDigest returns a SHA-256 state after encoded that the caller may
+// extend: a clone of digest, or a new one over encoded (once after a load).
+func (c *llmContext) prefixDigest() hash.Hash {
+	if c.digest == nil {
+		d := sha256.New()
+		d.Write(c.encoded)
+		return d
+	}
+	// Every hash of the standard library can be cloned (hash.Cloner).
+	d, err := c.digest.(hash.Cloner).Clone()
+	if err != nil {
+		panic(fmt.Sprintf("kernel: clone a SHA-256 state: %v", err))
+	}
+	return d
 }
 
 // encodedPrefix returns what encode keeps of a payload read from the
@@ -149,7 +210,7 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	cached := k.ctxCache[r.PID]
 	k.ctxMu.Unlock()
 	if cached != nil && cached.meta.Version == meta.Version && cached.meta.OID == meta.OID {
-		return &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens, encoded: cached.encoded, encodedN: cached.encodedN}, nil
+		return &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens, encoded: cached.encoded, encodedN: cached.encodedN, digest: cached.digest}, nil
 	}
 	_, payload, err := tx.Read(r.ContextOID)
 	c := &llmContext{meta: meta}
@@ -241,7 +302,7 @@ func (k *Runtime) shrinkRefusedCall(tx *txn, r *procRecord, c *llmContext, id st
 			c.entries, c.owned = slices.Clone(c.entries), true
 		}
 		if i < c.encodedN {
-			c.encoded, c.encodedN = nil, 0
+			c.encoded, c.encodedN, c.digest = nil, 0, nil
 		}
 		e := &c.entries[i]
 		e.ToolCalls = slices.Clone(e.ToolCalls)
@@ -258,7 +319,7 @@ func (k *Runtime) shrinkRefusedCall(tx *txn, r *procRecord, c *llmContext, id st
 // and advances the generation.
 func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries []Entry) {
 	c.entries, c.owned = entries, true
-	c.encoded, c.encodedN = nil, 0
+	c.encoded, c.encodedN, c.digest = nil, 0, nil
 	c.tokens = 0
 	for _, e := range entries {
 		c.tokens += e.Tokens
@@ -293,7 +354,13 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 			}
 		}
 	}
-	meta, err := tx.Write(c.meta.OID, c.meta.Version, objects.WriteSpec{Payload: payload, Labels: labels})
+	// encode kept the payload's running digest, so the store need not hash
+	// the whole context again; the payload is never written in place.
+	sum, err := c.payloadDigest()
+	if err != nil {
+		return fmt.Errorf("encode context of pid %d: %w", r.PID, err)
+	}
+	meta, err := tx.Write(c.meta.OID, c.meta.Version, objects.WriteSpec{Payload: payload, Labels: labels, PayloadSHA256: hex.EncodeToString(sum[:]), Handoff: true})
 	if err != nil {
 		return fmt.Errorf("write context of pid %d: %w", r.PID, err)
 	}
@@ -303,7 +370,7 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 			return err
 		}
 	}
-	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens, encoded: c.encoded, encodedN: c.encodedN}
+	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens, encoded: c.encoded, encodedN: c.encodedN, digest: c.digest}
 	c.owned = false // the cache now shares the slice
 	pid, ended, waiting := r.PID, r.State.Terminal(), r.State == process.Waiting
 	tx.AfterCommit(func() {

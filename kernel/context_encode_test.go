@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -15,7 +16,9 @@ import (
 // appends, shared copies (as the cache and a later transaction hold them),
 // in-place changes of an entry, replacements and reloads from a payload, and
 // checks each payload against the encoding of the whole document, and each
-// fresh entry encoding against the entry's own.
+// fresh entry encoding against the entry's own. The digest a call's request
+// is named by must equal the SHA-256 of the payload, and extending it must
+// leave the copy a cache shares as it was.
 func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	entry := func(i int) Entry {
@@ -31,13 +34,13 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 	for step := range 3000 {
 		switch rng.IntN(8) {
 		case 0: // a later transaction starts from the cached copy
-			c = &llmContext{entries: c.entries, encoded: c.encoded, encodedN: c.encodedN}
+			c = &llmContext{entries: c.entries, encoded: c.encoded, encodedN: c.encodedN, digest: c.digest}
 		case 1: // an entry changes in place, as a refused call's arguments do
 			if len(c.entries) > 0 {
 				i := rng.IntN(len(c.entries))
 				c.entries = append([]Entry(nil), c.entries...)
 				if i < c.encodedN {
-					c.encoded, c.encodedN = nil, 0
+					c.encoded, c.encodedN, c.digest = nil, 0, nil
 				}
 				c.entries[i].Content = "changed"
 			}
@@ -45,7 +48,7 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 			if rng.IntN(10) == 0 {
 				c.entries = []Entry{entry(n)}
 				n++
-				c.encoded, c.encodedN = nil, 0
+				c.encoded, c.encodedN, c.digest = nil, 0, nil
 			}
 		case 3: // read back from its payload
 			payload, _, err := c.encode(0)
@@ -64,18 +67,36 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 				n++
 			}
 		}
+		want, _ := json.Marshal(contextDoc{Entries: c.entries})
+		if len(c.entries) == 0 {
+			want = []byte(`{"entries":[]}`)
+		}
+		if rng.IntN(2) == 0 {
+			sum, err := c.payloadDigest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum != sha256.Sum256(want) {
+				t.Fatalf("step %d: the request's context digest is not the SHA-256 of its payload", step)
+			}
+		}
+		shared := *c
 		from := rng.IntN(len(c.entries) + 1)
 		before := c.encodedN
 		payload, fresh, err := c.encode(from)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := json.Marshal(contextDoc{Entries: c.entries})
-		if len(c.entries) == 0 {
-			want = []byte(`{"entries":[]}`)
-		}
 		if !bytes.Equal(payload, want) {
 			t.Fatalf("step %d: payload\n%s\nwant\n%s", step, payload, want)
+		}
+		for _, k := range []*llmContext{c, &shared} {
+			if k.digest == nil {
+				continue
+			}
+			if got, want := k.prefixDigest().Sum(nil), sha256.Sum256(k.encoded); !bytes.Equal(got, want[:]) {
+				t.Fatalf("step %d: the digest kept is not the SHA-256 of the encoding kept", step)
+			}
 		}
 		if from >= before {
 			if len(fresh) != len(c.entries)-from {

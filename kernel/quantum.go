@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -233,9 +234,12 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 		return nil, nil, err
 	}
 	r.ReservedTokens = start.reserved
-	reqJSON, _ := json.Marshal(start.req.Messages)
+	digest, err := requestDigest(system, goal, c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("request of pid %d: %w", r.PID, err)
+	}
 	start.record = callRecord{
-		Turn: r.Turn, Attempt: r.ProviderFailures + 1, Status: "started", RequestSHA256: sha(reqJSON), StartedAt: k.now(), ReservedTokens: start.reserved,
+		Turn: r.Turn, Attempt: r.ProviderFailures + 1, Status: "started", RequestSHA256: digest, StartedAt: k.now(), ReservedTokens: start.reserved,
 	}
 	if err := putJSON(tx, callKey(r.PID, r.Turn), start.record); err != nil {
 		return nil, nil, err
@@ -804,6 +808,19 @@ func (k *Runtime) fireTimer(pid int64, gen uint64) error {
 		return nil
 	}
 	return err
+}
+
+// requestDigest names the messages of a call: the SHA-256, in hex, of the
+// SHA-256 of the system prompt, of the goal and of the context payload. The
+// context's part extends the digest its cache keeps, so naming a request
+// costs what the context grew by, not its size.
+func requestDigest(system, goal string, c *llmContext) (string, error) {
+	ctxSum, err := c.payloadDigest()
+	if err != nil {
+		return "", err
+	}
+	systemSum, goalSum := sha256.Sum256([]byte(system)), sha256.Sum256([]byte(goal))
+	return sha(slices.Concat(systemSum[:], goalSum[:], ctxSum[:])), nil
 }
 
 // goalText is the goal as the prompt shows it.

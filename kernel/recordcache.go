@@ -23,7 +23,7 @@ type recordCache struct {
 	limit int
 	// check makes every hit compare the cached record's encoding with the
 	// stored one and fail on a difference; tests turn it on by setting
-	// LIBOS_CHECK_RECORD_CACHE=1 before a runtime opens.
+	// LIBOS_CHECK_CACHES=1 before a runtime opens.
 	check bool
 }
 
@@ -35,7 +35,7 @@ func newRecordCache() *recordCache {
 	return &recordCache{
 		recs:  map[int64]*procRecord{},
 		limit: recordCacheLimit,
-		check: os.Getenv("LIBOS_CHECK_RECORD_CACHE") == "1",
+		check: os.Getenv("LIBOS_CHECK_CACHES") == "1",
 	}
 }
 

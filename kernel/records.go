@@ -425,9 +425,10 @@ type callRecord struct {
 	Turn int `json:"turn"`
 	// Attempt is this call's attempt number among the attempts of one
 	// request (a backoff asks the same request again).
-	Attempt        int       `json:"attempt,omitempty"`
-	Status         string    `json:"status"` // started | completed | failed | unknown
-	Settlement     string    `json:"settlement,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+	Status     string `json:"status"` // started | completed | failed | unknown
+	Settlement string `json:"settlement,omitempty"`
+	// RequestSHA256 names the messages the call sent (requestDigest).
 	RequestSHA256  string    `json:"request_sha256"`
 	StartedAt      time.Time `json:"started_at"`
 	FinishedAt     time.Time `json:"finished_at,omitzero"`

@@ -74,6 +74,14 @@ type WriteSpec struct {
 	// KeepPayload leaves the payload as it is (a labels-only write). A lost
 	// runtime-local payload stays lost.
 	KeepPayload bool
+	// PayloadSHA256, when not empty, is the hex SHA-256 of Payload that the
+	// caller already knows, as a caller that extends a payload keeps a
+	// running digest of it: the store then does not hash Payload again.
+	// It must be exact; a store opened with LIBOS_CHECK_CACHES=1 checks it.
+	PayloadSHA256 string
+	// Handoff gives Payload to the store, which keeps it without a copy:
+	// the caller never modifies it afterwards.
+	Handoff bool
 }
 
 // Event is one entry of the append-only event log.
@@ -124,6 +132,20 @@ func checkLabels(labels map[string]string) error {
 }
 
 func checkOID(oid string) error { return checkIdent("oid", oid) }
+
+// payloadDigest returns the hex SHA-256 of payload: known, when the caller
+// handed it over, or computed.
+func (tx *Txn) payloadDigest(payload []byte, known string) (string, error) {
+	if known == "" {
+		return payloadHash(payload), nil
+	}
+	if tx.s.checkDigests {
+		if want := payloadHash(payload); known != want {
+			return "", fmt.Errorf("%w: payload_sha256: must be the SHA-256 of the payload, %s, got %s", ErrInvalid, want, known)
+		}
+	}
+	return known, nil
+}
 
 func payloadHash(p []byte) string {
 	sum := sha256.Sum256(p)
@@ -266,8 +288,11 @@ func plainJSON(s string) bool {
 
 // stagePayload stages the payload of sm (already carrying the payload's hash
 // and size) in its tier.
-func (tx *Txn) stagePayload(sm *storedMeta, payload []byte) {
-	data := append(make([]byte, 0, len(payload)), payload...)
+func (tx *Txn) stagePayload(sm *storedMeta, payload []byte, handoff bool) {
+	data := payload
+	if !handoff {
+		data = append(make([]byte, 0, len(payload)), payload...)
+	}
 	if sm.Tier == TierDurable {
 		tx.stageValue(payloadKey(sm.OID), &stagedValue{value: data})
 		return
@@ -320,7 +345,7 @@ func (tx *Txn) Create(spec CreateSpec) (Meta, error) {
 	}
 	tx.stageMeta(&sm)
 	tx.stageValue(nk, &stagedValue{value: []byte(sm.OID)})
-	tx.stagePayload(&sm, spec.Payload)
+	tx.stagePayload(&sm, spec.Payload, false)
 	tx.objectEvent(EventObjectCreated, &sm)
 	return tx.publicMeta(&sm), nil
 }
@@ -391,12 +416,16 @@ func (tx *Txn) Write(oid string, expectedVersion uint64, spec WriteSpec) (Meta, 
 		sm.Labels = copyLabels(spec.Labels)
 	}
 	if !spec.KeepPayload {
-		sm.PayloadSHA256 = payloadHash(spec.Payload)
+		digest, err := tx.payloadDigest(spec.Payload, spec.PayloadSHA256)
+		if err != nil {
+			return Meta{}, fmt.Errorf("objects: write %s: %w", oid, err)
+		}
+		sm.PayloadSHA256 = digest
 		sm.PayloadBytes = len(spec.Payload)
 		if sm.Tier == TierRuntimeLocal {
 			sm.Instance = tx.s.instance
 		}
-		tx.stagePayload(&sm, spec.Payload)
+		tx.stagePayload(&sm, spec.Payload, spec.Handoff)
 	} else if sm.Tier == TierRuntimeLocal && sm.Instance == tx.s.instance {
 		// The payload is unchanged but is now reachable under the new
 		// version.

@@ -583,3 +583,41 @@ func TestMetaCacheStaysCoherent(t *testing.T) {
 		check()
 	}
 }
+
+// TestWriteWithKnownDigest: a digest the caller hands over is kept as the
+// payload's, a wrong one is refused when digests are checked and stages
+// nothing, and a payload handed off reads back as written.
+func TestWriteWithKnownDigest(t *testing.T) {
+	t.Setenv("LIBOS_CHECK_CACHES", "1")
+	for _, tier := range []Tier{TierRuntimeLocal, TierDurable} {
+		t.Run(string(tier), func(t *testing.T) {
+			s := openTest(t, t.TempDir(), newFakeClock())
+			defer closeTest(t, s)
+			m := create(t, s, CreateSpec{Namespace: "ns", Name: "doc", Kind: "text", Tier: tier, Payload: []byte("one")})
+
+			payload := []byte("two, extended")
+			sum := sha256.Sum256(payload)
+			err := s.Update(func(tx *Txn) error {
+				_, err := tx.Write(m.OID, m.Version, WriteSpec{Payload: payload, PayloadSHA256: strings.Repeat("0", 64), Handoff: true})
+				return err
+			})
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "payload_sha256") {
+				t.Fatalf("write with a wrong digest: %v, want ErrInvalid naming payload_sha256", err)
+			}
+			if got, data, err := read(t, s, m.OID); err != nil || got.Version != m.Version || string(data) != "one" {
+				t.Fatalf("after a refused write: version %d, payload %q, %v", got.Version, data, err)
+			}
+
+			var written Meta
+			mustUpdate(t, s, func(tx *Txn) error {
+				var err error
+				written, err = tx.Write(m.OID, m.Version, WriteSpec{Payload: payload, PayloadSHA256: hex.EncodeToString(sum[:]), Handoff: true})
+				return err
+			})
+			got, data, err := read(t, s, m.OID)
+			if err != nil || got.PayloadSHA256 != hex.EncodeToString(sum[:]) || written.PayloadSHA256 != got.PayloadSHA256 || !bytes.Equal(data, payload) {
+				t.Fatalf("after a write with its digest: %+v, payload %q, %v", got, data, err)
+			}
+		})
+	}
+}

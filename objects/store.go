@@ -80,6 +80,10 @@ type Store struct {
 	locals   *localStore
 	fs       *storeFS
 	readOnly bool
+	// checkDigests makes a write recompute a payload digest its caller
+	// handed over (WriteSpec.PayloadSHA256) and refuse it on a difference;
+	// tests turn it on with LIBOS_CHECK_CACHES=1 before a store opens.
+	checkDigests bool
 
 	// writeMu gives one Update at a time exclusive write access: staging,
 	// validation and applying the batch happen under it; the WAL sync wait
@@ -181,15 +185,16 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("objects: open %s: lock directory: %w", given, err)
 	}
 	s := &Store{
-		dir:      dir,
-		lock:     lock,
-		release:  release,
-		instance: uuid.NewString(),
-		clock:    opts.Clock,
-		locals:   newLocalStore(),
-		readOnly: opts.ReadOnly,
-		failedCh: make(chan struct{}),
-		parkedCh: make(chan struct{}),
+		dir:          dir,
+		lock:         lock,
+		release:      release,
+		instance:     uuid.NewString(),
+		clock:        opts.Clock,
+		locals:       newLocalStore(),
+		readOnly:     opts.ReadOnly,
+		checkDigests: os.Getenv("LIBOS_CHECK_CACHES") == "1",
+		failedCh:     make(chan struct{}),
+		parkedCh:     make(chan struct{}),
 
 		metaCache:      make(map[string]*storedMeta),
 		metaCacheLimit: defaultMetaCacheLimit,

@@ -26,7 +26,7 @@ const benchSynopsis = "libos bench [--scenarios LIST] [--full] [--json] [--proce
 
 // benchScenarios are the scenarios of `libos bench` in the order they run.
 // store_lock names the quanta scenario, whose run measures that row too.
-var benchScenarios = []string{"quanta", "store_lock", "cas", "ended_heap", "alive_heap", "js_warm", "startup", "reopen", "spawn_wait", "spawn_wait_parallel", "messages"}
+var benchScenarios = []string{"quanta", "store_lock", "large_context", "cas", "ended_heap", "alive_heap", "js_warm", "startup", "reopen", "spawn_wait", "spawn_wait_parallel", "messages"}
 
 // benchCommand runs the runtime's benchmark scenarios on temporary
 // directories and prints a row for each performance goal (its figure, the
@@ -85,7 +85,10 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	scenarios := map[string]func(dir string) (benchmarks.Result, error){
 		"quanta": func(dir string) (benchmarks.Result, error) { return benchmarks.Quanta(dir, *procs, 10) },
-		"cas":    func(dir string) (benchmarks.Result, error) { return benchmarks.CASVsRaw(dir, *casWrites) },
+		"large_context": func(dir string) (benchmarks.Result, error) {
+			return benchmarks.LargeContexts(dir, min(*procs, 200))
+		},
+		"cas": func(dir string) (benchmarks.Result, error) { return benchmarks.CASVsRaw(dir, *casWrites) },
 		"ended_heap": func(dir string) (benchmarks.Result, error) {
 			return benchmarks.EndedProcessHeap(dir, *ended, 5000)
 		},

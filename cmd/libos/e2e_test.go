@@ -282,7 +282,7 @@ func TestBenchCommand(t *testing.T) {
 			Metrics map[string]float64
 		}
 	}
-	if code != 0 || json.Unmarshal([]byte(stdout), &out) != nil || len(out.Scenarios) != 10 {
+	if code != 0 || json.Unmarshal([]byte(stdout), &out) != nil || len(out.Scenarios) != 11 {
 		t.Fatalf("bench: exit %d %q %s", code, stdout, stderr)
 	}
 	// Every row of the performance goals, each with its goal.
@@ -293,7 +293,7 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("incomplete row %+v", r)
 		}
 	}
-	want := []string{"quanta/s", "commits/quantum", "lock-ms/quantum", "cas/s", "heap-B/ended-process", "heap-B/alive-process",
+	want := []string{"quanta/s", "commits/quantum", "lock-ms/quantum", "large-context-lock-ms", "cas/s", "heap-B/ended-process", "heap-B/alive-process",
 		"js-median-µs", "js-p99-µs", "version-ms", "skill-run-ms", "reopen-ms", "roundtrips/s", "parallel-roundtrips/s"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("rows %v, want %v", keys, want)

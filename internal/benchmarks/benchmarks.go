@@ -81,10 +81,20 @@ func checkExited(rt *kernel.Runtime) error {
 // quantaScript is the script of a process that runs quanta quanta: clock
 // reads, then an exit.
 func quantaScript(quanta int) string {
+	return textQuantaScript(quanta, 0)
+}
+
+// textQuantaScript is quantaScript with replies that also carry text of
+// textBytes bytes, so each process's context grows by that much a quantum.
+func textQuantaScript(quanta, textBytes int) string {
 	var b strings.Builder
 	b.WriteString("processes:\n  - image: bench:v0\n    turns:\n")
+	text := ""
+	if textBytes > 0 {
+		text = "text: " + strings.Repeat("lorem ipsum ", textBytes/12) + ", "
+	}
 	for i := 0; i < quanta-1; i++ {
-		b.WriteString("      - tool_calls: [{name: get_current_time, arguments: {timezone: UTC}}]\n")
+		b.WriteString("      - {" + text + "tool_calls: [{name: get_current_time, arguments: {timezone: UTC}}]}\n")
 	}
 	b.WriteString("      - tool_calls: [{name: process_exit, arguments: {message: done}}]\n")
 	return b.String()
@@ -105,26 +115,8 @@ func Quanta(dir string, procs, quanta int) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	rt, err := open(filepath.Join(dir, "runtime"), quantaScript(quanta))
+	run, err := runQuanta(filepath.Join(dir, "runtime"), quantaScript(quanta), procs, quanta)
 	if err != nil {
-		return Result{}, err
-	}
-	defer rt.Close()
-	err = spawnParallel(rt, procs, func(p int) kernel.SpawnSpec {
-		return kernel.SpawnSpec{Image: "bench:v0", Goal: fmt.Sprintf("goal %d", p), Grants: []capabilities.Grant{grant("clock:now", capabilities.Read)}}
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	before := rt.Store().Stats()
-	cpuBefore := processCPU()
-	elapsed, err := runAll(rt)
-	if err != nil {
-		return Result{}, err
-	}
-	cpu := processCPU() - cpuBefore
-	after := rt.Store().Stats()
-	if err := checkExited(rt); err != nil {
 		return Result{}, err
 	}
 	rawAfter, err := RawSyncedSets(filepath.Join(dir, "raw-after"), rawWriters, rawOps)
@@ -132,24 +124,88 @@ func Quanta(dir string, procs, quanta int) (Result, error) {
 		return Result{}, err
 	}
 	raw := (rawBefore + rawAfter) / 2
-	total := float64(procs * quanta)
-	rate := total / elapsed.Seconds()
-	commits := float64(after.SyncedCommits-before.SyncedCommits) / total
-	lockMS := ms(after.WriteLockHeld-before.WriteLockHeld) / total
-	cpuMS := ms(cpu) / total
 	size := fmt.Sprintf("%s × %d", count(procs), quanta)
-	return Result{Name: "quanta", Elapsed: elapsed, Metrics: map[string]float64{
-		"quanta/s": rate, "commits/quantum": commits, "processes": float64(procs),
-		"raw-sets/s": raw, "quanta/raw": rate / raw, "lock-ms/quantum": lockMS, "cpu-ms/quantum": cpuMS,
-		"lock-busy": float64(after.WriteLockHeld-before.WriteLockHeld) / float64(elapsed),
+	return Result{Name: "quanta", Elapsed: run.elapsed, Metrics: map[string]float64{
+		"quanta/s": run.rate, "commits/quantum": run.commits, "processes": float64(procs),
+		"raw-sets/s": raw, "quanta/raw": run.rate / raw, "lock-ms/quantum": run.lockMS, "cpu-ms/quantum": run.cpuMS,
+		"lock-busy": run.lockBusy,
 	}, Rows: []Row{
-		row("quanta/s", "quanta/s, "+size, rate, "/s", "raw Pebble synced Sets/s, 64 writers", raw,
+		row("quanta/s", "quanta/s, "+size, run.rate, "/s", "raw Pebble synced Sets/s, 64 writers", raw,
 			"≥ 10,000/s and ≥ 0.35×", func(v, r float64) bool { return v >= 10_000 && r >= 0.35 }),
-		row("commits/quantum", "synced commits a quantum, "+size, commits, "commits", "", 0,
+		row("commits/quantum", "synced commits a quantum, "+size, run.commits, "commits", "", 0,
 			"≤ 2", func(v, _ float64) bool { return v <= 2 }),
-		row("lock-ms/quantum", "store write lock held a quantum (wall time), "+size, lockMS, "ms", "process CPU a quantum (ms)", cpuMS,
+		row("lock-ms/quantum", "store write lock held a quantum (wall time), "+size, run.lockMS, "ms", "process CPU a quantum (ms)", run.cpuMS,
 			"≤ 0.05 ms", func(v, _ float64) bool { return v <= 0.05 }),
 	}}, nil
+}
+
+// LargeContexts runs procs processes of 10 quanta twice, once with replies
+// of a tool call alone and once with replies that also carry 11 KB of text,
+// so that contexts grow to about 100 KB, and reports the store's write lock
+// held a quantum in the second run against the first. The work under the
+// lock should follow what a quantum adds to a context, not its size.
+func LargeContexts(dir string, procs int) (Result, error) {
+	const quanta, textBytes = 10, 11_000
+	small, err := runQuanta(filepath.Join(dir, "small"), quantaScript(quanta), procs, quanta)
+	if err != nil {
+		return Result{}, err
+	}
+	large, err := runQuanta(filepath.Join(dir, "large"), textQuantaScript(quanta, textBytes), procs, quanta)
+	if err != nil {
+		return Result{}, err
+	}
+	size := fmt.Sprintf("%s × %d", count(procs), quanta)
+	return Result{Name: "large_context", Elapsed: small.elapsed + large.elapsed, Metrics: map[string]float64{
+		"lock-ms/quantum": large.lockMS, "small-lock-ms/quantum": small.lockMS, "cpu-ms/quantum": large.cpuMS,
+		"small-cpu-ms/quantum": small.cpuMS, "quanta/s": large.rate, "small-quanta/s": small.rate, "processes": float64(procs),
+	}, Rows: []Row{
+		row("large-context-lock-ms", "store write lock held a quantum, contexts growing to 100 KB, "+size, large.lockMS, "ms",
+			"the same with contexts under 3 KB (ms)", small.lockMS,
+			"≤ 2×", func(_, r float64) bool { return r <= 2 }),
+	}}, nil
+}
+
+// quantaRun is what runQuanta measured.
+type quantaRun struct {
+	elapsed                                time.Duration
+	rate, commits, lockMS, cpuMS, lockBusy float64
+}
+
+// runQuanta runs procs processes of script (quanta quanta each, ending in
+// an exit) on a runtime in dir, and measures quanta per second, synced
+// commits, the store's write lock and the process's CPU a quantum.
+func runQuanta(dir, script string, procs, quanta int) (quantaRun, error) {
+	rt, err := open(dir, script)
+	if err != nil {
+		return quantaRun{}, err
+	}
+	defer rt.Close()
+	err = spawnParallel(rt, procs, func(p int) kernel.SpawnSpec {
+		return kernel.SpawnSpec{Image: "bench:v0", Goal: fmt.Sprintf("goal %d", p), Grants: []capabilities.Grant{grant("clock:now", capabilities.Read)}}
+	})
+	if err != nil {
+		return quantaRun{}, err
+	}
+	before := rt.Store().Stats()
+	cpuBefore := processCPU()
+	elapsed, err := runAll(rt)
+	if err != nil {
+		return quantaRun{}, err
+	}
+	cpu := processCPU() - cpuBefore
+	after := rt.Store().Stats()
+	if err := checkExited(rt); err != nil {
+		return quantaRun{}, err
+	}
+	total := float64(procs * quanta)
+	return quantaRun{
+		elapsed:  elapsed,
+		rate:     total / elapsed.Seconds(),
+		commits:  float64(after.SyncedCommits-before.SyncedCommits) / total,
+		lockMS:   ms(after.WriteLockHeld-before.WriteLockHeld) / total,
+		cpuMS:    ms(cpu) / total,
+		lockBusy: float64(after.WriteLockHeld-before.WriteLockHeld) / float64(elapsed),
+	}, nil
 }
 
 // spawnScript is a parent that spawns a child, waits for it and is woken by

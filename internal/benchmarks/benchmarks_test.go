@@ -47,6 +47,15 @@ func BenchmarkQuanta(b *testing.B) {
 	}
 }
 
+// BenchmarkLargeContexts: the store's write lock held a quantum with
+// contexts growing to 100 KB against contexts under 3 KB (goal: <= 2x).
+func BenchmarkLargeContexts(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		r, err := LargeContexts(b.TempDir(), 200)
+		report(b, r, err)
+	}
+}
+
 // BenchmarkCASVsRaw: parallel compare-and-swap writes against raw synced
 // Sets (goal: >= 0.9x).
 func BenchmarkCASVsRaw(b *testing.B) {

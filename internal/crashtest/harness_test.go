@@ -165,7 +165,7 @@ func cleanEnv() []string {
 		env = append(env, kv)
 	}
 	// Every record-cache hit of the binary is checked against the store.
-	return append(env, "LIBOS_CHECK_RECORD_CACHE=1")
+	return append(env, "LIBOS_CHECK_CACHES=1")
 }
 
 // runner drives one scenario in one runtime directory.
