@@ -210,7 +210,13 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	cached := k.ctxCache[r.PID]
 	k.ctxMu.Unlock()
 	if cached != nil && cached.meta.Version == meta.Version && cached.meta.OID == meta.OID {
-		return &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens, encoded: cached.encoded, encodedN: cached.encodedN, digest: cached.digest}, nil
+		c := &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens, encoded: cached.encoded, encodedN: cached.encodedN, digest: cached.digest}
+		if k.records.check {
+			if err := verifyCachedContext(tx, c); err != nil {
+				return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
+			}
+		}
+		return c, nil
 	}
 	_, payload, err := tx.Read(r.ContextOID)
 	c := &llmContext{meta: meta}
@@ -232,16 +238,89 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	case err != nil:
 		return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
 	}
+	c, err = decodeContext(meta, payload)
+	if err != nil {
+		return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
+	}
+	return c, nil
+}
+
+// verifyCachedContext compares a cached context, its encoding and digest
+// with the stored payload (LIBOS_CHECK_CACHES=1).
+func verifyCachedContext(tx *txn, cached *llmContext) error {
+	_, stored, err := tx.Read(cached.meta.OID)
+	if errors.Is(err, objects.ErrPayloadLost) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c := *cached
+	payload, _, err := c.encode(len(c.entries))
+	if err != nil {
+		return err
+	}
+	sum, err := c.payloadDigest()
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(payload, stored) || sum != sha256.Sum256(stored) {
+		return fmt.Errorf("the cached context at version %d is not the stored one", cached.meta.Version)
+	}
+	return nil
+}
+
+// decodeContext decodes the payload of a context Object at meta.
+func decodeContext(meta objects.Meta, payload []byte) (*llmContext, error) {
 	var doc contextDoc
 	if err := json.Unmarshal(payload, &doc); err != nil {
-		return nil, fmt.Errorf("decode context of pid %d: %w", r.PID, err)
+		return nil, fmt.Errorf("decode: %w", err)
 	}
-	c.entries = doc.Entries
+	c := &llmContext{meta: meta, entries: doc.Entries}
 	for _, e := range c.entries {
 		c.tokens += e.Tokens
 	}
 	c.encoded, c.encodedN = encodedPrefix(payload, len(c.entries))
 	return c, nil
+}
+
+// prewarmContext decodes pid's context into the cache, from a view, when
+// the cache does not hold it: the first quantum after a wait or a reopen
+// then finds it there, at the version it reads, instead of decoding it (in
+// time that grows with the context) under the store's write lock. A process
+// with nothing to run, or a context it cannot read here, is left to the
+// quantum.
+func (k *Runtime) prewarmContext(pid int64) {
+	k.ctxMu.Lock()
+	_, cached := k.ctxCache[pid]
+	k.ctxMu.Unlock()
+	if cached {
+		return
+	}
+	var c *llmContext
+	err := k.view(func(tx *txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil || r.State != process.Runnable || r.ContextOID == "" {
+			return err
+		}
+		meta, payload, err := tx.Read(r.ContextOID)
+		if err != nil {
+			return err
+		}
+		if c, err = decodeContext(meta, payload); err != nil {
+			return err
+		}
+		c.digest = c.prefixDigest()
+		return nil
+	})
+	if err != nil || c == nil {
+		return
+	}
+	k.ctxMu.Lock()
+	if old := k.ctxCache[pid]; old == nil || old.meta.Version < c.meta.Version {
+		k.ctxCache[pid] = c
+	}
+	k.ctxMu.Unlock()
 }
 
 // appendEntries stages new entries on the context, retains them as evidence

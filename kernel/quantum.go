@@ -89,6 +89,7 @@ type phaseEffect struct {
 }
 
 func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
+	k.prewarmContext(p.pid)
 	var start *callStart
 	var effect effectFunc
 	err := k.update(func(tx *txn) error {
@@ -98,6 +99,11 @@ func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	})
 	switch {
 	case errors.Is(err, errSkip):
+		// Nothing runs: a context decoded for this quantum leaves the cache,
+		// as it does when a process waits or ends.
+		k.ctxMu.Lock()
+		delete(k.ctxCache, p.pid)
+		k.ctxMu.Unlock()
 		return nil, nil
 	case err != nil:
 		return nil, err

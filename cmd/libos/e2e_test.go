@@ -293,7 +293,7 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("incomplete row %+v", r)
 		}
 	}
-	want := []string{"quanta/s", "commits/quantum", "lock-ms/quantum", "large-context-lock-ms", "cas/s", "heap-B/ended-process", "heap-B/alive-process",
+	want := []string{"quanta/s", "commits/quantum", "lock-ms/quantum", "large-context-lock-ms", "large-context-wait-lock-ms", "cas/s", "heap-B/ended-process", "heap-B/alive-process",
 		"js-median-µs", "js-p99-µs", "version-ms", "skill-run-ms", "reopen-ms", "roundtrips/s", "parallel-roundtrips/s"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("rows %v, want %v", keys, want)

@@ -142,8 +142,9 @@ func Quanta(dir string, procs, quanta int) (Result, error) {
 // LargeContexts runs procs processes of 10 quanta twice, once with replies
 // of a tool call alone and once with replies that also carry 11 KB of text,
 // so that contexts grow to about 100 KB, and reports the store's write lock
-// held a quantum in the second run against the first. The work under the
-// lock should follow what a quantum adds to a context, not its size.
+// held a quantum in the second run against the first; then the same for
+// parents that spawn a child and wait for it, 10 times each. The work under
+// the lock should follow what a quantum adds to a context, not its size.
 func LargeContexts(dir string, procs int) (Result, error) {
 	const quanta, textBytes = 10, 11_000
 	small, err := runQuanta(filepath.Join(dir, "small"), quantaScript(quanta), procs, quanta)
@@ -154,13 +155,29 @@ func LargeContexts(dir string, procs int) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// Parents that wait for a child each round take their context up
+	// again at every wake-up, after the cache let it go.
+	const parents, rounds = 20, 10
+	smallWaits, smallLock, err := spawnRounds(filepath.Join(dir, "small-waits"), parents, rounds, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	largeWaits, largeLock, err := spawnRounds(filepath.Join(dir, "large-waits"), parents, rounds, textBytes)
+	if err != nil {
+		return Result{}, err
+	}
+	perTrip := func(d time.Duration) float64 { return ms(d) / (parents * rounds) }
 	size := fmt.Sprintf("%s × %d", count(procs), quanta)
-	return Result{Name: "large_context", Elapsed: small.elapsed + large.elapsed, Metrics: map[string]float64{
+	return Result{Name: "large_context", Elapsed: small.elapsed + large.elapsed + smallWaits + largeWaits, Metrics: map[string]float64{
 		"lock-ms/quantum": large.lockMS, "small-lock-ms/quantum": small.lockMS, "cpu-ms/quantum": large.cpuMS,
 		"small-cpu-ms/quantum": small.cpuMS, "quanta/s": large.rate, "small-quanta/s": small.rate, "processes": float64(procs),
+		"lock-ms/roundtrip": perTrip(largeLock), "small-lock-ms/roundtrip": perTrip(smallLock),
 	}, Rows: []Row{
 		row("large-context-lock-ms", "store write lock held a quantum, contexts growing to 100 KB, "+size, large.lockMS, "ms",
 			"the same with contexts under 3 KB (ms)", small.lockMS,
+			"≤ 2×", func(_, r float64) bool { return r <= 2 }),
+		row("large-context-wait-lock-ms", fmt.Sprintf("store write lock held a spawn+wait round trip, contexts growing to 200 KB, %d parents × %d", parents, rounds),
+			perTrip(largeLock), "ms", "the same with contexts under 5 KB (ms)", perTrip(smallLock),
 			"≤ 2×", func(_, r float64) bool { return r <= 2 }),
 	}}, nil
 }
@@ -210,12 +227,16 @@ func runQuanta(dir, script string, procs, quanta int) (quantaRun, error) {
 
 // spawnScript is a parent that spawns a child, waits for it and is woken by
 // its exit, rounds times, and the children it spawns.
-func spawnScript(rounds int) string {
+func spawnScript(rounds, textBytes int) string {
 	var b strings.Builder
+	text := ""
+	if textBytes > 0 {
+		text = "text: " + strings.Repeat("lorem ipsum ", textBytes/12) + ", "
+	}
 	b.WriteString("processes:\n  - image: bench:v0\n    turns:\n")
 	for i := 0; i < rounds; i++ {
-		b.WriteString("      - tool_calls: [{name: spawn_child_process, arguments: {image: bench:v0, goal: g}}]\n")
-		b.WriteString("      - tool_calls: [{name: wait_child_process, arguments: {child_pid: \"${last.pid}\"}}]\n")
+		b.WriteString("      - {" + text + "tool_calls: [{name: spawn_child_process, arguments: {image: bench:v0, goal: g}}]}\n")
+		b.WriteString("      - {" + text + "tool_calls: [{name: wait_child_process, arguments: {child_pid: \"${last.pid}\"}}]}\n")
 	}
 	b.WriteString("      - tool_calls: [{name: process_exit, arguments: {}}]\n")
 	for i := 0; i < rounds; i++ {
@@ -224,25 +245,27 @@ func spawnScript(rounds int) string {
 	return b.String()
 }
 
-// spawnRounds runs parents parents of rounds spawn+run+exit+wake round
-// trips each, all at once, and returns the elapsed time.
-func spawnRounds(dir string, parents, rounds int) (time.Duration, error) {
-	rt, err := open(dir, spawnScript(rounds))
+// spawnRounds runs parents parents of spawnScript(rounds, textBytes) and
+// returns the time they took and the store's write lock held meanwhile.
+func spawnRounds(dir string, parents, rounds, textBytes int) (elapsed, lock time.Duration, err error) {
+	rt, err := open(dir, spawnScript(rounds, textBytes))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer rt.Close()
 	err = spawnParallel(rt, parents, func(int) kernel.SpawnSpec {
 		return kernel.SpawnSpec{Image: "bench:v0", Goal: "spawn", Grants: []capabilities.Grant{grant("process:spawn", capabilities.Write)}}
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	elapsed, err := runAll(rt)
+	before := rt.Store().Stats()
+	elapsed, err = runAll(rt)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return elapsed, checkExited(rt)
+	lock = rt.Store().Stats().WriteLockHeld - before.WriteLockHeld
+	return elapsed, lock, checkExited(rt)
 }
 
 // SpawnRoundTrips has one parent spawn a child, wait for it and be woken by
@@ -253,7 +276,7 @@ func SpawnRoundTrips(dir string, rounds int) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	elapsed, err := spawnRounds(filepath.Join(dir, "runtime"), 1, rounds)
+	elapsed, _, err := spawnRounds(filepath.Join(dir, "runtime"), 1, rounds, 0)
 	if err != nil {
 		return Result{}, err
 	}
@@ -271,7 +294,7 @@ func ParallelSpawnRoundTrips(dir string, parents, rounds int) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	elapsed, err := spawnRounds(filepath.Join(dir, "runtime"), parents, rounds)
+	elapsed, _, err := spawnRounds(filepath.Join(dir, "runtime"), parents, rounds, 0)
 	if err != nil {
 		return Result{}, err
 	}
