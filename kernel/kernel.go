@@ -104,7 +104,7 @@ type Runtime struct {
 
 	provMu sync.Mutex
 
-	schemaCache sync.Map // tool table selector -> []llm.ToolSchema
+	toolTables sync.Map // tool table selector -> *selectedTools
 
 	closeOnce sync.Once
 	closed    chan struct{}

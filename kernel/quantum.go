@@ -851,15 +851,32 @@ func (k *Runtime) goalText(tx *txn, r *procRecord) (string, error) {
 
 // toolSchemas renders an image's tool table for the provider, sorted by name.
 func (k *Runtime) toolSchemas(im *images.Image, r *procRecord) []llm.ToolSchema {
-	// The catalog is immutable, so a table's rendering depends only on what
-	// selects it.
+	return k.selectedTools(im, r).schemas
+}
+
+// toolTable returns the tools a process may call, by name. The map is
+// shared: callers only read it.
+func (k *Runtime) toolTable(im *images.Image, r *procRecord) map[string]*tools.Tool {
+	return k.selectedTools(im, r).table
+}
+
+// selectedTools is a tool table and its rendering for the provider.
+type selectedTools struct {
+	table   map[string]*tools.Tool
+	schemas []llm.ToolSchema
+}
+
+// selectedTools returns r's tool table, built once for each selection: the
+// catalog is immutable, so a table depends only on what selects it.
+func (k *Runtime) selectedTools(im *images.Image, r *procRecord) *selectedTools {
 	key := im.Ref() + "|" + strings.Join(r.ActiveSkills, ",") + "|" + fmt.Sprint(r.ToolTable != nil) + strings.Join(r.ToolTable, ",")
-	if v, ok := k.schemaCache.Load(key); ok {
-		return v.([]llm.ToolSchema)
+	if v, ok := k.toolTables.Load(key); ok {
+		return v.(*selectedTools)
 	}
-	out := k.renderSchemas(k.toolTable(im, r))
-	k.schemaCache.Store(key, out)
-	return out
+	table := k.buildToolTable(im, r)
+	sel := &selectedTools{table: table, schemas: k.renderSchemas(table)}
+	k.toolTables.Store(key, sel)
+	return sel
 }
 
 func (k *Runtime) renderSchemas(table map[string]*tools.Tool) []llm.ToolSchema {

@@ -64,10 +64,10 @@ func (s *syscalls) UnloadSkill(name string) error {
 
 func (s *syscalls) ActiveSkills() []string { return slices.Clone(s.r.ActiveSkills) }
 
-// toolTable is the set of tools process r is shown and may call: an explicit
+// buildToolTable builds the set of tools process r is shown and may call: an explicit
 // table (an agent-task child), or its image's table (or the skills
 // projection) plus the tools of every skill it activated.
-func (k *Runtime) toolTable(im *images.Image, r *procRecord) map[string]*tools.Tool {
+func (k *Runtime) buildToolTable(im *images.Image, r *procRecord) map[string]*tools.Tool {
 	table := map[string]*tools.Tool{}
 	add := func(name string) {
 		if t, ok := k.broker.Lookup(name); ok {
