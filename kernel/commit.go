@@ -102,6 +102,14 @@ func (k *Runtime) view(fn func(tx *txn) error) error {
 	})
 }
 
+// peek is view without waiting for other commits' syncs (objects.Peek):
+// for hints an Update checks before it uses them.
+func (k *Runtime) peek(fn func(tx *txn) error) error {
+	return k.store.Peek(func(otx *objects.Txn) error {
+		return fn(&txn{Txn: otx, readOnly: true})
+	})
+}
+
 // onFlush runs fn once tx's contexts are written (their versions final).
 func (tx *txn) onFlush(fn func() error) {
 	if tx.readOnly {

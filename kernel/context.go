@@ -284,7 +284,7 @@ func decodeContext(meta objects.Meta, payload []byte) (*llmContext, error) {
 	return c, nil
 }
 
-// prewarmContext decodes pid's context into the cache, from a view, when
+// prewarmContext decodes pid's context into the cache, from a peek, when
 // the cache does not hold it: the first quantum after a wait or a reopen
 // then finds it there, at the version it reads, instead of decoding it (in
 // time that grows with the context) under the store's write lock. A process
@@ -298,7 +298,7 @@ func (k *Runtime) prewarmContext(pid int64) {
 		return
 	}
 	var c *llmContext
-	err := k.view(func(tx *txn) error {
+	err := k.peek(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil || r.State != process.Runnable || r.ContextOID == "" {
 			return err

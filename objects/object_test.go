@@ -621,3 +621,27 @@ func TestWriteWithKnownDigest(t *testing.T) {
 		})
 	}
 }
+
+// TestPeek: a Peek reads the committed state as a View does, and refuses
+// writes and a missing function.
+func TestPeek(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	m := create(t, s, CreateSpec{Namespace: "ns", Name: "local", Kind: "k", Payload: []byte("L1")})
+	mustUpdate(t, s, func(tx *Txn) error {
+		_, err := tx.Write(m.OID, 1, WriteSpec{Payload: []byte("L2")})
+		return err
+	})
+	err := s.Peek(func(tx *Txn) error {
+		got, data, err := tx.Read(m.OID)
+		if err != nil || got.Version != 2 || string(data) != "L2" {
+			t.Fatalf("Peek Read = v%d %q %v, want v2 L2", got.Version, data, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, s.Peek(func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v")) }), ErrReadOnly)
+	wantErr(t, s.Peek(nil), ErrInvalid)
+}

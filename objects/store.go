@@ -731,7 +731,23 @@ func (s *Store) View(fn func(tx *Txn) error) error {
 	return nil
 }
 
-func (s *Store) view(fn func(tx *Txn) error) (*Txn, error) {
+// Peek is View without the wait for durability: what fn reads may belong
+// to a commit whose sync is still running (and could fail). It serves a
+// caller that only prepares a hint it checks later against an Update's
+// reads, and must not wait for other commits' syncs to do so.
+func (s *Store) Peek(fn func(tx *Txn) error) error {
+	if fn == nil {
+		return fmt.Errorf("objects: peek: %w: fn: must not be nil", ErrInvalid)
+	}
+	_, err := s.read(fn, false)
+	return err
+}
+
+func (s *Store) view(fn func(tx *Txn) error) (*Txn, error) { return s.read(fn, true) }
+
+// read runs fn against a snapshot, and waits until the commits it could
+// have seen are durable when durable.
+func (s *Store) read(fn func(tx *Txn) error, durable bool) (*Txn, error) {
 	if err := s.begin(); err != nil {
 		return nil, fmt.Errorf("objects: view: %w", err)
 	}
@@ -747,6 +763,9 @@ func (s *Store) view(fn func(tx *Txn) error) (*Txn, error) {
 	tx.finished = true
 	if err != nil {
 		return nil, err
+	}
+	if !durable {
+		return tx, nil
 	}
 	if werr := wait.wait(); werr != nil {
 		return nil, fmt.Errorf("objects: view: read state that failed to sync: %w", werr)
