@@ -214,8 +214,8 @@ func (s *Store) cacheMeta(oid string, sm *storedMeta) {
 	s.metaCache[oid] = sm
 }
 
-// publishMetas brings the metadata cache up to date with an applied commit.
-// Caller holds writeMu.
+// publishMetas brings the metadata cache up to date with a commit handed on
+// to be applied. Caller holds writeMu.
 func (tx *Txn) publishMetas() {
 	for k, sv := range tx.writes {
 		if !strings.HasPrefix(k, prefixMeta) {
@@ -527,6 +527,15 @@ func (tx *Txn) Read(oid string) (Meta, []byte, error) {
 func (tx *Txn) localPayload(sm *storedMeta, version uint64) ([]byte, error) {
 	if c, ok := tx.locals[sm.OID]; ok && !c.removed && c.version == version && c.sha256 == sm.PayloadSHA256 {
 		return c.data, nil
+	}
+	if !tx.readOnly {
+		// An Update may read a payload of the batch being applied, which
+		// is published once Pebble has the batch.
+		if p := tx.s.pending.Load(); p != nil {
+			if c, ok := p.locals[sm.OID]; ok && !c.removed && c.version == version && c.sha256 == sm.PayloadSHA256 {
+				return c.data, nil
+			}
+		}
 	}
 	if data, ok := tx.s.locals.lookup(sm.OID, version, sm.PayloadSHA256); ok {
 		return data, nil

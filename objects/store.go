@@ -63,9 +63,13 @@ type Stats struct {
 	// commits share syncs.
 	WALSyncs uint64
 	// WriteLockHeld is the total wall time Update has held the write lock:
-	// staging, validation and applying batches, which no other commit can
-	// overlap.
+	// running transaction functions and building their batches, which no
+	// other commit can overlap.
 	WriteLockHeld time.Duration
+	// Applying is the total wall time batches took to be applied to Pebble
+	// (the apply lock held), one at a time, each beside the next Update's
+	// function.
+	Applying time.Duration
 }
 
 // Store is an open runtime database. It is safe for concurrent use by many
@@ -85,13 +89,26 @@ type Store struct {
 	// tests turn it on with LIBOS_CHECK_CACHES=1 before a store opens.
 	checkDigests bool
 
-	// writeMu gives one Update at a time exclusive write access: staging,
-	// validation and applying the batch happen under it; the WAL sync wait
-	// does not.
+	// writeMu gives one Update at a time exclusive write access: its
+	// function runs, its batch is built and the caches below take its
+	// writes under it. Applying the batch to Pebble does not: the next
+	// Update's function runs meanwhile, reading this batch's writes from
+	// pending. applyMu keeps batches applied one at a time in writeMu's
+	// order; an Update takes it before it lets writeMu go (so at most one
+	// batch is pending) and keeps it until its batch is applied and its
+	// runtime-local payloads are published. The WAL sync wait holds neither.
 	writeMu sync.Mutex
+	applyMu sync.Mutex
+	// pending is the batch being applied (nil: none): what an Update reads
+	// before Pebble, because Pebble may not have it yet. Set under writeMu
+	// and applyMu, cleared under applyMu; its maps are never modified.
+	pending atomic.Pointer[pendingBatch]
 	// lastEventSeq is the highest event seq applied to Pebble. Written under
-	// writeMu, read atomically.
+	// applyMu, read atomically.
 	lastEventSeq atomic.Uint64
+	// publishedEventSeq is the highest event seq of a batch handed on: the
+	// next Update's events follow it. Guarded by writeMu.
+	publishedEventSeq uint64
 	// metaCache holds committed decoded metadata by oid for Update
 	// transactions, which read the latest state under writeMu; it spares
 	// every compare-and-swap a Pebble lookup and a decode inside the write
@@ -129,6 +146,7 @@ type Store struct {
 	// writeLockHeld sums nanoseconds writeMu was held (lockWrite to
 	// unlockWrite).
 	writeLockHeld atomic.Int64
+	applying      atomic.Int64
 }
 
 // Open opens (creating if needed) the database in dir. It returns an error
@@ -367,6 +385,7 @@ func (s *Store) afterOpen(before *pebble.DBDesc) (err error) {
 		return s.readErr(err)
 	}
 	s.lastEventSeq.Store(last)
+	s.publishedEventSeq = last
 	return nil
 }
 
@@ -572,6 +591,7 @@ func (s *Store) Stats() Stats {
 		Conflicts:       s.conflicts.Load(),
 		WALSyncs:        s.fs.syncs.Load(),
 		WriteLockHeld:   time.Duration(s.writeLockHeld.Load()),
+		Applying:        time.Duration(s.applying.Load()),
 	}
 }
 
@@ -660,23 +680,41 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	}
 	commit := newCommitWait()
 	s.locals.setLast(commit)
-	if aerr := s.apply(batch); aerr != nil {
-		s.fail(aerr)
-		ferr := s.failedErr()
-		commit.finish(ferr)
-		return nil, fmt.Errorf("objects: update: %w", ferr)
-	}
-	s.locals.publish(tx.locals)
+	// The caches take this batch's writes now, and pending holds them until
+	// Pebble has them: the next Update reads them from there, so it can run
+	// while this batch is applied. If the apply fails, the store fails and
+	// refuses every later Update, so none acts on what was not written.
 	tx.publishMetas()
 	s.reads.applied(tx.writes)
 	for _, fn := range tx.applied {
 		fn()
 	}
 	if n := len(tx.events); n > 0 {
-		s.lastEventSeq.Store(tx.events[n-1].Seq)
+		s.publishedEventSeq = tx.events[n-1].Seq
 	}
+	s.applyMu.Lock()
+	s.pending.Store(&pendingBatch{writes: tx.writes, locals: tx.locals})
 	s.unlockWrite(held)
 	locked = false
+
+	applyStart := time.Now()
+	aerr := s.apply(batch)
+	if aerr == nil {
+		s.locals.publish(tx.locals)
+		if n := len(tx.events); n > 0 {
+			s.lastEventSeq.Store(tx.events[n-1].Seq)
+		}
+	} else {
+		s.fail(aerr)
+	}
+	s.pending.Store(nil)
+	s.applying.Add(int64(time.Since(applyStart)))
+	s.applyMu.Unlock()
+	if aerr != nil {
+		ferr := s.failedErr()
+		commit.finish(ferr)
+		return nil, fmt.Errorf("objects: update: %w", ferr)
+	}
 
 	if serr := batch.SyncWait(); serr != nil {
 		s.fail(fmt.Errorf("sync: %w", serr))
@@ -688,6 +726,13 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	s.syncedCommits.Add(1)
 	commit.finish(nil)
 	return tx, nil
+}
+
+// pendingBatch is what a batch being applied writes: raw keys and
+// runtime-local payloads.
+type pendingBatch struct {
+	writes map[string]*stagedValue
+	locals map[string]*localChange
 }
 
 // apply hands the batch to Pebble without waiting for the sync. Pebble

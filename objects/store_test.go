@@ -449,6 +449,10 @@ func TestConcurrentCommitsSeeEarlierOnes(t *testing.T) {
 	for w := range oids {
 		oids[w] = create(t, s, CreateSpec{Namespace: "ns", Name: fmt.Sprintf("w%d", w), Kind: "k", Payload: []byte("0")}).OID
 	}
+	// Every commit replaces the shared object's payload with the number of
+	// commits before it, so each reads what the last one wrote even while
+	// that one is still being applied.
+	shared := create(t, s, CreateSpec{Namespace: "ns", Name: "shared", Kind: "k", Payload: []byte("0")}).OID
 	start := s.LastEventSeq()
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -468,6 +472,23 @@ func TestConcurrentCommitsSeeEarlierOnes(t *testing.T) {
 						if _, err := tx.Get(fmt.Appendf(nil, "k/%d", n-1)); err != nil {
 							return fmt.Errorf("key of %d: %w", n-1, err)
 						}
+					}
+					keys := 0
+					if err := tx.Scan([]byte("k/"), func(_, _ []byte) error { keys++; return nil }); err != nil {
+						return err
+					}
+					if keys != int(n-1) {
+						return fmt.Errorf("commit %d scanned %d keys of the commits before it", n, keys)
+					}
+					sm, data, err := tx.Read(shared)
+					if err != nil {
+						return err
+					}
+					if string(data) != fmt.Sprint(n-1) {
+						return fmt.Errorf("commit %d read the shared payload %q", n, data)
+					}
+					if _, err := tx.Write(shared, sm.Version, WriteSpec{Payload: []byte(fmt.Sprint(n))}); err != nil {
+						return err
 					}
 					if err := tx.Set(fmt.Appendf(nil, "k/%d", n), nil); err != nil {
 						return err
@@ -506,15 +527,16 @@ func TestConcurrentCommitsSeeEarlierOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != writers*perWriter {
-		t.Fatalf("%d events, want %d", len(evs), writers*perWriter)
+	// Two object.written events a commit: the writer's and the shared one.
+	if len(evs) != 2*writers*perWriter {
+		t.Fatalf("%d events, want %d", len(evs), 2*writers*perWriter)
 	}
 	for i, e := range evs {
 		if e.Seq != start+uint64(i)+1 {
 			t.Fatalf("event %d has seq %d, want %d", i, e.Seq, start+uint64(i)+1)
 		}
 	}
-	if got := s.LastEventSeq(); got != start+writers*perWriter {
-		t.Fatalf("LastEventSeq = %d, want %d", got, start+writers*perWriter)
+	if got := s.LastEventSeq(); got != start+2*writers*perWriter {
+		t.Fatalf("LastEventSeq = %d, want %d", got, start+2*writers*perWriter)
 	}
 }

@@ -142,6 +142,9 @@ func (tx *Txn) get(key []byte) ([]byte, bool, error) {
 func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
 	r, ok := tx.stored[string(key)]
 	if !ok && !tx.readOnly {
+		r, ok = tx.pendingRead(key)
+	}
+	if !ok && !tx.readOnly {
 		// An Update holds the write lock, so the committed state the
 		// store's cache holds is the database's.
 		r, ok = tx.s.reads.get(key)
@@ -159,6 +162,23 @@ func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
 		return nil, false, nil
 	}
 	return append(make([]byte, 0, len(r.value)), r.value...), true, nil
+}
+
+// pendingRead reads key from the batch being applied, which Pebble may not
+// have yet (Store.pending). Only an Update reads it.
+func (tx *Txn) pendingRead(key []byte) (storedRead, bool) {
+	p := tx.s.pending.Load()
+	if p == nil {
+		return storedRead{}, false
+	}
+	sv, ok := p.writes[string(key)]
+	if !ok {
+		return storedRead{}, false
+	}
+	if sv.deleted {
+		return storedRead{}, true
+	}
+	return storedRead{value: sv.value, found: true}, true
 }
 
 // readStored looks key up in the transaction's reader.
@@ -302,21 +322,34 @@ type rawKV struct {
 	deleted bool
 }
 
-// stagedRange returns the staged writes in [lower, upper), sorted ascending.
+// stagedRange returns the staged writes in [lower, upper), sorted
+// ascending: the transaction's own, and for an Update those of the batch
+// being applied that it did not overwrite.
 func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) []rawKV {
 	var out []rawKV
-	for k, sv := range tx.writes {
-		kb := []byte(k)
-		if lower != nil && bytes.Compare(kb, lower) < 0 {
-			continue
+	add := func(writes map[string]*stagedValue, shadow map[string]*stagedValue) {
+		for k, sv := range writes {
+			if _, ok := shadow[k]; ok {
+				continue
+			}
+			kb := []byte(k)
+			if lower != nil && bytes.Compare(kb, lower) < 0 {
+				continue
+			}
+			if upper != nil && bytes.Compare(kb, upper) >= 0 {
+				continue
+			}
+			if skipReserved && reservedPrefixOf(kb) != "" {
+				continue
+			}
+			out = append(out, rawKV{key: kb, value: sv.value, deleted: sv.deleted})
 		}
-		if upper != nil && bytes.Compare(kb, upper) >= 0 {
-			continue
+	}
+	add(tx.writes, nil)
+	if !tx.readOnly {
+		if p := tx.s.pending.Load(); p != nil {
+			add(p.writes, tx.writes)
 		}
-		if skipReserved && reservedPrefixOf(kb) != "" {
-			continue
-		}
-		out = append(out, rawKV{key: kb, value: sv.value, deleted: sv.deleted})
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].key, out[j].key) < 0 })
 	return out
@@ -455,7 +488,7 @@ func (tx *Txn) AppendEvent(kind string, data any) (uint64, error) {
 }
 
 func (tx *Txn) appendEvent(kind string, data json.RawMessage) uint64 {
-	seq := tx.s.lastEventSeq.Load() + uint64(len(tx.events)) + 1
+	seq := tx.s.publishedEventSeq + uint64(len(tx.events)) + 1
 	tx.events = append(tx.events, Event{Seq: seq, Time: tx.s.now(), Kind: kind, Data: data})
 	return seq
 }
@@ -473,14 +506,15 @@ func (tx *Txn) AfterCommit(fn func()) {
 	}
 }
 
-// OnApplied registers fn to run once the transaction's batch has been
-// handed to Pebble, with the store's write lock still held and before the
-// sync completes; it is for caches of committed state that the next Update
-// must see. fn must be fast and must not use the store. It does not run if
-// the transaction function returns an error, nothing was staged, the batch
-// could not be applied, or a RollbackTo undoes the point where it was
-// registered. If the sync then fails, the store refuses every later Update,
-// so no Update can read such a cache. Only an Update may register it.
+// OnApplied registers fn to run once the transaction's batch is built and
+// handed on to be applied, with the store's write lock still held, before
+// the next Update starts and before the batch is applied and synced; it is
+// for caches of committed state that the next Update must see. fn must be
+// fast and must not use the store. It does not run if the transaction
+// function returns an error, nothing was staged, or a RollbackTo undoes the
+// point where it was registered. If the apply or the sync then fails, the
+// store refuses every later Update, so no Update can act on such a cache.
+// Only an Update may register it.
 func (tx *Txn) OnApplied(fn func()) {
 	if tx.finished {
 		panic("objects: OnApplied called after the transaction finished")
