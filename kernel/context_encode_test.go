@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -141,5 +142,60 @@ func TestRetainedEntryEncoding(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Fatal("no entry was retained")
+	}
+}
+
+// TestAppendEntriesLeavesSharedVersionsAlone drives contexts as the cache and
+// transactions share them: each transaction starts from the newest committed
+// version, appends (into spare capacity when there is room), and commits or
+// is abandoned, and now and then one changes an entry as a refused call's
+// arguments are shortened. Every version ever committed, as a reader may
+// still hold it, must keep the entries it was committed with.
+func TestAppendEntriesLeavesSharedVersionsAlone(t *testing.T) {
+	k := &Runtime{tokens: byteEstimator{}}
+	rng := rand.New(rand.NewPCG(7, 11))
+	type version struct {
+		entries []Entry // as the cache and readers share it
+		want    []Entry // a private copy made at commit
+	}
+	versions := []version{{}}
+	n := 0
+	for step := range 3000 {
+		latest := versions[len(versions)-1]
+		c := &llmContext{entries: latest.entries}
+		tx := &txn{}
+		r := &procRecord{}
+		if rng.IntN(60) == 0 {
+			// A compaction writes back a new list.
+			c.entries, c.owned = []Entry{{Role: llm.RoleUser, Kind: "summary", Content: fmt.Sprint("summary ", step)}}, true
+		}
+		for range 1 + rng.IntN(3) {
+			add := make([]Entry, 1+rng.IntN(3))
+			for i := range add {
+				add[i] = Entry{Role: llm.RoleUser, Content: fmt.Sprint("entry ", n)}
+				n++
+			}
+			if err := k.appendEntries(tx, r, c, add...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(c.entries) > 0 && rng.IntN(10) == 0 {
+			// An entry changes: an unowned context copies first.
+			if !c.owned {
+				c.entries, c.owned = slices.Clone(c.entries), true
+			}
+			c.entries[rng.IntN(len(c.entries))].Content = fmt.Sprint("changed at step ", step)
+		}
+		if rng.IntN(4) == 0 {
+			continue // abandoned: a later transaction appends over its entries
+		}
+		versions = append(versions, version{entries: c.entries, want: slices.Clone(c.entries)})
+		// The versions a later append could reach share the newest arrays.
+		for i := max(0, len(versions)-40); i < len(versions); i++ {
+			v := versions[i]
+			if !slices.EqualFunc(v.entries, v.want, func(a, b Entry) bool { return a.Content == b.Content && a.Role == b.Role }) {
+				t.Fatalf("step %d: committed version %d changed under its readers", step, i)
+			}
+		}
 	}
 }
