@@ -245,8 +245,10 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	return c, nil
 }
 
-// verifyCachedContext compares a cached context, its encoding and digest
-// with the stored payload (LIBOS_CHECK_CACHES=1).
+// verifyCachedContext compares a cached context, its kept encoding and
+// digest with the stored payload (LIBOS_CHECK_CACHES=1): both encoded as a
+// commit would write them must be the same bytes, and the digest theirs. A
+// payload written otherwise (a checkpoint's) may differ in its bytes only.
 func verifyCachedContext(tx *txn, cached *llmContext) error {
 	_, stored, err := tx.Read(cached.meta.OID)
 	if errors.Is(err, objects.ErrPayloadLost) {
@@ -255,8 +257,17 @@ func verifyCachedContext(tx *txn, cached *llmContext) error {
 	if err != nil {
 		return err
 	}
+	fromStore, err := decodeContext(cached.meta, stored)
+	if err != nil {
+		return err
+	}
+	fromStore.encoded, fromStore.encodedN = nil, 0
+	want, _, err := fromStore.encode(0)
+	if err != nil {
+		return err
+	}
 	c := *cached
-	payload, _, err := c.encode(len(c.entries))
+	got, _, err := c.encode(len(c.entries))
 	if err != nil {
 		return err
 	}
@@ -264,7 +275,7 @@ func verifyCachedContext(tx *txn, cached *llmContext) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(payload, stored) || sum != sha256.Sum256(stored) {
+	if !bytes.Equal(got, want) || sum != sha256.Sum256(want) {
 		return fmt.Errorf("the cached context at version %d is not the stored one", cached.meta.Version)
 	}
 	return nil
