@@ -184,6 +184,23 @@ func (ks *kernelScript) run(c *datadriven.Case) (string, error) {
 			return "denied " + a.CallID + " " + a.Tool, ks.rt.DenyApproval(pid, a.CallID, reason)
 		}
 		return "", fmt.Errorf("pid %d holds no call for approval", pid)
+	case "checkpoint":
+		pid, err := pidArg(c)
+		if err != nil {
+			return "", err
+		}
+		cp, err := ks.rt.CreateCheckpoint(pid)
+		if err != nil {
+			return "", err
+		}
+		return "checkpoint " + cp.ID + "\n" + ks.drain(), nil
+	case "restore":
+		id, _ := c.Arg("id")
+		report, err := ks.rt.RestoreCheckpoint(id)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("restored %v\n%s", report.Restored, ks.drain()), nil
 	case "crash":
 		crashed := ks.fs.CrashClone(vfs.CrashCloneCfg{})
 		ks.rt.Close()

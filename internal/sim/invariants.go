@@ -283,21 +283,28 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 	// into a new pid, which answers it as not carried over.
 	answered := map[string]toolRec{}
 	for _, pid := range s.pids {
+		// seen holds, for each call recorded so far, whether every record
+		// of it said it was not started.
 		seen := map[string]bool{}
 		for _, r := range s.recs[pid] {
 			// A restore may answer again a call of the batch it rewinds: a
 			// wait pending at the checkpoint (a call held for approval among
 			// them, answered again as the Human decided), or a call that ran
 			// since (as settlement_unknown). An effect's call answered again
-			// must say its effect did not start or is of unknown settlement;
-			// that it ran once is checked on its lines. Without a restore
-			// nothing is recorded twice.
-			if seen[r.CallID] && (w.know.restores == 0 || (r.Tool == effectTool && !effectNotRerun(r.Code))) {
+			// must say its effect did not start or is of unknown settlement,
+			// unless it had never started: a call approved at the checkpoint
+			// and cancelled since runs when the restored process takes it up
+			// again. That it ran once is checked on its lines. Without a
+			// restore nothing is recorded twice.
+			notStartedBefore, again := seen[r.CallID]
+			if again && (w.know.restores == 0 || (r.Tool == effectTool && !effectNotRerun(r.Code) && !notStartedBefore)) {
 				return "answered-once", fmt.Sprintf("pid %d: call %s (%s) is recorded twice", pid, r.CallID, r.Tool)
 			}
-			seen[r.CallID] = true
+			seen[r.CallID] = (!again || notStartedBefore) && r.Code == "cancelled"
 			key := fmt.Sprintf("%d %s", pid, r.CallID)
-			if _, first := answered[key]; r.Tool == effectTool && !first {
+			// The effect's answer is its first record, or the first after
+			// records that said it did not start.
+			if prev, first := answered[key]; r.Tool == effectTool && (!first || prev.Code == "cancelled") {
 				answered[key] = r
 			}
 		}
