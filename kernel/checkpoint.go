@@ -339,11 +339,14 @@ func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller int64) (RestoreRe
 	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: cp.RootPID, Reason: "restored " + id})
 }
 
-// ranSince returns the call ids pid recorded since the checkpoint.
+// ranSince returns the call ids pid recorded since the checkpoint, except
+// those answered as never started: a call held for approval at the
+// checkpoint and cancelled since is taken up again by the restored process,
+// and runs once.
 func ranSince(effects []EffectSinceRef, pid int64) map[string]bool {
 	out := map[string]bool{}
 	for _, e := range effects {
-		if e.PID == pid {
+		if e.PID == pid && e.Code != "cancelled" {
 			out[e.CallID] = true
 		}
 	}
@@ -382,7 +385,7 @@ func effectsSince(tx *txn, cp Checkpoint, current []int64, recs map[int64]*procR
 		for seq := cp.Marks[pid].ToolCalls + 1; seq <= recs[pid].ToolCalls; seq++ {
 			var tr toolRecord
 			if b, err := tx.Get(toolRecKey(pid, seq)); err == nil && json.Unmarshal(b, &tr) == nil {
-				out = append(out, EffectSinceRef{PID: pid, Tool: tr.Tool, CallID: tr.CallID, OK: tr.OK})
+				out = append(out, EffectSinceRef{PID: pid, Tool: tr.Tool, CallID: tr.CallID, OK: tr.OK, Code: tr.Code})
 			}
 		}
 	}

@@ -288,6 +288,9 @@ type EffectSinceRef struct {
 	Tool   string `json:"tool"`
 	CallID string `json:"call_id"`
 	OK     bool   `json:"ok"`
+	// Code is the error code of a call that failed; "cancelled" says it
+	// never started.
+	Code string `json:"code,omitempty"`
 }
 
 // ForkReport maps a checkpoint's processes to their forks.
