@@ -327,6 +327,14 @@ func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal st
 	if err != nil {
 		return nil, fmt.Errorf("create context object: %w", err)
 	}
+	// The new process's first quantum finds its empty context in the cache.
+	tx.AfterCommit(func() {
+		k.ctxMu.Lock()
+		if _, ok := k.ctxCache[pid]; !ok {
+			k.ctxCache[pid] = &llmContext{meta: ctxMeta, encoded: []byte(contextPayloadStart)}
+		}
+		k.ctxMu.Unlock()
+	})
 	all, err := processGrants(pid, ns, grants)
 	if err != nil {
 		return nil, err
