@@ -123,6 +123,13 @@ var regressions = []struct {
 // openDefects are seeds that fail on kernel defects still being fixed;
 // -open runs them. Once fixed they move to
 // regressions.
+//
+// Not listed, because it kills the test binary: seed 4173 with -ask arms a
+// failing disk just before a commit fills the memtable, and Pebble's WAL
+// rotation panics when closing the old log fails, after unlocking the mutex
+// its caller unlocks again: a fatal error, not a panic
+// (cockroachdb/pebble#2300). A runtime that hits it dies as in a crash, and
+// a reopen recovers what was acknowledged.
 var openDefects = map[uint64]string{}
 
 // excluded are seeds of the default range that fail on open defects; the
