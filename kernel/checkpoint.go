@@ -346,7 +346,7 @@ func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller int64) (RestoreRe
 func ranSince(effects []EffectSinceRef, pid int64) map[string]bool {
 	out := map[string]bool{}
 	for _, e := range effects {
-		if e.PID == pid && e.Code != "cancelled" {
+		if e.PID == pid && e.Code != tools.CodeCancelled {
 			out[e.CallID] = true
 		}
 	}
@@ -815,7 +815,7 @@ func (k *Runtime) answerUnanswered(tx *txn, r *procRecord, started map[string]bo
 			}
 			// Recorded like any answer: the tool record, the event and the
 			// context agree on what the process was shown.
-			res, code := tools.NotStarted(reason), "cancelled"
+			res, code := tools.NotStarted(reason), tools.CodeCancelled
 			if started[call.ID] {
 				// It ran, or its outside effect had started: what it did may
 				// have happened, and is not undone.

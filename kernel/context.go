@@ -81,8 +81,8 @@ type llmContext struct {
 	// never written in place once built, so contexts and the cache share it.
 	encoded  []byte
 	encodedN int
-	// digest is the SHA-256 state after writing encoded, or nil until it is
-	// needed (requestDigest); like encoded it is shared with the cache and
+	// digest is the SHA-256 state after writing encoded (nil: not computed
+	// yet, as after a load); like encoded it is shared with the cache and
 	// never written once set: an extension clones it.
 	digest hash.Hash
 }
@@ -95,9 +95,7 @@ const contextPayloadStart = `{"entries":[`
 // (an empty list for none), encoding only the entries past encodedN, and
 // the encodings of entries[from:] for their evidence.
 func (c *llmContext) encode(from int) (payload []byte, fresh [][]byte, err error) {
-	if c.encoded == nil || c.encodedN > len(c.entries) {
-		c.encoded, c.encodedN, c.digest = []byte(contextPayloadStart), 0, nil
-	}
+	c.keepValidEncoding()
 	added, err := c.encodeNew()
 	if err != nil {
 		return nil, nil, err
@@ -127,6 +125,14 @@ func (c *llmContext) encode(from int) (payload []byte, fresh [][]byte, err error
 	return append(buf, ']', '}'), fresh, nil
 }
 
+// keepValidEncoding starts the kept encoding over when there is none or it
+// covers more entries than c has (they were replaced).
+func (c *llmContext) keepValidEncoding() {
+	if c.encoded == nil || c.encodedN > len(c.entries) {
+		c.encoded, c.encodedN, c.digest = []byte(contextPayloadStart), 0, nil
+	}
+}
+
 // encodeNew returns the encodings of the entries past encodedN.
 func (c *llmContext) encodeNew() ([][]byte, error) {
 	added := make([][]byte, 0, len(c.entries)-c.encodedN)
@@ -145,9 +151,7 @@ func (c *llmContext) encodeNew() ([][]byte, error) {
 // encodedN, and the whole kept encoding the first time after a load.
 func (c *llmContext) payloadDigest() ([sha256.Size]byte, error) {
 	var sum [sha256.Size]byte
-	if c.encoded == nil || c.encodedN > len(c.entries) {
-		c.encoded, c.encodedN, c.digest = []byte(contextPayloadStart), 0, nil
-	}
+	c.keepValidEncoding()
 	added, err := c.encodeNew()
 	if err != nil {
 		return sum, err
@@ -206,9 +210,7 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	if err != nil {
 		return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
 	}
-	k.ctxMu.Lock()
-	cached := k.ctxCache[r.PID]
-	k.ctxMu.Unlock()
+	cached := k.cachedContext(r.PID)
 	if cached != nil && cached.meta.Version == meta.Version && cached.meta.OID == meta.OID {
 		c := &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens, encoded: cached.encoded, encodedN: cached.encodedN, digest: cached.digest}
 		if k.records.check {
@@ -302,10 +304,7 @@ func decodeContext(meta objects.Meta, payload []byte) (*llmContext, error) {
 // with nothing to run, or a context it cannot read here, is left to the
 // quantum.
 func (k *Runtime) prewarmContext(pid int64) {
-	k.ctxMu.Lock()
-	_, cached := k.ctxCache[pid]
-	k.ctxMu.Unlock()
-	if cached {
+	if k.cachedContext(pid) != nil {
 		return
 	}
 	var c *llmContext
@@ -321,17 +320,15 @@ func (k *Runtime) prewarmContext(pid int64) {
 		if c, err = decodeContext(meta, payload); err != nil {
 			return err
 		}
-		c.digest = c.prefixDigest()
+		if c.encoded != nil {
+			c.digest = c.prefixDigest()
+		}
 		return nil
 	})
 	if err != nil || c == nil {
 		return
 	}
-	k.ctxMu.Lock()
-	if old := k.ctxCache[pid]; old == nil || old.meta.Version < c.meta.Version {
-		k.ctxCache[pid] = c
-	}
-	k.ctxMu.Unlock()
+	k.cacheContext(pid, c)
 }
 
 // appendEntries stages new entries on the context, retains them as evidence
@@ -464,17 +461,14 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 	c.owned = false // the cache now shares the slice
 	pid, ended, waiting := r.PID, r.State.Terminal(), r.State == process.Waiting
 	tx.AfterCommit(func() {
-		k.ctxMu.Lock()
-		switch old := k.ctxCache[pid]; {
-		case ended, waiting:
+		if ended || waiting {
 			// An ended process makes no more calls, and a waiting one may wait
-			// for a long time: its decoded context leaves the cache (the
-			// Object keeps it), so memory follows the processes that run.
-			delete(k.ctxCache, pid)
-		case old == nil || old.meta.Version < snapshot.meta.Version:
-			k.ctxCache[pid] = snapshot
+			// for a long time: its decoded context leaves the cache, so
+			// memory follows the processes that run.
+			k.dropCachedContext(pid)
+			return
 		}
-		k.ctxMu.Unlock()
+		k.cacheContext(pid, snapshot)
 	})
 	return nil
 }
@@ -503,11 +497,32 @@ func retainEntries(tx *txn, r *procRecord, c *llmContext, fresh [][]byte) error 
 
 // forgetContext drops pid's context from the cache once tx commits.
 func (k *Runtime) forgetContext(tx *txn, pid int64) {
-	tx.AfterCommit(func() {
-		k.ctxMu.Lock()
-		delete(k.ctxCache, pid)
-		k.ctxMu.Unlock()
-	})
+	tx.AfterCommit(func() { k.dropCachedContext(pid) })
+}
+
+// cachedContext returns the context the cache holds for pid, if any; it is
+// shared and never modified.
+func (k *Runtime) cachedContext(pid int64) *llmContext {
+	k.ctxMu.Lock()
+	defer k.ctxMu.Unlock()
+	return k.ctxCache[pid]
+}
+
+// cacheContext keeps c as pid's context unless the cache holds a newer
+// version: commits may finish out of order.
+func (k *Runtime) cacheContext(pid int64, c *llmContext) {
+	k.ctxMu.Lock()
+	if old := k.ctxCache[pid]; old == nil || old.meta.Version < c.meta.Version {
+		k.ctxCache[pid] = c
+	}
+	k.ctxMu.Unlock()
+}
+
+// dropCachedContext lets pid's decoded context go (the Object keeps it).
+func (k *Runtime) dropCachedContext(pid int64) {
+	k.ctxMu.Lock()
+	delete(k.ctxCache, pid)
+	k.ctxMu.Unlock()
 }
 
 // retained is one durable full-I/O evidence item.

@@ -328,13 +328,7 @@ func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal st
 		return nil, fmt.Errorf("create context object: %w", err)
 	}
 	// The new process's first quantum finds its empty context in the cache.
-	tx.AfterCommit(func() {
-		k.ctxMu.Lock()
-		if _, ok := k.ctxCache[pid]; !ok {
-			k.ctxCache[pid] = &llmContext{meta: ctxMeta, encoded: []byte(contextPayloadStart)}
-		}
-		k.ctxMu.Unlock()
-	})
+	tx.AfterCommit(func() { k.cacheContext(pid, &llmContext{meta: ctxMeta, encoded: []byte(contextPayloadStart)}) })
 	all, err := processGrants(pid, ns, grants)
 	if err != nil {
 		return nil, err

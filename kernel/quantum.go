@@ -101,9 +101,7 @@ func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	case errors.Is(err, errSkip):
 		// Nothing runs: a context decoded for this quantum leaves the cache,
 		// as it does when a process waits or ends.
-		k.ctxMu.Lock()
-		delete(k.ctxCache, p.pid)
-		k.ctxMu.Unlock()
+		k.dropCachedContext(p.pid)
 		return nil, nil
 	case err != nil:
 		return nil, err
@@ -438,7 +436,7 @@ func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmCo
 			case quantum.Record:
 				err = k.recordCall(tx, r, c, b.Turn, call, last.result, last.ok, last.code)
 			case quantum.NotStarted:
-				err = k.recordCall(tx, r, c, b.Turn, call, tools.NotStarted(e.Reason), false, "cancelled")
+				err = k.recordCall(tx, r, c, b.Turn, call, tools.NotStarted(e.Reason), false, tools.CodeCancelled)
 			case quantum.SettlementUnknown:
 				te := &tools.Error{Code: tools.CodeSettlementUnknown, EffectStarted: true,
 					Message: fmt.Sprintf("the runtime stopped while %s ran: its effect may or may not have happened; check before retrying", call.Name)}

@@ -91,8 +91,8 @@ func (sp *localSpill) close() {
 // memory into the store's spill file; they read as before until the store
 // closes. Oids without a runtime-local payload and payloads too small to be
 // worth it are left as they are; a payload whose older version an open View
-// may still need is spilled once that View ends. It is for payloads that are rarely read again, such as
-// those of a process that ended.
+// may still need is spilled once that View ends. It is for payloads that are
+// rarely read again, such as those of a process that ended.
 func (s *Store) SpillLocal(oids ...string) {
 	if s.readOnly || s.locals.spill == nil {
 		return

@@ -793,8 +793,12 @@ func (s *Store) view(fn func(tx *Txn) error) (*Txn, error) { return s.read(fn, t
 // read runs fn against a snapshot, and waits until the commits it could
 // have seen are durable when durable.
 func (s *Store) read(fn func(tx *Txn) error, durable bool) (*Txn, error) {
+	op := "view"
+	if !durable {
+		op = "peek"
+	}
 	if err := s.begin(); err != nil {
-		return nil, fmt.Errorf("objects: view: %w", err)
+		return nil, fmt.Errorf("objects: %s: %w", op, err)
 	}
 	defer s.ops.Done()
 	gen := s.locals.beginView()

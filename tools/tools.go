@@ -35,6 +35,9 @@ const (
 	// CodeSettlementUnknown: the effect started and whether it completed is
 	// not known (the runtime stopped meanwhile).
 	CodeSettlementUnknown = "settlement_unknown"
+	// CodeCancelled: the call never started (NotStarted); it is the code
+	// of its tool record.
+	CodeCancelled = "cancelled"
 )
 
 // Error is a tool failure that the model is shown as
@@ -288,7 +291,7 @@ type EffectSinceRef struct {
 	Tool   string `json:"tool"`
 	CallID string `json:"call_id"`
 	OK     bool   `json:"ok"`
-	// Code is the error code of a call that failed; "cancelled" says it
+	// Code is the error code of a call that failed; CodeCancelled says it
 	// never started.
 	Code string `json:"code,omitempty"`
 }

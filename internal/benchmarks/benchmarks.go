@@ -89,15 +89,21 @@ func quantaScript(quanta int) string {
 func textQuantaScript(quanta, textBytes int) string {
 	var b strings.Builder
 	b.WriteString("processes:\n  - image: bench:v0\n    turns:\n")
-	text := ""
-	if textBytes > 0 {
-		text = "text: " + strings.Repeat("lorem ipsum ", textBytes/12) + ", "
-	}
+	text := replyText(textBytes)
 	for i := 0; i < quanta-1; i++ {
 		b.WriteString("      - {" + text + "tool_calls: [{name: get_current_time, arguments: {timezone: UTC}}]}\n")
 	}
 	b.WriteString("      - tool_calls: [{name: process_exit, arguments: {message: done}}]\n")
 	return b.String()
+}
+
+// replyText is the field a scripted reply carries to hold textBytes bytes
+// of text, in the flow mapping of a turn ("" for none).
+func replyText(textBytes int) string {
+	if textBytes <= 0 {
+		return ""
+	}
+	return "text: " + strings.Repeat("lorem ipsum ", textBytes/12) + ", "
 }
 
 // Quanta runs procs processes of quanta quanta each (clock reads, then an
@@ -229,10 +235,7 @@ func runQuanta(dir, script string, procs, quanta int) (quantaRun, error) {
 // its exit, rounds times, and the children it spawns.
 func spawnScript(rounds, textBytes int) string {
 	var b strings.Builder
-	text := ""
-	if textBytes > 0 {
-		text = "text: " + strings.Repeat("lorem ipsum ", textBytes/12) + ", "
-	}
+	text := replyText(textBytes)
 	b.WriteString("processes:\n  - image: bench:v0\n    turns:\n")
 	for i := 0; i < rounds; i++ {
 		b.WriteString("      - {" + text + "tool_calls: [{name: spawn_child_process, arguments: {image: bench:v0, goal: g}}]}\n")
