@@ -10,8 +10,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/dop251/goja"
 )
 
 // percentile returns the q-quantile of sorted latencies in microseconds.
@@ -29,85 +27,25 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(percentile(lat, 0.99), "p99-µs")
 }
 
-// baselineSource is the benchmark module as a plain script, for the
-// in-process baseline below.
-const baselineSource = `function add(inputs) { return { sum: inputs.a + inputs.b }; }`
-
-// gojaBaseline is the in-process reference a warm call is compared with: the
-// module compiled once (goja.Compile), and per call a fresh goja runtime that
-// runs it, parses the inputs, calls the function and stringifies the result.
-// It has no process boundary, no bundle lookup and no limits.
-type gojaBaseline struct {
-	prg *goja.Program
-}
-
-func newGojaBaseline(b *testing.B) *gojaBaseline {
-	prg, err := goja.Compile("sum.js", baselineSource, true)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return &gojaBaseline{prg: prg}
-}
-
-func (g *gojaBaseline) call(b *testing.B, inputs string) {
-	vm := goja.New()
-	if _, err := vm.RunProgram(g.prg); err != nil {
-		b.Fatal(err)
-	}
-	add, _ := goja.AssertFunction(vm.Get("add"))
-	json := vm.Get("JSON").ToObject(vm)
-	parse, _ := goja.AssertFunction(json.Get("parse"))
-	stringify, _ := goja.AssertFunction(json.Get("stringify"))
-	in, err := parse(goja.Undefined(), vm.ToValue(inputs))
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := add(goja.Undefined(), in)
-	if err == nil {
-		out, err = stringify(goja.Undefined(), out)
-	}
-	if err != nil || out.String() != `{"sum":42}` {
-		b.Fatalf("baseline: %v %v", out, err)
-	}
-}
-
-// BenchmarkInvokeWarm calls a small pure module whose bundle is cached on
-// the host and compiled in the worker; every call still runs in a fresh
-// engine instance and crosses the process boundary. Each iteration also
-// times one in-process precompiled goja call (gojaBaseline), so the ratios
-// compare both under the same load: absolute figures move several-fold with
-// the machine's load. The timer is not stopped around the baseline (each
-// stop and start reads memory statistics, stopping the world between
-// calls), so ns/op covers both; the latency metrics are timed per call.
+// BenchmarkInvokeWarm is MeasureWarmCalls with b.N calls: a small pure
+// module whose bundle is cached on the host and compiled in the worker,
+// every call still in a fresh engine instance across the process boundary,
+// each followed by one in-process precompiled goja call, so the ratios
+// compare both under the same load (absolute figures move several-fold with
+// the machine's load). ns/op covers both calls and the collections between
+// them; the latency metrics are timed per call.
 func BenchmarkInvokeWarm(b *testing.B) {
-	p := newPool(b, PoolOptions{Workers: 1})
-	spec := Spec{Dir: fixture(b, "pure"), Module: "sum.mjs", Export: "add"}
-	const inputs = `{"a":20,"b":22}`
-	in := json.RawMessage(inputs)
-	if r := p.Run(context.Background(), spec, in, ""); r.Err != nil || string(r.Output) != `{"sum":42}` {
-		b.Fatalf("warm-up: %s %+v", r.Output, r.Err)
+	w, err := MeasureWarmCalls(context.Background(), b.TempDir(), b.N, PoolOptions{MemoryLimit: testMemoryLimit})
+	if err != nil {
+		b.Fatal(err)
 	}
-	base := newGojaBaseline(b)
-	lat := make([]time.Duration, 0, b.N)
-	baseLat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		r := p.Run(context.Background(), spec, in, "")
-		lat = append(lat, time.Since(start))
-		if r.Err != nil {
-			b.Fatal(r.Err)
-		}
-		start = time.Now()
-		base.call(b, inputs)
-		baseLat = append(baseLat, time.Since(start))
-	}
-	b.StopTimer()
-	reportLatency(b, lat)
-	slices.Sort(baseLat)
-	b.ReportMetric(percentile(baseLat, 0.5), "goja-median-µs")
-	b.ReportMetric(percentile(lat, 0.5)/percentile(baseLat, 0.5), "median-x-goja")
-	b.ReportMetric(percentile(lat, 0.99)/percentile(baseLat, 0.99), "p99-x-goja")
+	µs := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	b.ReportMetric(µs(w.Median), "median-µs")
+	b.ReportMetric(µs(w.P99), "p99-µs")
+	b.ReportMetric(µs(w.GojaMedian), "goja-median-µs")
+	b.ReportMetric(float64(w.Median)/float64(w.GojaMedian), "median-x-goja")
+	b.ReportMetric(float64(w.P99)/float64(w.GojaP99), "p99-x-goja")
+	b.ReportMetric(float64(w.LimitFailures), "limit-failures")
 }
 
 // BenchmarkInvokeFresh changes the module before every call, so each call
