@@ -298,7 +298,7 @@ func decodeContext(meta objects.Meta, payload []byte) (*llmContext, error) {
 }
 
 // prewarmContext decodes pid's context into the cache, from a peek, when
-// the cache does not hold it: the first quantum after a wait or a reopen
+// the cache does not hold it: the first quantum after a long wait or a reopen
 // then finds it there, at the version it reads, instead of decoding it (in
 // time that grows with the context) under the store's write lock. A process
 // with nothing to run, or a context it cannot read here, is left to the
@@ -459,7 +459,7 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 	}
 	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens, encoded: c.encoded, encodedN: c.encodedN, digest: c.digest}
 	c.owned = false // the cache now shares the slice
-	pid, ended, waiting := r.PID, r.State.Terminal(), r.State == process.Waiting
+	pid, ended, waiting := r.PID, r.State.Terminal(), r.waitsLong()
 	tx.AfterCommit(func() {
 		if ended || waiting {
 			// An ended process makes no more calls, and a waiting one may wait

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-
-	"github.com/libos/libos/process"
 )
 
 // recordCache holds the committed records of running processes, so that the
@@ -57,16 +55,16 @@ func (c *recordCache) load(tx *txn, pid int64) (*procRecord, bool, error) {
 }
 
 // publish registers, in tx, the update of the cache with the records it
-// writes. The record of a process that ended or waits leaves the cache, as
-// its decoded context does: memory follows the processes that run, and a
-// waiting process's next load is a wake-up, rarer than a quantum.
+// writes. The record of a process that ended leaves the cache, and so does
+// the record of one in a long wait, as its decoded context does (see
+// waitsLong).
 func (c *recordCache) publish(tx *txn, written []*procRecord) {
 	if c == nil || len(written) == 0 {
 		return
 	}
 	tx.OnApplied(func() {
 		for _, r := range written {
-			if r.State.Terminal() || r.State == process.Waiting {
+			if r.State.Terminal() || r.waitsLong() {
 				delete(c.recs, r.PID)
 				continue
 			}

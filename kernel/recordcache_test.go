@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/libos/libos/process"
 )
 
 // TestRecordCacheHoldsLiveRecords checks that a committed record of a live
@@ -42,5 +44,61 @@ func TestRecordCacheBound(t *testing.T) {
 	}
 	if n := len(h.rt.records.recs); n != 2 {
 		t.Fatalf("cache holds %d records, want its limit 2", n)
+	}
+}
+
+// TestCachesKeepParentWaitingForChild checks the caches' rule for waits
+// (procRecord.waitsLong): a parent waiting for its child keeps its record
+// and decoded context cached through the child's quanta, while a process
+// waiting for a message lets both go.
+func TestCachesKeepParentWaitingForChild(t *testing.T) {
+	h := newHarness(t, parentChildScript)
+	parent := h.spawn(append(clockGrants(), spawnGrant()))
+	ctx := context.Background()
+	cached := func(pid int64) (record, context bool) {
+		_, record = h.rt.records.recs[pid]
+		return record, h.rt.cachedContext(pid) != nil
+	}
+	for range 2 { // the spawn, then the wait
+		if err := h.rt.quantum(ctx, parent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.info(parent).Status; got != process.Waiting {
+		t.Fatalf("parent is %s, want waiting for its child", got)
+	}
+	const child = 2
+	for i := range 2 {
+		if rec, c := cached(parent); !rec || !c {
+			t.Fatalf("before child quantum %d: parent record cached %v, context cached %v; want both", i, rec, c)
+		}
+		if err := h.rt.quantum(ctx, child); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.run()
+	if got := h.result(parent)["child_said"]; got != "hello from 2" {
+		t.Fatalf("parent result %v", got)
+	}
+	if rec, c := cached(parent); rec || c {
+		t.Fatalf("after the parent exited: record cached %v, context cached %v; want neither", rec, c)
+	}
+
+	h = newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: receive_process_messages, arguments: {}}]
+`)
+	pid := h.spawn(nil)
+	h.run()
+	if got := h.info(pid).Status; got != process.Waiting {
+		t.Fatalf("receiver is %s, want waiting", got)
+	}
+	if _, ok := h.rt.records.recs[pid]; ok {
+		t.Fatal("a process waiting for a message keeps its record cached")
+	}
+	if h.rt.cachedContext(pid) != nil {
+		t.Fatal("a process waiting for a message keeps its context cached")
 	}
 }

@@ -157,6 +157,17 @@ func (r *procRecord) snapshot() *procRecord {
 // a saved record back cannot lose or stale it.
 func (r *procRecord) restore(s *procRecord) { *r = *s }
 
+// waitsLong reports whether r waits for something other than a child: a
+// message, a sleep, a Human, a compaction stage. Such a wait may last long,
+// so the decoded record and context of the process leave the caches, and
+// memory follows the processes that run. A parent waiting for its child
+// stays: it is part of a computation that runs, every quantum of the child
+// loads it to charge the budgets up the chain, and it resumes when the
+// child ends.
+func (r *procRecord) waitsLong() bool {
+	return r.State == process.Waiting && (r.Wait == nil || r.Wait.Kind != process.WaitChild)
+}
+
 func loadProc(tx *txn, pid int64) (*procRecord, error) {
 	if saved, ok := tx.procs[pid]; ok {
 		return saved.snapshot(), nil
@@ -244,6 +255,24 @@ func liveEntryOf(r *procRecord) liveEntry {
 		e.Wait, e.Until = r.Wait.Kind, r.Wait.Until
 	}
 	return e
+}
+
+// mayBeLive reports whether pid may not be terminal in tx: it is saved in
+// tx, or the live index holds it. A process that ended before tx has no
+// entry, so telling that costs a key lookup instead of a record's decoding.
+func mayBeLive(tx *txn, pid int64) (bool, error) {
+	if _, ok := tx.procs[pid]; ok {
+		return true, nil
+	}
+	_, err := tx.Get(liveKey(pid))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, objects.ErrNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("live index entry of pid %d: %w", pid, err)
+	}
 }
 
 // scanLive calls fn with the index entry of every process that is not

@@ -157,13 +157,19 @@ func (k *Runtime) killDescendants(tx *txn, pid int64, reason string) error {
 		return err
 	}
 	for _, c := range kids {
-		cr, err := loadProc(tx, c)
+		live, err := mayBeLive(tx, c)
 		if err != nil {
 			return err
 		}
-		if !cr.State.Terminal() {
-			if err := k.step(tx, cr, process.Input{Kind: process.Kill, Reason: reason}); err != nil {
+		if live {
+			cr, err := loadProc(tx, c)
+			if err != nil {
 				return err
+			}
+			if !cr.State.Terminal() {
+				if err := k.step(tx, cr, process.Input{Kind: process.Kill, Reason: reason}); err != nil {
+					return err
+				}
 			}
 		}
 		if err := k.killDescendants(tx, c, reason); err != nil {
