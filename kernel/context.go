@@ -536,12 +536,13 @@ type retained struct {
 	GoalVersion uint64 `json:"goal_version,omitempty"`
 }
 
-// materialize builds the provider request messages of a process.
-func (k *Runtime) materialize(r *procRecord, c *llmContext, system, goal string) []llm.Message {
-	msgs := make([]llm.Message, 0, len(c.entries)+2)
+// materialize builds the provider request messages of a process from its
+// system prompt, goal and context entries.
+func materialize(system, goal string, entries []Entry) []llm.Message {
+	msgs := make([]llm.Message, 0, len(entries)+2)
 	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system}, llm.Message{Role: llm.RoleUser, Content: goal})
-	for i := range c.entries {
-		e := &c.entries[i]
+	for i := range entries {
+		e := &entries[i]
 		msgs = append(msgs, llm.Message{Role: e.Role, Content: e.Content, ToolCalls: e.ToolCalls, ToolCallID: e.ToolCallID, Name: e.Name})
 	}
 	return msgs

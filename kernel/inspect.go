@@ -571,7 +571,7 @@ func (k *Runtime) ContextOf(pid int64) (ContextView, error) {
 		} else {
 			v.SystemError = fmt.Sprintf("image %s: %v", r.Image, err)
 		}
-		msgs := k.materialize(r, c, system, goal)
+		msgs := materialize(system, goal, c.entries)
 		size := 0
 		for i := len(msgs) - 1; i >= 2; i-- {
 			size += len(msgs[i].Content)

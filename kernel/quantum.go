@@ -114,7 +114,9 @@ func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 }
 
 func (p phaseCall) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
-	resp, perr := k.provider().Complete(ctx, p.start.req)
+	req := p.start.req
+	req.Messages = materialize(p.start.system, p.start.goal, p.start.entries)
+	resp, perr := k.provider().Complete(ctx, req)
 	return phaseResult{pid: p.pid, start: p.start, resp: resp, perr: perr}, nil
 }
 
@@ -152,10 +154,16 @@ func (p phaseEffect) run(ctx context.Context, k *Runtime) (quantumPhase, error) 
 // callStart is what the start phase hands the provider call: the request,
 // its reservation and the call record's number.
 type callStart struct {
-	req      llm.Request
-	im       *images.Image
-	reserved int64
-	turn     int
+	// req is the request without its messages, which the call phase builds
+	// from system, goal and entries, outside the store's write lock: a
+	// context's entries are never changed once committed (an append or a
+	// change copies them first), so these stay as the start commit wrote them.
+	req          llm.Request
+	system, goal string
+	entries      []Entry
+	im           *images.Image
+	reserved     int64
+	turn         int
 	// record is the call record the start phase committed; only the
 	// result phase writes it next, so it need not be read back.
 	record callRecord
@@ -217,11 +225,10 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 		}
 	}
 	system := k.systemPrompt(r, c, im.SystemPrompt, im.Context.Object)
-	start := &callStart{im: im, turn: r.Turn, req: llm.Request{
+	start := &callStart{im: im, turn: r.Turn, system: system, goal: goal, entries: c.entries, req: llm.Request{
 		Process:   llm.ProcessInfo{PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, GoalOID: r.GoalOID},
 		Turn:      r.Replies,
 		Attempt:   r.ProviderFailures + 1,
-		Messages:  k.materialize(r, c, system, goal),
 		Tools:     k.toolSchemas(im, r),
 		MaxTokens: im.Context.MaxOutputTokens,
 	}}
