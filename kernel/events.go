@@ -47,7 +47,11 @@ type Event struct {
 // the commit.
 func (k *Runtime) emit(tx *txn, ev Event) error {
 	ev.Time = k.clock.Now()
-	seq, err := tx.AppendEvent(ev.Kind, ev)
+	data, err := ev.appendJSON(make([]byte, 0, eventEncodingSize))
+	if err != nil {
+		return fmt.Errorf("encode %s event: %w", ev.Kind, err)
+	}
+	seq, err := tx.AppendEventJSON(ev.Kind, data)
 	if err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
 	}

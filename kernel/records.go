@@ -221,7 +221,7 @@ func writeProcs(tx *txn) error {
 	for _, pid := range slices.Sorted(maps.Keys(tx.procs)) {
 		r := tx.procs[pid]
 		r.decisions = nil // not stored; a cached record must be what a load decodes
-		b, err := json.Marshal(r)
+		b, err := r.appendJSON(make([]byte, 0, recordEncodingSize))
 		if err != nil {
 			return fmt.Errorf("encode process %d: %w", pid, err)
 		}

@@ -139,7 +139,7 @@ func (tx *Txn) payloadDigest(payload []byte, known string) (string, error) {
 	if known == "" {
 		return payloadHash(payload), nil
 	}
-	if tx.s.checkDigests {
+	if tx.s.checkHandoffs {
 		if want := payloadHash(payload); known != want {
 			return "", fmt.Errorf("%w: payload_sha256: must be the SHA-256 of the payload, %s, got %s", ErrInvalid, want, known)
 		}

@@ -84,10 +84,12 @@ type Store struct {
 	locals   *localStore
 	fs       *storeFS
 	readOnly bool
-	// checkDigests makes a write recompute a payload digest its caller
-	// handed over (WriteSpec.PayloadSHA256) and refuse it on a difference;
-	// tests turn it on with LIBOS_CHECK_CACHES=1 before a store opens.
-	checkDigests bool
+	// checkHandoffs makes the store check what a caller hands over without
+	// a copy or a check: a write recomputes a payload digest
+	// (WriteSpec.PayloadSHA256) and refuses it on a difference, and an
+	// event's encoded data (AppendEventJSON) must be valid JSON; tests turn
+	// it on with LIBOS_CHECK_CACHES=1 before a store opens.
+	checkHandoffs bool
 
 	// writeMu gives one Update at a time exclusive write access: its
 	// function runs, its batch is built and the caches below take its
@@ -203,16 +205,16 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("objects: open %s: lock directory: %w", given, err)
 	}
 	s := &Store{
-		dir:          dir,
-		lock:         lock,
-		release:      release,
-		instance:     uuid.NewString(),
-		clock:        opts.Clock,
-		locals:       newLocalStore(),
-		readOnly:     opts.ReadOnly,
-		checkDigests: os.Getenv("LIBOS_CHECK_CACHES") == "1",
-		failedCh:     make(chan struct{}),
-		parkedCh:     make(chan struct{}),
+		dir:           dir,
+		lock:          lock,
+		release:       release,
+		instance:      uuid.NewString(),
+		clock:         opts.Clock,
+		locals:        newLocalStore(),
+		readOnly:      opts.ReadOnly,
+		checkHandoffs: os.Getenv("LIBOS_CHECK_CACHES") == "1",
+		failedCh:      make(chan struct{}),
+		parkedCh:      make(chan struct{}),
 
 		metaCache:      make(map[string]*storedMeta),
 		metaCacheLimit: defaultMetaCacheLimit,

@@ -487,6 +487,23 @@ func (tx *Txn) AppendEvent(kind string, data any) (uint64, error) {
 	return tx.appendEvent(kind, raw), nil
 }
 
+// AppendEventJSON is AppendEvent for data its caller encoded: data must be
+// valid JSON, as json.Marshal writes it, and is kept as given, neither
+// checked nor copied (the caller must not change it afterwards). A store
+// opened with LIBOS_CHECK_CACHES=1 refuses data that is not valid JSON.
+func (tx *Txn) AppendEventJSON(kind string, data []byte) (uint64, error) {
+	if err := tx.usable(true); err != nil {
+		return 0, fmt.Errorf("objects: append event: %w", err)
+	}
+	if err := checkIdent("kind", kind); err != nil {
+		return 0, fmt.Errorf("objects: append event: %w", err)
+	}
+	if tx.s.checkHandoffs && !json.Valid(data) {
+		return 0, fmt.Errorf("objects: append event %s: %w: data: must be valid JSON, got %q", kind, ErrInvalid, data)
+	}
+	return tx.appendEvent(kind, data), nil
+}
+
 func (tx *Txn) appendEvent(kind string, data json.RawMessage) uint64 {
 	seq := tx.s.publishedEventSeq + uint64(len(tx.events)) + 1
 	tx.events = append(tx.events, Event{Seq: seq, Time: tx.s.now(), Kind: kind, Data: data})

@@ -1,0 +1,320 @@
+package kernel
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/libos/libos/capabilities"
+)
+
+// The two values every commit encodes, a process record and an event, are
+// written out by hand: encoding/json's reflection was the largest single cost
+// under the store's write lock. Each produces exactly the bytes json.Marshal
+// does (TestHandEncodersMatchEncodingJSON fills every field by reflection, so
+// a field added to the types and not here fails it; every record-cache hit in
+// tests also compares json.Marshal with what was stored). Rare parts (a wait,
+// a batch in flight, an event's detail) go through json.Marshal.
+
+// jsonWriter appends JSON to buf; the first error sticks.
+type jsonWriter struct {
+	buf []byte
+	err error
+	// more says a member was written since the last '{'.
+	more bool
+}
+
+func (w *jsonWriter) open() {
+	w.buf = append(w.buf, '{')
+	w.more = false
+}
+
+func (w *jsonWriter) close() {
+	w.buf = append(w.buf, '}')
+	w.more = true
+}
+
+// key writes a member's name; names are plain ASCII literals.
+func (w *jsonWriter) key(name string) {
+	if w.more {
+		w.buf = append(w.buf, ',')
+	}
+	w.buf = append(w.buf, '"')
+	w.buf = append(w.buf, name...)
+	w.buf = append(w.buf, '"', ':')
+	w.more = true
+}
+
+func (w *jsonWriter) str(name, s string) {
+	w.key(name)
+	w.string(s)
+}
+
+func (w *jsonWriter) strOmit(name, s string) {
+	if s != "" {
+		w.str(name, s)
+	}
+}
+
+func (w *jsonWriter) int(name string, n int64) {
+	w.key(name)
+	w.buf = strconv.AppendInt(w.buf, n, 10)
+}
+
+func (w *jsonWriter) intOmit(name string, n int64) {
+	if n != 0 {
+		w.int(name, n)
+	}
+}
+
+func (w *jsonWriter) uint(name string, n uint64) {
+	w.key(name)
+	w.buf = strconv.AppendUint(w.buf, n, 10)
+}
+
+func (w *jsonWriter) uintOmit(name string, n uint64) {
+	if n != 0 {
+		w.uint(name, n)
+	}
+}
+
+func (w *jsonWriter) boolOmit(name string, b bool) {
+	if b {
+		w.key(name)
+		w.buf = append(w.buf, "true"...)
+	}
+}
+
+func (w *jsonWriter) time(name string, t time.Time) {
+	w.key(name)
+	if _, offset := t.Zone(); t.Year() < 0 || t.Year() > 9999 || offset <= -24*3600 || offset >= 24*3600 {
+		// Outside what RFC 3339 can say: time's own encoder refuses it.
+		b, err := t.MarshalJSON()
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		w.buf = append(w.buf, b...)
+		return
+	}
+	w.buf = append(w.buf, '"')
+	w.buf = t.AppendFormat(w.buf, time.RFC3339Nano)
+	w.buf = append(w.buf, '"')
+}
+
+// value writes v as json.Marshal does.
+func (w *jsonWriter) value(name string, v any) {
+	w.key(name)
+	b, err := json.Marshal(v)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.buf = append(w.buf, b...)
+}
+
+// strings writes a list of strings; nil is null.
+func (w *jsonWriter) strings(name string, list []string) {
+	w.key(name)
+	if list == nil {
+		w.buf = append(w.buf, "null"...)
+		return
+	}
+	w.buf = append(w.buf, '[')
+	for i, s := range list {
+		if i > 0 {
+			w.buf = append(w.buf, ',')
+		}
+		w.string(s)
+	}
+	w.buf = append(w.buf, ']')
+}
+
+func (w *jsonWriter) stringsOmit(name string, list []string) {
+	if len(list) > 0 {
+		w.strings(name, list)
+	}
+}
+
+// string writes s quoted. Text of printable ASCII that encoding/json leaves
+// as it is (no quote, backslash or HTML character) is copied; anything else
+// goes through json.Marshal, whose escaping is the reference.
+func (w *jsonWriter) string(s string) {
+	for i := 0; i < len(s); i++ {
+		if !jsonPlain[s[i]] {
+			b, err := json.Marshal(s)
+			if err != nil && w.err == nil {
+				w.err = err
+			}
+			w.buf = append(w.buf, b...)
+			return
+		}
+	}
+	w.buf = append(w.buf, '"')
+	w.buf = append(w.buf, s...)
+	w.buf = append(w.buf, '"')
+}
+
+// jsonPlain marks the bytes encoding/json writes as they are in a string:
+// printable ASCII but the quote, the backslash and the HTML characters.
+var jsonPlain = func() (plain [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		plain[c] = true
+	}
+	for _, c := range `"\<>&` {
+		plain[c] = false
+	}
+	return plain
+}()
+
+// appendJSON appends r as json.Marshal encodes it.
+func (r *procRecord) appendJSON(buf []byte) ([]byte, error) {
+	w := jsonWriter{buf: buf}
+	w.open()
+	w.int("pid", r.PID)
+	w.int("parent_pid", r.ParentPID)
+	w.str("image", r.Image)
+	w.str("state", string(r.State))
+	w.uint("gen", r.Gen)
+	if r.Wait != nil {
+		w.value("wait", r.Wait)
+	}
+	w.strOmit("paused_from", string(r.PausedFrom))
+	w.strOmit("reason", r.Reason)
+	w.strOmit("result_oid", r.ResultOID)
+	w.str("goal_oid", r.GoalOID)
+	w.str("namespace", r.Namespace)
+	w.int("turn", int64(r.Turn))
+	w.grants("grants", r.Grants)
+	w.budget("limits", r.Limits)
+	w.budget("used", r.Used)
+	w.time("created_at", r.CreatedAt)
+	w.time("updated_at", r.UpdatedAt)
+	w.strOmit("context_oid", r.ContextOID)
+	w.int("root_pid", r.RootPID)
+	w.stringsOmit("observed_tools", r.ObservedTools)
+	w.strOmit("resume_pending", r.ResumePending)
+	w.int("retained_entries", int64(r.RetainedEntries))
+	w.uint("tool_calls", r.ToolCalls)
+	w.uint("retain_seq", r.RetainSeq)
+	w.intOmit("reserved_tokens", r.ReservedTokens)
+	w.strOmit("evidence_sha256", r.EvidenceSHA256)
+	w.stringsOmit("active_skills", r.ActiveSkills)
+	w.strings("tool_table", r.ToolTable)
+	w.strings("scopes", r.Scopes)
+	if r.Dispatch != nil {
+		w.value("dispatch", r.Dispatch)
+	}
+	w.intOmit("compaction_of", r.CompactionOf)
+	w.boolOmit("pressure_episode", r.PressureEpisode)
+	if !r.WallMark.IsZero() {
+		w.time("wall_mark", r.WallMark)
+	}
+	w.int("replies", int64(r.Replies))
+	w.boolOmit("pause_requested", r.PauseRequested)
+	w.uintOmit("notified_seq", r.NotifiedSeq)
+	w.boolOmit("interrupted_turn", r.InterruptedTurn)
+	w.intOmit("provider_failures", int64(r.ProviderFailures))
+	w.boolOmit("window_retried", r.WindowRetried)
+	w.boolOmit("force_maintenance", r.ForceMaintenance)
+	w.intOmit("text_only_turns", int64(r.TextOnlyTurns))
+	w.strOmit("approved_call", r.ApprovedCall)
+	w.close()
+	return w.buf, w.err
+}
+
+func (w *jsonWriter) budget(name string, b capabilities.Budget) {
+	w.key(name)
+	w.open()
+	w.int("tool_calls", b.ToolCalls)
+	w.int("llm_calls", b.LLMCalls)
+	w.int("llm_tokens", b.LLMTokens)
+	w.int("children", b.Children)
+	w.int("wall_seconds", b.WallSeconds)
+	w.close()
+}
+
+func (w *jsonWriter) grants(name string, grants []capabilities.Grant) {
+	w.key(name)
+	if grants == nil {
+		w.buf = append(w.buf, "null"...)
+		return
+	}
+	w.buf = append(w.buf, '[')
+	for i := range grants {
+		if i > 0 {
+			w.buf = append(w.buf, ',')
+		}
+		g := &grants[i]
+		w.open()
+		w.str("id", g.ID)
+		w.str("resource", g.Resource)
+		w.key("rights")
+		if g.Rights == nil {
+			w.buf = append(w.buf, "null"...)
+		} else {
+			w.buf = append(w.buf, '[')
+			for j, right := range g.Rights {
+				if j > 0 {
+					w.buf = append(w.buf, ',')
+				}
+				w.string(string(right))
+			}
+			w.buf = append(w.buf, ']')
+		}
+		w.str("effect", string(g.Effect))
+		if g.UsesRemaining != nil {
+			w.int("uses_remaining", int64(*g.UsesRemaining))
+		}
+		if g.ExpiresAt != nil {
+			w.time("expires_at", *g.ExpiresAt)
+		}
+		if g.Delegable != nil {
+			w.key("delegable")
+			w.buf = strconv.AppendBool(w.buf, *g.Delegable)
+		}
+		w.close()
+	}
+	w.buf = append(w.buf, ']')
+}
+
+// MarshalJSON encodes e as encoding/json would without this method.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return e.appendJSON(make([]byte, 0, eventEncodingSize))
+}
+
+// eventEncodingSize and recordEncodingSize are the buffers the encoders
+// start with: most events and records fit.
+const (
+	eventEncodingSize  = 256
+	recordEncodingSize = 1024
+)
+
+// appendJSON appends e as json.Marshal encodes it.
+func (e *Event) appendJSON(buf []byte) ([]byte, error) {
+	w := jsonWriter{buf: buf}
+	w.open()
+	w.uint("seq", e.Seq)
+	w.time("time", e.Time)
+	w.str("kind", e.Kind)
+	w.intOmit("pid", e.PID)
+	w.intOmit("parent", e.Parent)
+	w.strOmit("image", e.Image)
+	w.strOmit("from", e.From)
+	w.strOmit("to", e.To)
+	w.strOmit("wait", e.Wait)
+	w.strOmit("reason", e.Reason)
+	w.intOmit("turn", int64(e.Turn))
+	w.strOmit("tool", e.Tool)
+	w.strOmit("call_id", e.CallID)
+	w.strOmit("args", e.Args)
+	if e.OK != nil {
+		w.key("ok")
+		w.buf = strconv.AppendBool(w.buf, *e.OK)
+	}
+	w.strOmit("code", e.Code)
+	w.strOmit("summary", e.Summary)
+	if e.Detail != nil {
+		w.value("detail", e.Detail)
+	}
+	w.close()
+	return w.buf, w.err
+}
