@@ -186,7 +186,7 @@ func contextSummary(c *llmContext, rebuilt bool) ContextSummary {
 
 // recentCalls returns the latest n tool call records of pid, oldest first.
 func recentCalls(tx *txn, pid int64, n int) ([]CallView, error) {
-	prefix := fmt.Appendf(nil, "%s%020d/", prefixToolRec, pid)
+	prefix := append(pidKey(prefixToolRec, pid), '/')
 	var out []CallView
 	err := tx.ScanRange(prefix, prefixEnd(prefix), true, func(_, v []byte) error {
 		var rec struct {

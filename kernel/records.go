@@ -32,7 +32,15 @@ const (
 	keyLiveIndex = "k/live-index"
 )
 
-func procKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixProc, pid) }
+func procKey(pid int64) []byte { return pidKey(prefixProc, pid) }
+
+// pidKey is prefix and a pid zero-padded to 20 digits; a key that goes on
+// starts with it, and pidKeyLen is room for what usually follows.
+func pidKey(prefix string, pid int64) []byte {
+	return objects.AppendPadded(append(make([]byte, 0, len(prefix)+pidKeyLen), prefix...), pid, 20)
+}
+
+const pidKeyLen = 20 + 1 + 20
 
 // keyPID reads the zero-padded pid that follows the first prefixLen bytes
 // of key.
@@ -44,19 +52,19 @@ func keyPID(key []byte, prefixLen int) (int64, error) {
 	return pid, nil
 }
 
-func liveKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixLive, pid) }
+func liveKey(pid int64) []byte { return pidKey(prefixLive, pid) }
 func pendingKey(pid int64, id string) []byte {
-	return fmt.Appendf(nil, "%s%020d/%s", prefixPending, pid, id)
+	return append(append(pidKey(prefixPending, pid), '/'), id...)
 }
 func callKey(pid int64, turn int) []byte {
-	return fmt.Appendf(nil, "%s%020d/%010d", prefixCall, pid, turn)
+	return objects.AppendPadded(append(pidKey(prefixCall, pid), '/'), int64(turn), 10)
 }
 func retainKey(pid int64, seq uint64) []byte {
-	return fmt.Appendf(nil, "%s%020d/%020d", prefixRetain, pid, seq)
+	return objects.AppendPaddedUnsigned(append(pidKey(prefixRetain, pid), '/'), seq, 20)
 }
-func retainPrefix(pid int64) []byte { return fmt.Appendf(nil, "%s%020d/", prefixRetain, pid) }
+func retainPrefix(pid int64) []byte { return append(pidKey(prefixRetain, pid), '/') }
 func toolRecKey(pid int64, seq uint64) []byte {
-	return fmt.Appendf(nil, "%s%020d/%020d", prefixToolRec, pid, seq)
+	return objects.AppendPaddedUnsigned(append(pidKey(prefixToolRec, pid), '/'), seq, 20)
 }
 
 // Namespace returns the Object namespace of a process.

@@ -11,7 +11,7 @@ import (
 
 const prefixEvidence = "k/evid/"
 
-func evidenceKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixEvidence, pid) }
+func evidenceKey(pid int64) []byte { return pidKey(prefixEvidence, pid) }
 
 // reviewInput is the completion review's view of r, read fresh in tx.
 func (k *Runtime) reviewInput(tx *txn, r *procRecord) (process.ReviewInput, error) {

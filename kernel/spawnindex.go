@@ -14,7 +14,7 @@ import (
 // own key, and never shows it to the process or puts it in a request.
 const prefixSpawnIndex = "k/si/"
 
-func spawnIndexKey(pid int64) []byte { return fmt.Appendf(nil, "%s%020d", prefixSpawnIndex, pid) }
+func spawnIndexKey(pid int64) []byte { return pidKey(prefixSpawnIndex, pid) }
 
 // assignSpawnIndex gives pid the next index of image in root's tree. The
 // count is per tree, so every root started in a shared directory reads its

@@ -8,6 +8,7 @@ import (
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/mailbox"
+	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 )
@@ -15,9 +16,9 @@ import (
 const prefixChildren = "k/ch/"
 
 func childKey(parent, child int64) []byte {
-	return fmt.Appendf(nil, "%s%020d/%020d", prefixChildren, parent, child)
+	return objects.AppendPadded(childPrefix(parent), child, 20)
 }
-func childPrefix(parent int64) []byte { return fmt.Appendf(nil, "%s%020d/", prefixChildren, parent) }
+func childPrefix(parent int64) []byte { return append(pidKey(prefixChildren, parent), '/') }
 
 // children lists the direct children of pid.
 func children(tx *txn, pid int64) ([]int64, error) {

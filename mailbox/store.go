@@ -27,15 +27,15 @@ const (
 )
 
 func headerKey(recipient int64) []byte {
-	return fmt.Appendf(nil, "%s%020d", keyHeader, recipient)
+	return objects.AppendPadded(append(make([]byte, 0, len(keyHeader)+20), keyHeader...), recipient, 20)
 }
 
 func queuePrefix(kind string, recipient int64) []byte {
-	return fmt.Appendf(nil, "%s%020d/", kind, recipient)
+	return append(objects.AppendPadded(append(make([]byte, 0, len(kind)+42), kind...), recipient, 20), '/')
 }
 
 func seqKey(kind string, recipient int64, seq uint64) []byte {
-	return fmt.Appendf(nil, "%s%020d/%020d", kind, recipient, seq)
+	return objects.AppendPaddedUnsigned(queuePrefix(kind, recipient), seq, 20)
 }
 
 // seqFromKey returns the seq at the end of a message or unread-index key.

@@ -258,3 +258,31 @@ func decodeUint64(b []byte) (uint64, error) {
 	}
 	return binary.BigEndian.Uint64(b), nil
 }
+
+// AppendPadded appends n in decimal, zero-padded to width digits, exactly as
+// fmt's "%0*d" writes it: the raw keys of callers carry numbers this way so
+// that they sort as the numbers do. It is the hot path of key building,
+// where fmt's formatting cost more than the lookup.
+func AppendPadded(b []byte, n int64, width int) []byte {
+	if n < 0 {
+		return fmt.Appendf(b, "%0*d", width, n)
+	}
+	return AppendPaddedUnsigned(b, uint64(n), width)
+}
+
+// AppendPaddedUnsigned is AppendPadded for an unsigned number.
+func AppendPaddedUnsigned(b []byte, n uint64, width int) []byte {
+	var digits [20]byte
+	i := len(digits)
+	for n >= 10 {
+		i--
+		digits[i] = byte('0' + n%10)
+		n /= 10
+	}
+	i--
+	digits[i] = byte('0' + n)
+	for pad := width - (len(digits) - i); pad > 0; pad-- {
+		b = append(b, '0')
+	}
+	return append(b, digits[i:]...)
+}

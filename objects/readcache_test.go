@@ -21,7 +21,7 @@ func TestTxnReadsOnceThroughItsOverlay(t *testing.T) {
 			t.Fatalf("first read: %q %v", v, err)
 		}
 		v[0] = 'X' // the caller owns what it was handed
-		if _, err := tx.Get([]byte("k/missing")); !errors.Is(err, ErrNotFound) {
+		if _, err := tx.Get([]byte("k/missing")); !errors.Is(err, ErrNotFound) || err.Error() != `objects: get "k/missing": `+ErrNotFound.Error() {
 			t.Fatalf("missing key: %v", err)
 		}
 		sp := tx.Savepoint()

@@ -540,3 +540,19 @@ func TestConcurrentCommitsSeeEarlierOnes(t *testing.T) {
 		t.Fatalf("LastEventSeq = %d, want %d", got, start+2*writers*perWriter)
 	}
 }
+
+// TestAppendPadded: the padded numbers of raw keys are fmt's "%0*d".
+func TestAppendPadded(t *testing.T) {
+	for _, n := range []int64{0, 1, 9, 10, 99, 12345, -1, -42, 1<<63 - 1, -1 << 63} {
+		for _, width := range []int{0, 1, 10, 20, 22} {
+			if got, want := string(AppendPadded([]byte("p/"), n, width)), fmt.Sprintf("p/%0*d", width, n); got != want {
+				t.Errorf("AppendPadded(%d, %d) = %q, want %q", n, width, got, want)
+			}
+		}
+	}
+	for _, n := range []uint64{0, 7, 1<<64 - 1} {
+		if got, want := string(AppendPaddedUnsigned(nil, n, 20)), fmt.Sprintf("%020d", n); got != want {
+			t.Errorf("AppendPaddedUnsigned(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -229,10 +229,17 @@ func (tx *Txn) Get(key []byte) ([]byte, error) {
 		return nil, fmt.Errorf("objects: get %q: %w", key, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("objects: get %q: %w", key, ErrNotFound)
+		return nil, &keyNotFound{key: string(key)}
 	}
 	return v, nil
 }
+
+// keyNotFound is Get's error for a missing key, formatted only when read:
+// many callers expect the miss (a queue never written, a first record).
+type keyNotFound struct{ key string }
+
+func (e *keyNotFound) Error() string { return fmt.Sprintf("objects: get %q: %v", e.key, ErrNotFound) }
+func (e *keyNotFound) Unwrap() error { return ErrNotFound }
 
 // Set stages value under a raw key. Keys under the reserved prefixes "o/",
 // "ev/" and "seq/" are refused with ErrReservedKey. Key and value are copied.
