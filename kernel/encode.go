@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 
@@ -101,9 +102,13 @@ func (w *jsonWriter) time(name string, t time.Time) {
 	w.buf = append(w.buf, '"')
 }
 
-// value writes v as json.Marshal does.
+// value writes a member v as json.Marshal does.
 func (w *jsonWriter) value(name string, v any) {
 	w.key(name)
+	w.marshal(v)
+}
+
+func (w *jsonWriter) marshal(v any) {
 	b, err := json.Marshal(v)
 	if err != nil && w.err == nil {
 		w.err = err
@@ -111,9 +116,86 @@ func (w *jsonWriter) value(name string, v any) {
 	w.buf = append(w.buf, b...)
 }
 
-// strings writes a list of strings; nil is null.
+// detail writes an event's detail. The maps the kernel builds for it are
+// written here (keys sorted, as encoding/json sorts them); anything else
+// goes through json.Marshal.
+func (w *jsonWriter) detail(name string, v any) {
+	m, ok := v.(map[string]any)
+	if !ok || m == nil {
+		w.value(name, v)
+		return
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	w.key(name)
+	w.open()
+	for _, k := range keys {
+		if w.more {
+			w.buf = append(w.buf, ',')
+		}
+		w.string(k)
+		w.buf = append(w.buf, ':')
+		w.more = true
+		w.any(m[k])
+	}
+	w.close()
+}
+
+// any writes a detail's value.
+func (w *jsonWriter) any(v any) {
+	switch x := v.(type) {
+	case string:
+		w.string(x)
+	case int:
+		w.buf = strconv.AppendInt(w.buf, int64(x), 10)
+	case int64:
+		w.buf = strconv.AppendInt(w.buf, x, 10)
+	case bool:
+		w.buf = strconv.AppendBool(w.buf, x)
+	case []string:
+		w.list(x)
+	case json.RawMessage:
+		if len(x) > 0 && compactAsIs(x) {
+			w.buf = append(w.buf, x...)
+			return
+		}
+		w.marshal(x)
+	default:
+		w.marshal(v)
+	}
+}
+
+// compactAsIs reports whether encoding/json writes the valid JSON raw as it
+// is: no whitespace outside strings, and nothing it escapes for HTML (<, >,
+// & and U+2028 and U+2029, whose encodings start with 0xE2).
+func compactAsIs(raw []byte) bool {
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '<' || c == '>' || c == '&' || c == 0xE2:
+			return false
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
+}
+
+// strings writes a member that is a list of strings.
 func (w *jsonWriter) strings(name string, list []string) {
 	w.key(name)
+	w.list(list)
+}
+
+// list writes a list of strings; nil is null.
+func (w *jsonWriter) list(list []string) {
 	if list == nil {
 		w.buf = append(w.buf, "null"...)
 		return
@@ -313,7 +395,7 @@ func (e *Event) appendJSON(buf []byte) ([]byte, error) {
 	w.strOmit("code", e.Code)
 	w.strOmit("summary", e.Summary)
 	if e.Detail != nil {
-		w.value("detail", e.Detail)
+		w.detail("detail", e.Detail)
 	}
 	w.close()
 	return w.buf, w.err

@@ -40,12 +40,17 @@ func TestHandEncodersMatchEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatalf("event %d: encoding/json: %v", i, err)
 		}
-		got, err = json.Marshal(ev)
+		// emit stores appendJSON's bytes as they are; json.Marshal would
+		// compact MarshalJSON's output and hide a difference.
+		got, err = ev.appendJSON(nil)
 		if err != nil {
-			t.Fatalf("event %d: MarshalJSON: %v", i, err)
+			t.Fatalf("event %d: appendJSON: %v", i, err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("event %d differs:\nhand          %s\nencoding/json %s", i, got, want)
+		}
+		if viaMethod, err := json.Marshal(ev); err != nil || !bytes.Equal(viaMethod, want) {
+			t.Fatalf("event %d: json.Marshal through MarshalJSON: %s, %v", i, viaMethod, err)
 		}
 	}
 }
@@ -127,7 +132,13 @@ func fillRandom(v reflect.Value, rng *rand.Rand, depth int) {
 	case reflect.Interface:
 		details := []any{nil, map[string]any{"b": "<x>", "a": 1.5}, []int{1, 2}, &struct {
 			N string `json:"n"`
-		}{"ü"}, (*int)(nil)}
+		}{"ü"}, (*int)(nil), map[string]any(nil), map[string]any{},
+			map[string]any{"decision": "allow", "resource": "clock:now", "grant_id": "g-1", "attempt": 2, "latency_ms": int64(-3), "ok": true, "list": []string{"a", "<b>"}, "none": []string(nil)},
+			map[string]any{"result": json.RawMessage(`{"status":"ok","text":"two words, \"quoted\" \\ done","n":[1,2]}`)},
+			map[string]any{"arguments": json.RawMessage(` { "a" : 1 } `), "authority": []string{"allowed by grant host-1"}},
+			map[string]any{"result": json.RawMessage(`{"html":"<b>&amp;"}`), "sep": json.RawMessage("\"\u2028\""), "empty": json.RawMessage(nil)},
+			map[string]any{"z\"key": json.RawMessage(`"a\"b"`), "<k>": json.RawMessage("[true,null,\"x\\ty\"]")},
+		}
 		if d := details[rng.IntN(len(details))]; d != nil {
 			v.Set(reflect.ValueOf(d))
 		}
