@@ -15,7 +15,8 @@ import (
 // does (TestHandEncodersMatchEncodingJSON fills every field by reflection, so
 // a field added to the types and not here fails it; every record-cache hit in
 // tests also compares json.Marshal with what was stored). Rare parts (a wait,
-// a batch in flight, an event's detail) go through json.Marshal.
+// a batch in flight, a detail that is not a map, a detail value of a kind
+// not written here) go through json.Marshal.
 
 // jsonWriter appends JSON to buf; the first error sticks.
 type jsonWriter struct {
