@@ -552,7 +552,7 @@ func (w *world) checkAcknowledged(acked []kernel.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, e := range evs {
-		if e.Seq <= w.lastSeq {
+		if w.learned[e.Seq] {
 			continue
 		}
 		var ev kernel.Event
@@ -561,7 +561,7 @@ func (w *world) checkAcknowledged(acked []kernel.Event) {
 			return
 		}
 		ev.Seq = e.Seq
-		w.lastSeq = e.Seq
+		w.learned[e.Seq] = true
 		w.know.observe(ev)
 		w.traceLocked("durable ev " + w.eventLine(ev))
 	}

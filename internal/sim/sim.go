@@ -134,8 +134,12 @@ type world struct {
 	// the runtime acknowledged, so what a crash may not lose.
 	acked       []kernel.Event
 	incarnation int
-	// lastSeq is the highest event seq the harness has learned from.
-	lastSeq uint64
+	// learned are the seqs of the events the harness has learned from,
+	// delivered or read back from the log after a crash. Not a high-water
+	// mark: the runtime reopened after a crash delivers its recovery events
+	// before the dead one's undelivered events are read back, and commits
+	// deliver their events out of seq order.
+	learned map[uint64]bool
 
 	sched  schedule
 	step   int
@@ -178,6 +182,7 @@ func Run(cfg Config) (res Result) {
 		know:     newKnowledge(),
 		shown:    map[int64]map[string]string{},
 		ackedBy:  map[string]string{},
+		learned:  map[uint64]bool{},
 	}
 	w.result.Seed = cfg.Seed
 	// Object ids are UUIDs; drawing them from the seed makes them, and so
@@ -488,7 +493,7 @@ func (w *world) onEvent(ev kernel.Event) {
 		return
 	}
 	w.events++
-	w.lastSeq = max(w.lastSeq, ev.Seq)
+	w.learned[ev.Seq] = true
 	w.acked = append(w.acked, ev)
 	w.know.observe(ev)
 	w.traceLocked("ev " + w.eventLine(ev))
