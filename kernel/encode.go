@@ -9,8 +9,8 @@ import (
 	"github.com/libos/libos/capabilities"
 )
 
-// The two values every commit encodes, a process record and an event, are
-// written out by hand: encoding/json's reflection was the largest single cost
+// The values every commit encodes, a process record with its live-index
+// entry and events, are written out by hand: encoding/json's reflection was the largest single cost
 // under the store's write lock. Each produces exactly the bytes json.Marshal
 // does (TestHandEncodersMatchEncodingJSON fills every field by reflection, so
 // a field added to the types and not here fails it; every record-cache hit in
@@ -300,6 +300,20 @@ func (r *procRecord) appendJSON(buf []byte) ([]byte, error) {
 	w.boolOmit("force_maintenance", r.ForceMaintenance)
 	w.intOmit("text_only_turns", int64(r.TextOnlyTurns))
 	w.strOmit("approved_call", r.ApprovedCall)
+	w.close()
+	return w.buf, w.err
+}
+
+// appendJSON appends e as json.Marshal encodes it.
+func (e liveEntry) appendJSON(buf []byte) ([]byte, error) {
+	w := jsonWriter{buf: buf}
+	w.open()
+	w.str("s", string(e.State))
+	w.uint("g", e.Gen)
+	w.strOmit("w", string(e.Wait))
+	if !e.Until.IsZero() {
+		w.time("u", e.Until)
+	}
 	w.close()
 	return w.buf, w.err
 }

@@ -14,7 +14,7 @@ import (
 type eventByReflection Event
 
 // TestHandEncodersMatchEncodingJSON fills every exported field of process
-// records and events with random values, by reflection (so a field added to
+// records, live-index entries and events with random values, by reflection (so a field added to
 // either type is filled too), and checks that the hand-written encoders give
 // exactly the bytes of encoding/json, and decode back to the same value.
 func TestHandEncodersMatchEncodingJSON(t *testing.T) {
@@ -32,6 +32,16 @@ func TestHandEncodersMatchEncodingJSON(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("record %d differs:\nhand        %s\nencoding/json %s", i, got, want)
+		}
+
+		var live liveEntry
+		fillRandom(reflect.ValueOf(&live).Elem(), rng, 0)
+		want, err = json.Marshal(live)
+		if err != nil {
+			t.Fatalf("live entry %d: encoding/json: %v", i, err)
+		}
+		if got, err = live.appendJSON(nil); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("live entry %d differs:\nhand          %s\nencoding/json %s (%v)", i, got, want, err)
 		}
 
 		var ev Event

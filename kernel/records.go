@@ -215,7 +215,7 @@ func setLive(tx *txn, r *procRecord) error {
 	if r.State.Terminal() {
 		return tx.Delete(liveKey(r.PID))
 	}
-	b, err := json.Marshal(liveEntryOf(r))
+	b, err := liveEntryOf(r).appendJSON(make([]byte, 0, 64))
 	if err != nil {
 		return fmt.Errorf("encode live entry of pid %d: %w", r.PID, err)
 	}

@@ -101,7 +101,13 @@ func (l *localStore) publish(changes map[string]*localChange) {
 		}
 		l.head[oid] = e
 	}
-	l.pruneLocked()
+	// Publishing changes no open View's needs but for the versions it
+	// superseded: only their chains can shrink.
+	for oid := range changes {
+		if _, ok := l.chained[oid]; ok {
+			l.pruneChainLocked(oid)
+		}
+	}
 }
 
 // beginView registers an open View and returns the generation it must pass
@@ -139,42 +145,48 @@ func (l *localStore) spillPending() {
 
 // pruneLocked unlinks chain entries no open View can need.
 func (l *localStore) pruneLocked() {
-	if len(l.chained) == 0 {
+	for oid := range l.chained {
+		l.pruneChainLocked(oid)
+	}
+}
+
+// pruneChainLocked unlinks the entries of oid's chain that no open View
+// can need.
+func (l *localStore) pruneChainLocked(oid string) {
+	head := l.head[oid]
+	if head == nil {
+		delete(l.chained, oid)
 		return
 	}
-	needed := func(e *localEntry) bool {
-		for g := range l.views {
-			if e.publishedGen <= g+1 && g < e.supersededGen {
-				return true
-			}
-		}
-		return false
-	}
-	for oid := range l.chained {
-		head := l.head[oid]
-		if head == nil {
-			delete(l.chained, oid)
-			continue
-		}
-		kept := head
-		for e := head.older; e != nil; e = e.older {
-			if needed(e) {
-				kept.older = e
-				kept = e
-			}
-		}
-		kept.older = nil
-		if head.older == nil {
-			delete(l.chained, oid)
-			if head.removed {
-				delete(l.head, oid)
-			}
-			if _, ok := l.spillWanted[oid]; ok {
-				delete(l.spillWanted, oid)
-				l.spillReady = append(l.spillReady, oid)
-			}
+	kept := head
+	for e := head.older; e != nil; e = e.older {
+		if l.neededLocked(e) {
+			kept.older = e
+			kept = e
 		}
 	}
+	kept.older = nil
+	if head.older == nil {
+		delete(l.chained, oid)
+		if head.removed {
+			delete(l.head, oid)
+		}
+		if _, ok := l.spillWanted[oid]; ok {
+			delete(l.spillWanted, oid)
+			l.spillReady = append(l.spillReady, oid)
+		}
+	}
+}
+
+// neededLocked reports whether an open View may read e: one that began
+// while e was the newest version.
+func (l *localStore) neededLocked(e *localEntry) bool {
+	for g := range l.views {
+		if e.publishedGen <= g+1 && g < e.supersededGen {
+			return true
+		}
+	}
+	return false
 }
 
 // lookup returns the payload with the given version and hash, searching
