@@ -483,7 +483,7 @@ func retainEntries(tx *txn, r *procRecord, c *llmContext, fresh [][]byte) error 
 		var err error
 		if j := r.RetainedEntries - (len(c.entries) - len(fresh)); j >= 0 {
 			// The encoding of retained{Kind: evidenceKindEntry, Entry: e}.
-			err = tx.Set(key, slices.Concat([]byte(`{"kind":"`+evidenceKindEntry+`","entry":`), fresh[j], []byte("}")))
+			err = tx.SetHandoff(key, slices.Concat([]byte(`{"kind":"`+evidenceKindEntry+`","entry":`), fresh[j], []byte("}")))
 		} else {
 			err = putJSON(tx, key, retained{Kind: evidenceKindEntry, Entry: &c.entries[r.RetainedEntries]})
 		}

@@ -10,7 +10,8 @@ import (
 )
 
 // The values every commit encodes, a process record with its live-index
-// entry and events, are written out by hand: encoding/json's reflection was the largest single cost
+// entry, events, and the records of provider and tool calls, are written
+// out by hand: encoding/json's reflection was the largest single cost
 // under the store's write lock. Each produces exactly the bytes json.Marshal
 // does (TestHandEncodersMatchEncodingJSON fills every field by reflection, so
 // a field added to the types and not here fails it; every record-cache hit in
@@ -314,6 +315,50 @@ func (e liveEntry) appendJSON(buf []byte) ([]byte, error) {
 	if !e.Until.IsZero() {
 		w.time("u", e.Until)
 	}
+	w.close()
+	return w.buf, w.err
+}
+
+// appendJSON appends c as json.Marshal encodes it.
+func (c *callRecord) appendJSON(buf []byte) ([]byte, error) {
+	w := jsonWriter{buf: buf}
+	w.open()
+	w.int("turn", int64(c.Turn))
+	w.intOmit("attempt", int64(c.Attempt))
+	w.str("status", c.Status)
+	w.strOmit("settlement", c.Settlement)
+	w.str("request_sha256", c.RequestSHA256)
+	w.time("started_at", c.StartedAt)
+	if !c.FinishedAt.IsZero() {
+		w.time("finished_at", c.FinishedAt)
+	}
+	w.int("reserved_tokens", c.ReservedTokens)
+	if c.Usage != nil {
+		w.key("usage")
+		w.open()
+		w.int("prompt_tokens", int64(c.Usage.PromptTokens))
+		w.int("completion_tokens", int64(c.Usage.CompletionTokens))
+		w.close()
+	}
+	w.strOmit("error", c.Error)
+	w.int("tool_calls", int64(c.ToolCalls))
+	w.close()
+	return w.buf, w.err
+}
+
+// appendJSON appends t as json.Marshal encodes it.
+func (t *toolRecord) appendJSON(buf []byte) ([]byte, error) {
+	w := jsonWriter{buf: buf}
+	w.open()
+	w.int("turn", int64(t.Turn))
+	w.str("call_id", t.CallID)
+	w.str("tool", t.Tool)
+	w.key("ok")
+	w.buf = strconv.AppendBool(w.buf, t.OK)
+	w.str("arguments_sha256", t.ArgsSHA256)
+	w.str("result_sha256", t.ResultSHA256)
+	w.strOmit("code", t.Code)
+	w.stringsOmit("authority", t.Authority)
 	w.close()
 	return w.buf, w.err
 }

@@ -14,7 +14,8 @@ import (
 type eventByReflection Event
 
 // TestHandEncodersMatchEncodingJSON fills every exported field of process
-// records, live-index entries and events with random values, by reflection (so a field added to
+// records, live-index entries, call and tool records and events with random
+// values, by reflection (so a field added to
 // either type is filled too), and checks that the hand-written encoders give
 // exactly the bytes of encoding/json, and decode back to the same value.
 func TestHandEncodersMatchEncodingJSON(t *testing.T) {
@@ -42,6 +43,22 @@ func TestHandEncodersMatchEncodingJSON(t *testing.T) {
 		}
 		if got, err = live.appendJSON(nil); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("live entry %d differs:\nhand          %s\nencoding/json %s (%v)", i, got, want, err)
+		}
+
+		var call callRecord
+		fillRandom(reflect.ValueOf(&call).Elem(), rng, 0)
+		var tool toolRecord
+		fillRandom(reflect.ValueOf(&tool).Elem(), rng, 0)
+		for _, rec := range []interface {
+			appendJSON([]byte) ([]byte, error)
+		}{&call, &tool} {
+			want, err = json.Marshal(rec)
+			if err != nil {
+				t.Fatalf("%T %d: encoding/json: %v", rec, i, err)
+			}
+			if got, err = rec.appendJSON(nil); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("%T %d differs:\nhand          %s\nencoding/json %s (%v)", rec, i, got, want, err)
+			}
 		}
 
 		var ev Event

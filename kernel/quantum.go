@@ -252,7 +252,7 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 	start.record = callRecord{
 		Turn: r.Turn, Attempt: r.ProviderFailures + 1, Status: "started", RequestSHA256: digest, StartedAt: k.now(), ReservedTokens: start.reserved,
 	}
-	if err := putJSON(tx, callKey(r.PID, r.Turn), start.record); err != nil {
+	if err := putRecord(tx, callKey(r.PID, r.Turn), &start.record); err != nil {
 		return nil, nil, err
 	}
 	if err := k.emit(tx, Event{Kind: EventQuantum, PID: r.PID, Turn: r.Turn}); err != nil {
@@ -300,7 +300,7 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, pid int64, start *cal
 	r.ProviderFailures, r.WindowRetried = 0, false
 	settle := quantum.SettleReply(reserved, int64(resp.Usage.PromptTokens+resp.Usage.CompletionTokens))
 	cr.Status, cr.Usage, cr.ToolCalls = "completed", &usage{resp.Usage.PromptTokens, resp.Usage.CompletionTokens}, len(resp.ToolCalls)
-	if err := putJSON(tx, callKey(pid, turn), cr); err != nil {
+	if err := putRecord(tx, callKey(pid, turn), &cr); err != nil {
 		return nil, err
 	}
 	if err := k.emit(tx, providerEvent(pid, turn, attempt, cr, nil, &resp)); err != nil {
@@ -347,7 +347,7 @@ func (k *Runtime) callFailed(ctx context.Context, tx *txn, r *procRecord, start 
 		// unknown and the process resumes later with a notice.
 		cr.Status, cr.Settlement = "unknown", string(llm.SettlementUnknown)
 		r.InterruptedTurn = true
-		if err := putJSON(tx, callKey(r.PID, start.turn), cr); err != nil {
+		if err := putRecord(tx, callKey(r.PID, start.turn), &cr); err != nil {
 			return err
 		}
 		return k.step(tx, r, process.Input{Kind: process.Recover})
@@ -358,7 +358,7 @@ func (k *Runtime) callFailed(ctx context.Context, tx *txn, r *procRecord, start 
 			return err
 		}
 	}
-	if err := putJSON(tx, callKey(r.PID, start.turn), cr); err != nil {
+	if err := putRecord(tx, callKey(r.PID, start.turn), &cr); err != nil {
 		return err
 	}
 	if err := k.emit(tx, providerEvent(r.PID, start.turn, r.ProviderFailures+1, cr, perr, nil)); err != nil {
@@ -640,7 +640,7 @@ func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, ca
 	}
 	r.ToolCalls++
 	tx.markCommit(commitToolResult)
-	if err := putJSON(tx, toolRecKey(r.PID, r.ToolCalls), toolRecord{
+	if err := putRecord(tx, toolRecKey(r.PID, r.ToolCalls), &toolRecord{
 		Turn: turn, CallID: call.ID, Tool: call.Name, OK: ok, ArgsSHA256: sha(call.Arguments), ResultSHA256: sha(body), Code: code,
 		Authority: r.decisions,
 	}); err != nil {

@@ -219,7 +219,7 @@ func setLive(tx *txn, r *procRecord) error {
 	if err != nil {
 		return fmt.Errorf("encode live entry of pid %d: %w", r.PID, err)
 	}
-	return tx.Set(liveKey(r.PID), b)
+	return tx.SetHandoff(liveKey(r.PID), b)
 }
 
 // writeProcs writes the records saved in tx, in pid order, and keeps the
@@ -233,7 +233,7 @@ func writeProcs(tx *txn) error {
 		if err != nil {
 			return fmt.Errorf("encode process %d: %w", pid, err)
 		}
-		if err := tx.Set(procKey(pid), b); err != nil {
+		if err := tx.SetHandoff(procKey(pid), b); err != nil {
 			return err
 		}
 		if err := setLive(tx, r); err != nil {
@@ -495,10 +495,19 @@ type toolRecord struct {
 	Authority []string `json:"authority,omitempty"`
 }
 
+// putRecord stages a call record or a tool record under key.
+func putRecord(tx *txn, key []byte, rec interface{ appendJSON([]byte) ([]byte, error) }) error {
+	b, err := rec.appendJSON(make([]byte, 0, 256))
+	if err != nil {
+		return err
+	}
+	return tx.SetHandoff(key, b)
+}
+
 func putJSON(tx *txn, key []byte, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return tx.Set(key, b)
+	return tx.SetHandoff(key, b)
 }

@@ -59,7 +59,7 @@ func (k *Runtime) recover() error {
 						return fmt.Errorf("decode call record of pid %d: %w", pid, err)
 					}
 					cr.Status, cr.Settlement, cr.FinishedAt = "unknown", string(llm.SettlementUnknown), k.now()
-					if err := putJSON(tx, callKey(pid, r.Turn), cr); err != nil {
+					if err := putRecord(tx, callKey(pid, r.Turn), &cr); err != nil {
 						return err
 					}
 					r.Turn++

@@ -132,3 +132,28 @@ func TestReadCacheFollowsCommits(t *testing.T) {
 		}
 	}
 }
+
+// TestSetHandoff: a handed-over value is staged and committed as given, and
+// read back as a copy the reader owns.
+func TestSetHandoff(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	value := []byte("handed")
+	mustUpdate(t, s, func(tx *Txn) error {
+		if err := tx.SetHandoff([]byte("o/x"), value); !errors.Is(err, ErrReservedKey) {
+			t.Fatalf("handoff under a reserved prefix: %v", err)
+		}
+		return tx.SetHandoff([]byte("k/h"), value)
+	})
+	mustUpdate(t, s, func(tx *Txn) error {
+		v, err := tx.Get([]byte("k/h"))
+		if err != nil || string(v) != "handed" {
+			t.Fatalf("read back %q, %v", v, err)
+		}
+		v[0] = 'X'
+		if again, _ := tx.Get([]byte("k/h")); string(again) != "handed" {
+			t.Fatalf("a reader's change reached the store: %q", again)
+		}
+		return nil
+	})
+}

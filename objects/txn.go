@@ -257,6 +257,22 @@ func (tx *Txn) Set(key, value []byte) error {
 	return nil
 }
 
+// SetHandoff is Set for a value its caller hands over: it is kept as given,
+// not copied, and the caller must not change it afterwards.
+func (tx *Txn) SetHandoff(key, value []byte) error {
+	if err := tx.usable(true); err != nil {
+		return fmt.Errorf("objects: set: %w", err)
+	}
+	if err := checkRawKey(key); err != nil {
+		return fmt.Errorf("objects: set: %w", err)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	tx.stageValue(key, &stagedValue{value: value})
+	return nil
+}
+
 // Delete stages the removal of a raw key; deleting an absent key is not an
 // error.
 func (tx *Txn) Delete(key []byte) error {
