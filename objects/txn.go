@@ -244,22 +244,16 @@ func (e *keyNotFound) Unwrap() error { return ErrNotFound }
 // Set stages value under a raw key. Keys under the reserved prefixes "o/",
 // "ev/" and "seq/" are refused with ErrReservedKey. Key and value are copied.
 func (tx *Txn) Set(key, value []byte) error {
-	if err := tx.usable(true); err != nil {
-		return fmt.Errorf("objects: set: %w", err)
-	}
-	if err := checkRawKey(key); err != nil {
-		return fmt.Errorf("objects: set: %w", err)
-	}
-	if value == nil {
-		value = []byte{}
-	}
-	tx.stage(key, value, false)
-	return nil
+	return tx.set(key, value, false)
 }
 
 // SetHandoff is Set for a value its caller hands over: it is kept as given,
 // not copied, and the caller must not change it afterwards.
 func (tx *Txn) SetHandoff(key, value []byte) error {
+	return tx.set(key, value, true)
+}
+
+func (tx *Txn) set(key, value []byte, handoff bool) error {
 	if err := tx.usable(true); err != nil {
 		return fmt.Errorf("objects: set: %w", err)
 	}
@@ -269,7 +263,11 @@ func (tx *Txn) SetHandoff(key, value []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
-	tx.stageValue(key, &stagedValue{value: value})
+	if handoff {
+		tx.stageValue(key, &stagedValue{value: value})
+	} else {
+		tx.stage(key, value, false)
+	}
 	return nil
 }
 
