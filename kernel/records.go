@@ -34,8 +34,8 @@ const (
 
 func procKey(pid int64) []byte { return pidKey(prefixProc, pid) }
 
-// pidKey is prefix and a pid zero-padded to 20 digits; a key that goes on
-// starts with it, and pidKeyLen is room for what usually follows.
+// pidKey is prefix and a pid zero-padded to 20 digits, with room
+// (pidKeyLen) for the '/' and second number that most keys add.
 func pidKey(prefix string, pid int64) []byte {
 	return objects.AppendPadded(append(make([]byte, 0, len(prefix)+pidKeyLen), prefix...), pid, 20)
 }
