@@ -200,7 +200,12 @@ func (ks *kernelScript) run(c *datadriven.Case) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("restored %v\n%s", report.Restored, ks.drain()), nil
+		var b strings.Builder
+		fmt.Fprintf(&b, "restored %v\n", report.Restored)
+		for _, e := range report.EffectsSince {
+			fmt.Fprintf(&b, "effect since: pid %d %s %s ok=%v code=%s\n", e.PID, e.CallID, e.Tool, e.OK, e.Code)
+		}
+		return b.String() + ks.drain(), nil
 	case "crash":
 		crashed := ks.fs.CrashClone(vfs.CrashCloneCfg{})
 		ks.rt.Close()

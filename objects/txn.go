@@ -260,14 +260,10 @@ func (tx *Txn) set(key, value []byte, handoff bool) error {
 	if err := checkRawKey(key); err != nil {
 		return fmt.Errorf("objects: set: %w", err)
 	}
-	if value == nil {
-		value = []byte{}
+	if !handoff || value == nil {
+		value = append(make([]byte, 0, len(value)), value...)
 	}
-	if handoff {
-		tx.stageValue(key, &stagedValue{value: value})
-	} else {
-		tx.stage(key, value, false)
-	}
+	tx.stageValue(key, &stagedValue{value: value})
 	return nil
 }
 
@@ -495,11 +491,8 @@ func (tx *Txn) NextSequence(name string) (uint64, error) {
 // seq. Seqs are assigned in commit order without gaps: a transaction that
 // does not commit consumes none.
 func (tx *Txn) AppendEvent(kind string, data any) (uint64, error) {
-	if err := tx.usable(true); err != nil {
-		return 0, fmt.Errorf("objects: append event: %w", err)
-	}
-	if err := checkIdent("kind", kind); err != nil {
-		return 0, fmt.Errorf("objects: append event: %w", err)
+	if err := tx.canAppendEvent(kind); err != nil {
+		return 0, err
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
@@ -513,16 +506,25 @@ func (tx *Txn) AppendEvent(kind string, data any) (uint64, error) {
 // checked nor copied (the caller must not change it afterwards). A store
 // opened with LIBOS_CHECK_CACHES=1 refuses data that is not valid JSON.
 func (tx *Txn) AppendEventJSON(kind string, data []byte) (uint64, error) {
-	if err := tx.usable(true); err != nil {
-		return 0, fmt.Errorf("objects: append event: %w", err)
-	}
-	if err := checkIdent("kind", kind); err != nil {
-		return 0, fmt.Errorf("objects: append event: %w", err)
+	if err := tx.canAppendEvent(kind); err != nil {
+		return 0, err
 	}
 	if tx.s.checkHandoffs && !json.Valid(data) {
 		return 0, fmt.Errorf("objects: append event %s: %w: data: must be valid JSON, got %q", kind, ErrInvalid, data)
 	}
 	return tx.appendEvent(kind, data), nil
+}
+
+// canAppendEvent refuses an event in a transaction that cannot write or
+// of a kind that is not an identifier.
+func (tx *Txn) canAppendEvent(kind string) error {
+	if err := tx.usable(true); err != nil {
+		return fmt.Errorf("objects: append event: %w", err)
+	}
+	if err := checkIdent("kind", kind); err != nil {
+		return fmt.Errorf("objects: append event: %w", err)
+	}
+	return nil
 }
 
 func (tx *Txn) appendEvent(kind string, data json.RawMessage) uint64 {

@@ -16,6 +16,7 @@ import (
 	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
 )
 
 // Raw key prefixes of the kernel's durable records. The kernel has no read
@@ -300,11 +301,11 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 			if again && (w.know.restores == 0 || (r.Tool == effectTool && !effectNotRerun(r.Code) && !notStartedBefore)) {
 				return "answered-once", fmt.Sprintf("pid %d: call %s (%s) is recorded twice", pid, r.CallID, r.Tool)
 			}
-			seen[r.CallID] = (!again || notStartedBefore) && r.Code == "cancelled"
+			seen[r.CallID] = (!again || notStartedBefore) && r.Code == tools.CodeCancelled
 			key := fmt.Sprintf("%d %s", pid, r.CallID)
 			// The effect's answer is its first record, or the first after
 			// records that said it did not start.
-			if prev, first := answered[key]; r.Tool == effectTool && (!first || prev.Code == "cancelled") {
+			if prev, first := answered[key]; r.Tool == effectTool && (!first || prev.Code == tools.CodeCancelled) {
 				answered[key] = r
 			}
 		}
@@ -337,7 +338,7 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 // not run again: refused before it started, not started, or of unknown
 // settlement.
 func effectNotRerun(code string) bool {
-	return code == "settlement_unknown" || code == "denied" || code == "cancelled"
+	return code == tools.CodeSettlementUnknown || code == tools.CodeDenied || code == tools.CodeCancelled
 }
 
 // notRecorded are results a kernel may have answered without a tool record:
