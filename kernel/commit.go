@@ -131,6 +131,18 @@ func (tx *txn) stageContext(r *procRecord, c *llmContext) {
 	tx.dirty = append(tx.dirty, dirtyContext{r: r, c: c})
 }
 
+// stagedContext is r's context as this transaction changed it, or nil: a
+// quantum that resumes a pending action reads the result it appended when
+// it goes on to its call.
+func (tx *txn) stagedContext(r *procRecord) *llmContext {
+	for _, d := range tx.dirty {
+		if d.r.PID == r.PID && d.c.meta.OID == r.ContextOID {
+			return d.c
+		}
+	}
+	return nil
+}
+
 func (k *Runtime) flushContexts(tx *txn) error {
 	for _, d := range tx.dirty {
 		if err := k.writeContext(tx, d.r, d.c); err != nil {

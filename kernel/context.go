@@ -202,10 +202,14 @@ type contextDoc struct {
 	Entries []Entry `json:"entries"`
 }
 
-// loadContext reads a process's context Object, using the cache when the
-// version matches. A payload lost to a reopen reads as empty here; recovery
-// rebuilds it from retained evidence before any quantum runs.
+// loadContext reads a process's context Object: the one this transaction
+// changed already, else the cache's when the version matches. A payload lost
+// to a reopen reads as empty here; recovery rebuilds it from retained
+// evidence before any quantum runs.
 func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
+	if c := tx.stagedContext(r); c != nil {
+		return c, nil
+	}
 	meta, err := tx.Stat(r.ContextOID)
 	if err != nil {
 		return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)

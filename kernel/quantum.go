@@ -197,8 +197,23 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callSt
 		return nil, nil, k.failProcess(tx, r, fmt.Sprintf("image %s: %v", r.Image, err))
 	}
 	if begin.Open() == quantum.Resume {
-		effect, err := k.resumePending(ctx, tx, r)
-		return nil, effect, err
+		p, err := loadPending(tx, r.PID, r.ResumePending)
+		if err != nil {
+			return nil, nil, err
+		}
+		begin.PendingApproval = p.Kind == process.WaitApproval
+		effect, err := k.resumePending(ctx, tx, r, p)
+		if err != nil || effect != nil || begin.ResumeEnds() {
+			return nil, effect, err
+		}
+		begin.Runnable, begin.ResumePending, begin.Resumed = r.State == process.Runnable, r.ResumePending != "", true
+		switch begin.Open() {
+		case quantum.Stop:
+			return nil, nil, nil
+		case quantum.CallProvider:
+		default:
+			return nil, nil, fmt.Errorf("pid %d: pending action %s left a resume to follow", r.PID, p.ID)
+		}
 	}
 	begin.ContextObject = im.Context.Object
 	prelude := begin.Prelude()
@@ -708,13 +723,10 @@ func (k *Runtime) blockProcess(tx *txn, r *procRecord, turn int, call llm.ToolCa
 	return k.step(tx, r, process.Input{Kind: process.Block, Wait: &w})
 }
 
-// resumePending produces the result of a pending action whose wait ended.
-// An approved call is dispatched again, and may return its outside effect.
-func (k *Runtime) resumePending(ctx context.Context, tx *txn, r *procRecord) (effectFunc, error) {
-	p, err := loadPending(tx, r.PID, r.ResumePending)
-	if err != nil {
-		return nil, err
-	}
+// resumePending produces the result of p, r's pending action whose wait
+// ended. An approved call is dispatched again, and may return its outside
+// effect.
+func (k *Runtime) resumePending(ctx context.Context, tx *txn, r *procRecord, p *pendingAction) (effectFunc, error) {
 	if p.State == pendingStateResuming {
 		return nil, k.failProcess(tx, r, fmt.Sprintf("pending %s action %s was found resuming after a restart; its settlement is unknown, so it is not replayed", p.Tool, p.ID))
 	}
@@ -769,9 +781,9 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 	if err := savePending(tx, p); err != nil {
 		return err
 	}
+	// The process stays runnable and makes its call in this commit
+	// (quantum.Begin.Open), so nothing is scheduled here.
 	r.ResumePending = ""
-	pid := r.PID
-	tx.AfterCommit(func() { k.sched.enqueue(pid) })
 	if p.CallID == "" {
 		// A runtime-started action (automatic maintenance) answers no call:
 		// its outcome is a notice.

@@ -18,7 +18,7 @@ import (
 //	invoked done|refused|held|effect|blocked|exited [ends]
 //	effect-done [killed]
 //	reload                                 store and load the batch (as a record does)
-//	start [runnable] [resume] [interrupted] [context-object] [server-refused]
+//	start [runnable] [resume] [approval] [resumed] [interrupted] [context-object] [server-refused]
 //	                                       how a quantum of such a process begins
 //
 // Each input prints the effects and the phase after them.
@@ -57,11 +57,15 @@ func TestScripts(t *testing.T) {
 			for _, w := range c.Words() {
 				words[w] = true
 			}
-			b := Begin{Runnable: words["runnable"], ResumePending: words["resume"], InterruptedTurn: words["interrupted"],
+			b := Begin{Runnable: words["runnable"], ResumePending: words["resume"], PendingApproval: words["approval"],
+				Resumed: words["resumed"], InterruptedTurn: words["interrupted"],
 				ContextObject: words["context-object"], ServerRefused: words["server-refused"]}
 			out := b.Open().String()
-			if b.Open() == CallProvider {
+			switch b.Open() {
+			case CallProvider:
 				out += fmt.Sprintf("\n%+v", b.Prelude())
+			case Resume:
+				out += fmt.Sprintf("\nends=%t", b.ResumeEnds())
 			}
 			return out
 		case "continue":

@@ -7,14 +7,17 @@ const (
 	// Skip: the process is not runnable; the quantum does nothing.
 	Skip Opening = iota
 	// Resume: a pending action's wait ended; the quantum produces its result
-	// and ends.
+	// first, then asks Open again with Resumed (unless ResumeEnds).
 	Resume
 	// CallProvider: the quantum tells the process what it must know, runs context
 	// maintenance, and reserves and makes a provider call.
 	CallProvider
+	// Stop: the quantum resumed a pending action and the process can make no
+	// call now (it waits again, or it ended); the resume's result commits.
+	Stop
 )
 
-var openingNames = [...]string{"skip", "resume", "call"}
+var openingNames = [...]string{"skip", "resume", "call", "stop"}
 
 func (o Opening) String() string { return openingNames[o] }
 
@@ -22,6 +25,11 @@ func (o Opening) String() string { return openingNames[o] }
 type Begin struct {
 	Runnable      bool
 	ResumePending bool
+	// PendingApproval: the pending action is a call held for a Human's
+	// approval.
+	PendingApproval bool
+	// Resumed: this quantum has produced the result of a pending action.
+	Resumed bool
 	// InterruptedTurn: the last call's settlement is unknown (the runtime
 	// stopped during it).
 	InterruptedTurn bool
@@ -34,9 +42,13 @@ type Begin struct {
 
 // Open is how the quantum of b begins: nothing unless the process is
 // runnable, the result of a pending action whose wait ended before any new
-// call, else a call.
+// call, else a call. After a resume it is asked again: a process the result
+// left runnable makes its call in the same commit, which spares every wake
+// a synced commit and a trip through the scheduler.
 func (b Begin) Open() Opening {
 	switch {
+	case !b.Runnable && b.Resumed:
+		return Stop
 	case !b.Runnable:
 		return Skip
 	case b.ResumePending:
@@ -44,6 +56,11 @@ func (b Begin) Open() Opening {
 	}
 	return CallProvider
 }
+
+// ResumeEnds says whether resuming b's pending action ends the quantum: an
+// approval dispatches the held call as a batch of one, which is a result
+// phase of its own and schedules what follows it.
+func (b Begin) ResumeEnds() bool { return b.PendingApproval }
 
 // Prelude is what a call does before its request is built, in this order:
 // the interrupted turn's notice, the notice of messages the process was not
