@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +234,41 @@ processes:
 	runtime.ReadMemStats(&after)
 	ended := float64(procs * b.N)
 	b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/ended, "heap-B/ended-process")
+}
+
+// BenchmarkContextExtend encodes a context that grows by one 1 KB entry a
+// commit, from 10 KB and from 500 KB (it starts over from that size every
+// 256 commits): the cost follows what the commit adds, since the body grows
+// in place, so the two sizes should cost about the same.
+func BenchmarkContextExtend(b *testing.B) {
+	for _, size := range []int{10 << 10, 500 << 10} {
+		b.Run(fmt.Sprintf("from=%dKB", size>>10), func(b *testing.B) {
+			entry := Entry{Role: llm.RoleTool, ToolCallID: "c", Content: strings.Repeat("x", 1000)}
+			start := &llmContext{}
+			for len(start.encoded) < size {
+				start.entries = append(start.entries, entry)
+				if _, _, err := start.encode(0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			const restart = 256
+			var c *llmContext
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%restart == 0 {
+					b.StopTimer()
+					c = &llmContext{entries: slices.Clip(start.entries), encodedN: start.encodedN, digest: start.digest}
+					c.encoded = append(make([]byte, 0, len(start.encoded)+(restart+1)*(len(entry.Content)+64)), start.encoded...)
+					c.grown = new(int)
+					*c.grown = len(c.encoded)
+					b.StartTimer()
+				}
+				c.entries = append(c.entries, entry)
+				if _, _, err := c.encode(len(c.entries)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

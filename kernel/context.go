@@ -77,10 +77,17 @@ type llmContext struct {
 	// newGeneration, when non-zero, is written with the next flush.
 	newGeneration uint64
 	// encoded is the start of the context's payload up to entries[:encodedN]
-	// (see encode), so a commit encodes only the entries it added. It is
-	// never written in place once built, so contexts and the cache share it.
+	// (see encode), so a commit encodes only the entries it added. Its bytes
+	// never change once written, so contexts, the cache and the store's
+	// versions share it; an extension may append past its length (grown).
 	encoded  []byte
 	encodedN int
+	// grown is how far any extension has written into encoded's array,
+	// shared by every context holding a prefix of that array (nil: unknown,
+	// so the next extension takes a new array). An extension appends in
+	// place only when it is the first past its length. It is read and
+	// written only in Update transactions, under the store's write lock.
+	grown *int
 	// digest is the SHA-256 state after writing encoded (nil: not computed
 	// yet, as after a load); like encoded it is shared with the cache and
 	// never written once set: an extension clones it.
@@ -92,21 +99,30 @@ type llmContext struct {
 const contextPayloadStart = `{"entries":[`
 
 // encode returns c's payload, the encoding of contextDoc{Entries: c.entries}
-// (an empty list for none), encoding only the entries past encodedN, and
-// the encodings of entries[from:] for their evidence.
-func (c *llmContext) encode(from int) (payload []byte, fresh [][]byte, err error) {
+// (an empty list for none), as its body, which contextPayloadEnd follows,
+// encoding only the entries past encodedN; and the encodings of
+// entries[from:] for their evidence. The body grows encoded's array in
+// place when no other extension has written past it and it has room, so a
+// commit costs what the context grew by; no earlier payload's bytes change.
+func (c *llmContext) encode(from int) (body []byte, fresh [][]byte, err error) {
 	c.keepValidEncoding()
 	added, err := c.encodeNew()
 	if err != nil {
 		return nil, nil, err
 	}
-	size := len(c.encoded) + 2
+	size := len(c.encoded)
 	for _, b := range added {
 		size += len(b) + 1
 	}
-	// A new buffer each time: the old one may be shared with the cache.
-	buf := make([]byte, len(c.encoded), size)
-	copy(buf, c.encoded)
+	buf := c.encoded
+	if c.grown == nil || *c.grown != len(buf) || cap(buf) < size {
+		// A new array, with room for the next extensions: another one
+		// wrote past encoded (a transaction that did not commit, a stale
+		// copy), or the array is full.
+		buf = make([]byte, len(c.encoded), size+size/2+256)
+		copy(buf, c.encoded)
+		c.grown = new(int)
+	}
 	digest := c.prefixDigest()
 	for j, b := range added {
 		start := len(buf)
@@ -116,20 +132,30 @@ func (c *llmContext) encode(from int) (payload []byte, fresh [][]byte, err error
 		buf = append(buf, b...)
 		digest.Write(buf[start:])
 	}
+	*c.grown = len(buf)
 	if from >= c.encodedN {
 		fresh = added[min(from-c.encodedN, len(added)):]
 	}
 	c.encoded, c.encodedN, c.digest = buf, len(c.entries), digest
-	// The closing bytes go into buf's spare capacity, which no later
-	// extension uses: each copies buf first.
-	return append(buf, ']', '}'), fresh, nil
+	return buf, fresh, nil
+}
+
+// contextPayloadEnd closes a context payload after its body (encode). The
+// store keeps it apart from the body (objects.WriteSpec.PayloadTail); it is
+// never modified.
+var contextPayloadEnd = []byte("]}")
+
+// dropEncoding forgets the kept encoding: the entries it covers changed.
+func (c *llmContext) dropEncoding() {
+	c.encoded, c.encodedN, c.digest, c.grown = nil, 0, nil, nil
 }
 
 // keepValidEncoding starts the kept encoding over when there is none or it
 // covers more entries than c has (they were replaced).
 func (c *llmContext) keepValidEncoding() {
 	if c.encoded == nil || c.encodedN > len(c.entries) {
-		c.encoded, c.encodedN, c.digest = []byte(contextPayloadStart), 0, nil
+		c.dropEncoding()
+		c.encoded = []byte(contextPayloadStart)
 	}
 }
 
@@ -163,7 +189,7 @@ func (c *llmContext) payloadDigest() ([sha256.Size]byte, error) {
 		}
 		d.Write(b)
 	}
-	d.Write([]byte("]}"))
+	d.Write(contextPayloadEnd)
 	d.Sum(sum[:0])
 	return sum, nil
 }
@@ -187,7 +213,7 @@ func (c *llmContext) prefixDigest() hash.Hash {
 // encodedPrefix returns what encode keeps of a payload read from the
 // store, if it is a contextDoc encoding of n entries as encode builds it.
 func encodedPrefix(payload []byte, n int) ([]byte, int) {
-	if !bytes.HasPrefix(payload, []byte(contextPayloadStart)) || !bytes.HasSuffix(payload, []byte("]}")) {
+	if !bytes.HasPrefix(payload, []byte(contextPayloadStart)) || !bytes.HasSuffix(payload, contextPayloadEnd) {
 		return nil, 0
 	}
 	return payload[: len(payload)-2 : len(payload)-2], n
@@ -216,7 +242,7 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	}
 	cached := k.cachedContext(r.PID)
 	if cached != nil && cached.meta.Version == meta.Version && cached.meta.OID == meta.OID {
-		c := &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens, encoded: cached.encoded, encodedN: cached.encodedN, digest: cached.digest}
+		c := &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens, encoded: cached.encoded, encodedN: cached.encodedN, digest: cached.digest, grown: cached.grown}
 		if k.records.check {
 			if err := verifyCachedContext(tx, c); err != nil {
 				return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
@@ -267,16 +293,20 @@ func verifyCachedContext(tx *txn, cached *llmContext) error {
 	if err != nil {
 		return err
 	}
-	fromStore.encoded, fromStore.encodedN = nil, 0
+	fromStore.dropEncoding()
 	want, _, err := fromStore.encode(0)
 	if err != nil {
 		return err
 	}
+	want = append(want, contextPayloadEnd...)
+	// A copy that takes a new array: checking writes nothing others share.
 	c := *cached
+	c.grown = nil
 	got, _, err := c.encode(len(c.entries))
 	if err != nil {
 		return err
 	}
+	got = append(got, contextPayloadEnd...)
 	sum, err := c.payloadDigest()
 	if err != nil {
 		return err
@@ -393,7 +423,7 @@ func (k *Runtime) shrinkRefusedCall(tx *txn, r *procRecord, c *llmContext, id st
 			c.entries, c.owned = slices.Clone(c.entries), true
 		}
 		if i < c.encodedN {
-			c.encoded, c.encodedN, c.digest = nil, 0, nil
+			c.dropEncoding()
 		}
 		e := &c.entries[i]
 		e.ToolCalls = slices.Clone(e.ToolCalls)
@@ -410,7 +440,7 @@ func (k *Runtime) shrinkRefusedCall(tx *txn, r *procRecord, c *llmContext, id st
 // and advances the generation.
 func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries []Entry) {
 	c.entries, c.owned = entries, true
-	c.encoded, c.encodedN, c.digest = nil, 0, nil
+	c.dropEncoding()
 	c.tokens = 0
 	for _, e := range entries {
 		c.tokens += e.Tokens
@@ -425,7 +455,7 @@ func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries 
 // writeContext stores c's entries with a compare-and-swap on the version c
 // was read at.
 func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
-	payload, fresh, err := c.encode(r.RetainedEntries)
+	body, fresh, err := c.encode(r.RetainedEntries)
 	if err != nil {
 		return fmt.Errorf("encode context of pid %d: %w", r.PID, err)
 	}
@@ -446,12 +476,13 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 		}
 	}
 	// encode kept the payload's running digest, so the store need not hash
-	// the whole context again; the payload is never written in place.
+	// the whole context again; the body's bytes never change, and the next
+	// commit may append past them, so the closing bytes are kept apart.
 	sum, err := c.payloadDigest()
 	if err != nil {
 		return fmt.Errorf("encode context of pid %d: %w", r.PID, err)
 	}
-	meta, err := tx.Write(c.meta.OID, c.meta.Version, objects.WriteSpec{Payload: payload, Labels: labels, PayloadSHA256: hex.EncodeToString(sum[:]), Handoff: true})
+	meta, err := tx.Write(c.meta.OID, c.meta.Version, objects.WriteSpec{Payload: body, PayloadTail: contextPayloadEnd, Labels: labels, PayloadSHA256: hex.EncodeToString(sum[:]), Handoff: true})
 	if err != nil {
 		return fmt.Errorf("write context of pid %d: %w", r.PID, err)
 	}
@@ -461,7 +492,7 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 			return err
 		}
 	}
-	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens, encoded: c.encoded, encodedN: c.encodedN, digest: c.digest}
+	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens, encoded: c.encoded, encodedN: c.encodedN, digest: c.digest, grown: c.grown}
 	c.owned = false // the cache now shares the slice
 	pid, ended, waiting := r.PID, r.State.Terminal(), r.waitsLong()
 	tx.AfterCommit(func() {

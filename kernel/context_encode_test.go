@@ -15,11 +15,13 @@ import (
 
 // TestContextEncodeMatchesWholeEncoding drives a context through random
 // appends, shared copies (as the cache and a later transaction hold them),
+// stale copies that extend too (a transaction that does not commit),
 // in-place changes of an entry, replacements and reloads from a payload, and
 // checks each payload against the encoding of the whole document, and each
 // fresh entry encoding against the entry's own. The digest a call's request
 // is named by must equal the SHA-256 of the payload, and extending it must
-// leave the copy a cache shares as it was.
+// leave the copy a cache shares as it was, and every earlier payload's bytes
+// (which the store's versions keep) unchanged.
 func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	entry := func(i int) Entry {
@@ -32,16 +34,21 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 	}
 	c := &llmContext{}
 	n := 0
+	type keptPayload struct {
+		body []byte
+		was  string
+	}
+	var kept []keptPayload
 	for step := range 3000 {
 		switch rng.IntN(8) {
 		case 0: // a later transaction starts from the cached copy
-			c = &llmContext{entries: c.entries, encoded: c.encoded, encodedN: c.encodedN, digest: c.digest}
+			c = &llmContext{entries: c.entries, encoded: c.encoded, encodedN: c.encodedN, digest: c.digest, grown: c.grown}
 		case 1: // an entry changes in place, as a refused call's arguments do
 			if len(c.entries) > 0 {
 				i := rng.IntN(len(c.entries))
 				c.entries = append([]Entry(nil), c.entries...)
 				if i < c.encodedN {
-					c.encoded, c.encodedN, c.digest = nil, 0, nil
+					c.dropEncoding()
 				}
 				c.entries[i].Content = "changed"
 			}
@@ -49,13 +56,14 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 			if rng.IntN(10) == 0 {
 				c.entries = []Entry{entry(n)}
 				n++
-				c.encoded, c.encodedN, c.digest = nil, 0, nil
+				c.dropEncoding()
 			}
 		case 3: // read back from its payload
-			payload, _, err := c.encode(0)
+			body, _, err := c.encode(0)
 			if err != nil {
 				t.Fatal(err)
 			}
+			payload := append(slices.Clone(body), contextPayloadEnd...)
 			var doc contextDoc
 			if err := json.Unmarshal(payload, &doc); err != nil {
 				t.Fatal(err)
@@ -84,12 +92,28 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 		shared := *c
 		from := rng.IntN(len(c.entries) + 1)
 		before := c.encodedN
-		payload, fresh, err := c.encode(from)
+		body, fresh, err := c.encode(from)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(payload, want) {
+		if payload := append(slices.Clone(body), contextPayloadEnd...); !bytes.Equal(payload, want) {
 			t.Fatalf("step %d: payload\n%s\nwant\n%s", step, payload, want)
+		}
+		kept = append(kept, keptPayload{body, string(body)})
+		if len(kept) > 64 {
+			kept = kept[1:]
+		}
+		if rng.IntN(4) == 0 { // the shared copy extends otherwise, and does not commit
+			stale := shared
+			stale.entries = append(slices.Clip(stale.entries[:min(stale.encodedN, len(stale.entries))]), entry(n+1e6))
+			if _, _, err := stale.encode(0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, k := range kept {
+			if string(k.body) != k.was {
+				t.Fatalf("step %d: an earlier payload changed:\n%s\nwas\n%s", step, k.body, k.was)
+			}
 		}
 		for _, k := range []*llmContext{c, &shared} {
 			if k.digest == nil {

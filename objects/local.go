@@ -2,14 +2,35 @@ package objects
 
 import "sync"
 
+// payload is a runtime-local payload in memory: body followed by tail. A
+// caller that extends a payload from version to version hands its closing
+// bytes over as the tail (WriteSpec.PayloadTail), so that the next version
+// can grow body's array in place, past this version's bytes, which never
+// change. Neither part is modified once staged.
+type payload struct{ body, tail []byte }
+
+func (p payload) len() int { return len(p.body) + len(p.tail) }
+
+// appendTo appends the payload's bytes to dst.
+func (p payload) appendTo(dst []byte) []byte { return append(append(dst, p.body...), p.tail...) }
+
+// bytes returns the payload in one slice: body itself when there is no
+// tail, else a copy. It must not be modified.
+func (p payload) bytes() []byte {
+	if len(p.tail) == 0 {
+		return p.body
+	}
+	return p.appendTo(make([]byte, 0, p.len()))
+}
+
 // localEntry is one committed version of a runtime-local payload. Entries are
 // immutable once published except for the older/supersededGen links, which
 // change only under localStore.mu.
 type localEntry struct {
 	version uint64
 	sha256  string
-	data    []byte
-	removed bool // the object was removed at this point; data is nil
+	data    payload
+	removed bool // the object was removed at this point; data is empty
 	// spillLen > 0 says data was moved to the spill file at spillOff.
 	spillOff int64
 	spillLen int
@@ -68,7 +89,7 @@ func newLocalStore() *localStore {
 type localChange struct {
 	version uint64
 	sha256  string
-	data    []byte
+	data    payload
 	removed bool
 }
 
@@ -191,19 +212,19 @@ func (l *localStore) neededLocked(e *localEntry) bool {
 
 // lookup returns the payload with the given version and hash, searching
 // older versions that an open View may still see.
-func (l *localStore) lookup(oid string, version uint64, sha string) ([]byte, bool) {
+func (l *localStore) lookup(oid string, version uint64, sha string) (payload, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	for e := l.head[oid]; e != nil; e = e.older {
 		if !e.removed && e.version == version && e.sha256 == sha {
 			if e.spillLen > 0 {
 				data, err := l.spill.read(e.spillOff, e.spillLen)
-				return data, err == nil
+				return payload{body: data}, err == nil
 			}
 			return e.data, true
 		}
 	}
-	return nil, false
+	return payload{}, false
 }
 
 // spillOut moves the newest payload of oid to the spill file unless it is
@@ -212,7 +233,7 @@ func (l *localStore) lookup(oid string, version uint64, sha string) ([]byte, boo
 func (l *localStore) spillOut(oid string) {
 	l.mu.RLock()
 	e := l.head[oid]
-	spillable := e != nil && !e.removed && e.spillLen == 0 && len(e.data) >= minSpillBytes
+	spillable := e != nil && !e.removed && e.spillLen == 0 && e.data.len() >= minSpillBytes
 	kept := spillable && e.older != nil
 	l.mu.RUnlock()
 	if kept {
@@ -238,7 +259,7 @@ func (l *localStore) spillOut(oid string) {
 	}
 	// Entries are immutable once published: readers may hold e.
 	spilled := *e
-	spilled.data, spilled.spillOff, spilled.spillLen = nil, off, len(e.data)
+	spilled.data, spilled.spillOff, spilled.spillLen = payload{}, off, e.data.len()
 	l.head[oid] = &spilled
 }
 

@@ -79,9 +79,15 @@ type WriteSpec struct {
 	// running digest of it: the store then does not hash Payload again.
 	// It must be exact; a store opened with LIBOS_CHECK_CACHES=1 checks it.
 	PayloadSHA256 string
-	// Handoff gives Payload to the store, which keeps it without a copy:
-	// the caller never modifies it afterwards.
+	// Handoff gives Payload and PayloadTail to the store, which keeps them
+	// without a copy: the caller never modifies them afterwards.
 	Handoff bool
+	// PayloadTail follows Payload: the payload is the two together. A
+	// caller that extends a payload from version to version hands its
+	// closing bytes over here, with Handoff, so that the next version may
+	// append to Payload's array in place, past the len(Payload) bytes this
+	// version keeps.
+	PayloadTail []byte
 }
 
 // Event is one entry of the append-only event log.
@@ -133,14 +139,14 @@ func checkLabels(labels map[string]string) error {
 
 func checkOID(oid string) error { return checkIdent("oid", oid) }
 
-// payloadDigest returns the hex SHA-256 of payload: known, when the caller
+// payloadDigest returns the hex SHA-256 of p: known, when the caller
 // handed it over, or computed.
-func (tx *Txn) payloadDigest(payload []byte, known string) (string, error) {
+func (tx *Txn) payloadDigest(p payload, known string) (string, error) {
 	if known == "" {
-		return payloadHash(payload), nil
+		return p.hash(), nil
 	}
 	if tx.s.checkHandoffs {
-		if want := payloadHash(payload); known != want {
+		if want := p.hash(); known != want {
 			return "", fmt.Errorf("%w: payload_sha256: must be the SHA-256 of the payload, %s, got %s", ErrInvalid, want, known)
 		}
 	}
@@ -150,6 +156,16 @@ func (tx *Txn) payloadDigest(payload []byte, known string) (string, error) {
 func payloadHash(p []byte) string {
 	sum := sha256.Sum256(p)
 	return hex.EncodeToString(sum[:])
+}
+
+func (p payload) hash() string {
+	if len(p.tail) == 0 {
+		return payloadHash(p.body)
+	}
+	h := sha256.New()
+	h.Write(p.body)
+	h.Write(p.tail)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func copyLabels(l map[string]string) map[string]string {
@@ -286,18 +302,17 @@ func plainJSON(s string) bool {
 	return true
 }
 
-// stagePayload stages the payload of sm (already carrying the payload's hash
-// and size) in its tier.
-func (tx *Txn) stagePayload(sm *storedMeta, payload []byte, handoff bool) {
-	data := payload
+// stagePayload stages p as the payload of sm (already carrying its hash and
+// size) in its tier, copied unless handoff.
+func (tx *Txn) stagePayload(sm *storedMeta, p payload, handoff bool) {
 	if !handoff {
-		data = append(make([]byte, 0, len(payload)), payload...)
+		p = payload{body: p.appendTo(make([]byte, 0, p.len()))}
 	}
 	if sm.Tier == TierDurable {
-		tx.stageValue(payloadKey(sm.OID), &stagedValue{value: data})
+		tx.stageValue(payloadKey(sm.OID), &stagedValue{value: p.bytes()})
 		return
 	}
-	tx.stageLocal(sm.OID, &localChange{version: sm.Version, sha256: sm.PayloadSHA256, data: data})
+	tx.stageLocal(sm.OID, &localChange{version: sm.Version, sha256: sm.PayloadSHA256, data: p})
 }
 
 // Create stages a new object at version 1 and appends an object.created
@@ -345,7 +360,7 @@ func (tx *Txn) Create(spec CreateSpec) (Meta, error) {
 	}
 	tx.stageMeta(&sm)
 	tx.stageValue(nk, &stagedValue{value: []byte(sm.OID)})
-	tx.stagePayload(&sm, spec.Payload, false)
+	tx.stagePayload(&sm, payload{body: spec.Payload}, false)
 	tx.objectEvent(EventObjectCreated, &sm)
 	return tx.publicMeta(&sm), nil
 }
@@ -416,16 +431,17 @@ func (tx *Txn) Write(oid string, expectedVersion uint64, spec WriteSpec) (Meta, 
 		sm.Labels = copyLabels(spec.Labels)
 	}
 	if !spec.KeepPayload {
-		digest, err := tx.payloadDigest(spec.Payload, spec.PayloadSHA256)
+		p := payload{body: spec.Payload, tail: spec.PayloadTail}
+		digest, err := tx.payloadDigest(p, spec.PayloadSHA256)
 		if err != nil {
 			return Meta{}, fmt.Errorf("objects: write %s: %w", oid, err)
 		}
 		sm.PayloadSHA256 = digest
-		sm.PayloadBytes = len(spec.Payload)
+		sm.PayloadBytes = p.len()
 		if sm.Tier == TierRuntimeLocal {
 			sm.Instance = tx.s.instance
 		}
-		tx.stagePayload(&sm, spec.Payload, spec.Handoff)
+		tx.stagePayload(&sm, p, spec.Handoff)
 	} else if sm.Tier == TierRuntimeLocal && sm.Instance == tx.s.instance {
 		// The payload is unchanged but is now reachable under the new
 		// version.
@@ -516,15 +532,14 @@ func (tx *Txn) Read(oid string) (Meta, []byte, error) {
 		if err != nil {
 			return Meta{}, nil, fmt.Errorf("objects: read %s: %w", oid, err)
 		}
-		data = append(make([]byte, 0, len(local)), local...)
+		data = local.appendTo(make([]byte, 0, local.len()))
 	}
 	return m, data, nil
 }
 
 // localPayload finds the runtime-local payload of sm at version, first in
-// the transaction's staged changes, then in memory. The returned slice must
-// not be modified.
-func (tx *Txn) localPayload(sm *storedMeta, version uint64) ([]byte, error) {
+// the transaction's staged changes, then in memory. It must not be modified.
+func (tx *Txn) localPayload(sm *storedMeta, version uint64) (payload, error) {
 	if c, ok := tx.locals[sm.OID]; ok && !c.removed && c.version == version && c.sha256 == sm.PayloadSHA256 {
 		return c.data, nil
 	}
@@ -541,7 +556,7 @@ func (tx *Txn) localPayload(sm *storedMeta, version uint64) ([]byte, error) {
 		return data, nil
 	}
 	// Metadata says this instance wrote the payload, so memory must have it.
-	return nil, fmt.Errorf("runtime-local payload of version %d missing from memory", version)
+	return payload{}, fmt.Errorf("runtime-local payload of version %d missing from memory", version)
 }
 
 // Lookup returns the metadata of the object named name in namespace, or an

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -666,5 +667,62 @@ func TestAppendEventJSON(t *testing.T) {
 	evs, err := s.Events(0, 10)
 	if err != nil || len(evs) != 1 || evs[0].Kind != "bench" || string(evs[0].Data) != `{"a":"<b>"}` {
 		t.Fatalf("events %+v, %v; want the one event appended, its data as given", evs, err)
+	}
+}
+
+// TestPayloadTailLetsTheNextVersionGrowInPlace checks WriteSpec.PayloadTail:
+// the payload is Payload then PayloadTail (its bytes, size and hash), and a
+// later version that appends to the first version's array in place, over
+// where that version's tail would have been, leaves what a View of the first
+// version reads unchanged, in both tiers.
+func TestPayloadTailLetsTheNextVersionGrowInPlace(t *testing.T) {
+	for _, tier := range []Tier{TierRuntimeLocal, TierDurable} {
+		t.Run(string(tier), func(t *testing.T) {
+			t.Setenv("LIBOS_CHECK_CACHES", "1") // handed-over digests are checked
+			s := openTest(t, t.TempDir(), nil)
+			defer closeTest(t, s)
+			m := create(t, s, CreateSpec{Namespace: "ns", Name: "x", Kind: "k", Tier: tier})
+			tail := []byte("]}")
+			buf := make([]byte, 0, 64)
+			buf = append(buf, `{"a":[1`...)
+			write := func(version uint64, body []byte) Meta {
+				var got Meta
+				mustUpdate(t, s, func(tx *Txn) error {
+					var err error
+					sum := sha256.Sum256(append(slices.Clone(body), tail...))
+					got, err = tx.Write(m.OID, version, WriteSpec{Payload: body, PayloadTail: tail, Handoff: true, PayloadSHA256: hex.EncodeToString(sum[:])})
+					return err
+				})
+				return got
+			}
+			v2 := write(1, buf)
+			if v2.PayloadBytes != len(`{"a":[1]}`) {
+				t.Fatalf("payload_bytes %d, want %d", v2.PayloadBytes, len(`{"a":[1]}`))
+			}
+			mustView(t, s, func(old *Txn) error {
+				write(2, append(buf, `,2`...)) // in place: cap(buf) allows it
+				_, data, err := old.Read(m.OID)
+				if err != nil || string(data) != `{"a":[1]}` {
+					t.Fatalf("a View of version 2 reads %q, %v; want {\"a\":[1]}", data, err)
+				}
+				return nil
+			})
+			mustView(t, s, func(tx *Txn) error {
+				meta, data, err := tx.Read(m.OID)
+				if err != nil || string(data) != `{"a":[1,2]}` || meta.PayloadSHA256 != payloadHash(data) {
+					t.Fatalf("version 3 reads %q (sha %s), %v", data, meta.PayloadSHA256, err)
+				}
+				return nil
+			})
+			// A handed-over digest that is not the payload's, tail included, is refused.
+			err := s.Update(func(tx *Txn) error {
+				sum := sha256.Sum256(buf[:len(`{"a":[1,2`)])
+				_, err := tx.Write(m.OID, 3, WriteSpec{Payload: buf[:len(`{"a":[1,2`)], PayloadTail: tail, Handoff: true, PayloadSHA256: hex.EncodeToString(sum[:])})
+				return err
+			})
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "payload_sha256") {
+				t.Fatalf("write with the body's digest alone = %v, want ErrInvalid naming payload_sha256", err)
+			}
+		})
 	}
 }

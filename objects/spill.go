@@ -36,7 +36,7 @@ func newLocalSpill(fs vfs.FS, path string) *localSpill {
 }
 
 // write appends data and returns its offset.
-func (sp *localSpill) write(data []byte) (int64, error) {
+func (sp *localSpill) write(data payload) (int64, error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	if sp.broken {
@@ -51,12 +51,12 @@ func (sp *localSpill) write(data []byte) (int64, error) {
 		sp.f = f
 	}
 	// vfs.File.Write may modify what it is given; payloads are shared.
-	if _, err := sp.f.Write(append([]byte(nil), data...)); err != nil {
+	if _, err := sp.f.Write(data.appendTo(nil)); err != nil {
 		sp.broken = true
 		return 0, fmt.Errorf("objects: spill: %w", err)
 	}
 	off := sp.size
-	sp.size += int64(len(data))
+	sp.size += int64(data.len())
 	return off, nil
 }
 

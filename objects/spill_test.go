@@ -24,8 +24,8 @@ func TestSpillLocal(t *testing.T) {
 	durable := create(t, s, CreateSpec{Namespace: "proc-1", Name: "result", Kind: "k", Tier: TierDurable, Payload: big})
 
 	s.SpillLocal(m.OID, small.OID, durable.OID, "no-such-oid", "")
-	if e := s.locals.head[m.OID]; e.data != nil || e.spillLen != len(big) {
-		t.Fatalf("large payload still in memory: %d bytes, spilled %d", len(e.data), e.spillLen)
+	if e := s.locals.head[m.OID]; e.data.len() != 0 || e.spillLen != len(big) {
+		t.Fatalf("large payload still in memory: %d bytes, spilled %d", e.data.len(), e.spillLen)
 	}
 	if e := s.locals.head[small.OID]; e.spillLen != 0 {
 		t.Fatal("a payload under the threshold was spilled")
@@ -75,7 +75,7 @@ func TestSpillLocalDiskFull(t *testing.T) {
 	full.on = true
 	s.SpillLocal(m.OID)
 	full.on = false
-	if e := s.locals.head[m.OID]; e.spillLen != 0 || !bytes.Equal(e.data, big) {
+	if e := s.locals.head[m.OID]; e.spillLen != 0 || !bytes.Equal(e.data.body, big) {
 		t.Fatal("a payload whose spill failed left memory")
 	}
 	if _, got, err := read(t, s, m.OID); err != nil || !bytes.Equal(got, big) {
@@ -126,15 +126,15 @@ func TestSpillLocalWaitsForOpenView(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.SpillLocal(m.OID)
-	if e := s.locals.head[m.OID]; e.spillLen != 0 || !bytes.Equal(e.data, v2) {
+	if e := s.locals.head[m.OID]; e.spillLen != 0 || !bytes.Equal(e.data.body, v2) {
 		t.Fatal("spilled while an open View kept an older version")
 	}
 	close(release)
 	if err := <-viewDone; err != nil {
 		t.Fatal(err)
 	}
-	if e := s.locals.head[m.OID]; e.data != nil || e.spillLen != len(v2) || e.older != nil {
-		t.Fatalf("after the View ended: %d bytes in memory, %d spilled, older kept %v", len(e.data), e.spillLen, e.older != nil)
+	if e := s.locals.head[m.OID]; e.data.len() != 0 || e.spillLen != len(v2) || e.older != nil {
+		t.Fatalf("after the View ended: %d bytes in memory, %d spilled, older kept %v", e.data.len(), e.spillLen, e.older != nil)
 	}
 	if _, got, err := read(t, s, m.OID); err != nil || !bytes.Equal(got, v2) {
 		t.Fatalf("read after the deferred spill: %q %v", got, err)
