@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -34,13 +35,13 @@ func (r *Request) Validate() error {
 	if len(r.Messages) == 0 {
 		return bad("messages", "at least one message is required")
 	}
-	// unanswered holds the ids of the latest assistant message's calls not yet answered;
-	// known holds every call id seen so far.
-	unanswered := map[string]bool{}
-	known := map[string]bool{}
+	// unanswered holds the ids of the latest assistant message's calls not
+	// yet answered. An id answered already is looked for only when a tool
+	// message answers none of them: a request is validated at every call,
+	// over its whole history, and the usual one is valid.
+	unanswered := make([]string, 0, 8)
 	for i, m := range r.Messages {
-		// Named only when it is reported: a request is validated at every
-		// call, over its whole history.
+		// Named only when it is reported.
 		field := lazyField{"messages", i}
 		switch m.Role {
 		case RoleSystem, RoleUser, RoleAssistant, RoleTool:
@@ -48,7 +49,7 @@ func (r *Request) Validate() error {
 			return bad(field.String()+".role", "must be system, user, assistant or tool (got %q)", m.Role)
 		}
 		if m.Role != RoleTool && len(unanswered) > 0 {
-			return bad(field.String(), "tool call %s of an earlier assistant message has no tool message answering it", firstKey(unanswered))
+			return bad(field.String(), "tool call %s of an earlier assistant message has no tool message answering it", slices.Min(unanswered))
 		}
 		if m.Role != RoleAssistant && len(m.ToolCalls) > 0 {
 			return bad(field.String()+".tool_calls", "only assistant messages carry tool calls")
@@ -63,7 +64,7 @@ func (r *Request) Validate() error {
 				if tc.ID == "" {
 					return bad(cf()+".id", "required")
 				}
-				if unanswered[tc.ID] {
+				if slices.Contains(unanswered, tc.ID) {
 					return bad(cf()+".id", "duplicate id %q in one message", tc.ID)
 				}
 				if tc.Name == "" {
@@ -72,24 +73,24 @@ func (r *Request) Validate() error {
 				if len(bytes.TrimSpace(tc.Arguments)) > 0 && !json.Valid(tc.Arguments) {
 					return bad(cf()+".arguments", "must be valid JSON")
 				}
-				unanswered[tc.ID] = true
-				known[tc.ID] = true
+				unanswered = append(unanswered, tc.ID)
 			}
 		case RoleTool:
 			if m.ToolCallID == "" {
 				return bad(field.String()+".tool_call_id", "required for role tool")
 			}
-			if !unanswered[m.ToolCallID] {
-				if known[m.ToolCallID] {
+			j := slices.Index(unanswered, m.ToolCallID)
+			if j < 0 {
+				if calledBefore(r.Messages[:i], m.ToolCallID) {
 					return bad(field.String()+".tool_call_id", "tool call %q is already answered", m.ToolCallID)
 				}
 				return bad(field.String()+".tool_call_id", "%q answers no tool call of the preceding assistant message", m.ToolCallID)
 			}
-			delete(unanswered, m.ToolCallID)
+			unanswered = slices.Delete(unanswered, j, j+1)
 		}
 	}
 	if len(unanswered) > 0 {
-		return bad("messages", "tool call %s of the last assistant message has no tool message answering it", firstKey(unanswered))
+		return bad("messages", "tool call %s of the last assistant message has no tool message answering it", slices.Min(unanswered))
 	}
 	names := make(map[string]bool, len(r.Tools))
 	for i, t := range r.Tools {
@@ -108,15 +109,17 @@ func (r *Request) Validate() error {
 	return nil
 }
 
-// firstKey returns the smallest key so that error messages are deterministic.
-func firstKey(m map[string]bool) string {
-	first := ""
-	for k := range m {
-		if first == "" || k < first {
-			first = k
+// calledBefore reports whether an assistant message of msgs made a call
+// with id.
+func calledBefore(msgs []Message, id string) bool {
+	for _, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			if tc.ID == id {
+				return true
+			}
 		}
 	}
-	return first
+	return false
 }
 
 // lazyField is a field path built only when an error names it.
