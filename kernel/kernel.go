@@ -105,6 +105,10 @@ type Runtime struct {
 	provMu sync.Mutex
 
 	toolTables sync.Map // tool table selector -> *selectedTools
+	// spawnIndexes are the spawn indexes asked for, by pid (int64 -> int):
+	// a pid's never changes once its spawn committed, so it is read from
+	// the store once; it is forgotten when the process ends.
+	spawnIndexes sync.Map
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -41,6 +41,9 @@ func copySpawnIndex(tx *txn, from, to int64) error {
 // SpawnIndex returns the spawn index of process pid; the Runtime is the
 // llm.SpawnIndexer of a replay provider answering its processes.
 func (k *Runtime) SpawnIndex(pid int64) (int, error) {
+	if n, ok := k.spawnIndexes.Load(pid); ok {
+		return n.(int), nil
+	}
 	var n uint64
 	err := k.view(func(tx *txn) error {
 		b, err := tx.Get(spawnIndexKey(pid))
@@ -53,5 +56,9 @@ func (k *Runtime) SpawnIndex(pid int64) (int, error) {
 		n, err = strconv.ParseUint(string(b), 10, 31)
 		return err
 	})
-	return int(n), err
+	if err != nil {
+		return 0, err
+	}
+	k.spawnIndexes.Store(pid, int(n))
+	return int(n), nil
 }

@@ -74,3 +74,33 @@ func TestSpawnIndexAcrossReopenRestoreAndFork(t *testing.T) {
 		}
 	}
 }
+
+// TestSpawnIndexIsKeptWhileAlive: the index the replay provider asks for at
+// every call is read from the store once and kept while the process lives;
+// its end forgets it, and asking again reads the same index back.
+func TestSpawnIndexIsKeptWhileAlive(t *testing.T) {
+	h := newHarness(t, parentChildScript)
+	parent := h.spawn(append(clockGrants(), spawnGrant()))
+	for range 2 { // the spawn, then the wait
+		if err := h.rt.quantum(t.Context(), parent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const child = 2
+	if _, ok := h.rt.spawnIndexes.Load(int64(parent)); !ok {
+		t.Fatal("the parent's spawn index is not kept after its calls")
+	}
+	h.run()
+	for _, pid := range []int64{parent, child} {
+		if h.info(pid).Status != process.Exited {
+			t.Fatalf("pid %d is %s, want exited", pid, h.info(pid).Status)
+		}
+		if _, ok := h.rt.spawnIndexes.Load(pid); ok {
+			t.Fatalf("pid %d's spawn index is still kept after it ended", pid)
+		}
+		want := map[int64]int{parent: 0, child: 1}[pid]
+		if n, err := h.rt.SpawnIndex(pid); err != nil || n != want {
+			t.Fatalf("SpawnIndex(%d) after its end = %d, %v; want %d", pid, n, err, want)
+		}
+	}
+}

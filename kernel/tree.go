@@ -131,8 +131,11 @@ func (k *Runtime) terminate(tx *txn, r *procRecord, in process.Input) error {
 	k.forgetContext(tx, r.PID)
 	// An ended process's runtime-local payloads are rarely read again: they
 	// leave memory once the end is durable, readable until a reopen as before.
-	goal, context, result := r.GoalOID, r.ContextOID, r.ResultOID
-	tx.AfterCommit(func() { k.store.SpillLocal(goal, context, result) })
+	pid, goal, context, result := r.PID, r.GoalOID, r.ContextOID, r.ResultOID
+	tx.AfterCommit(func() {
+		k.store.SpillLocal(goal, context, result)
+		k.spawnIndexes.Delete(pid)
+	})
 	if err := k.killDescendants(tx, r.PID, fmt.Sprintf("ancestor pid %d ended (%s)", r.PID, r.State)); err != nil {
 		return err
 	}
