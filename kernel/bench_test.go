@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -236,17 +235,22 @@ processes:
 	b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/ended, "heap-B/ended-process")
 }
 
-// BenchmarkContextExtend encodes a context that grows by one 1 KB entry a
-// commit, from 10 KB and from 500 KB (it starts over from that size every
-// 256 commits): the cost follows what the commit adds, since the body grows
-// in place, so the two sizes should cost about the same.
+// BenchmarkContextExtend appends one 1 KB entry a commit to a context and
+// encodes it, from 10 KB and from 500 KB (it starts over from that size every
+// 256 commits): the cost follows what the commit adds, since the entries and
+// the payload's body grow in place, so the two sizes should cost about the
+// same.
 func BenchmarkContextExtend(b *testing.B) {
+	k := &Runtime{tokens: byteEstimator{}}
+	r := &procRecord{}
+	entry := Entry{Role: llm.RoleTool, ToolCallID: "c", Content: strings.Repeat("x", 1000)}
 	for _, size := range []int{10 << 10, 500 << 10} {
 		b.Run(fmt.Sprintf("from=%dKB", size>>10), func(b *testing.B) {
-			entry := Entry{Role: llm.RoleTool, ToolCallID: "c", Content: strings.Repeat("x", 1000)}
 			start := &llmContext{}
 			for len(start.encoded) < size {
-				start.entries = append(start.entries, entry)
+				if err := k.appendEntries(&txn{}, r, start, entry); err != nil {
+					b.Fatal(err)
+				}
 				if _, _, err := start.encode(0); err != nil {
 					b.Fatal(err)
 				}
@@ -257,17 +261,23 @@ func BenchmarkContextExtend(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				if i%restart == 0 {
+					// A copy with room for the next restart commits, as the
+					// context would have after its arrays last grew.
 					b.StopTimer()
-					c = &llmContext{entries: slices.Clip(start.entries), encodedN: start.encodedN, digest: start.digest}
+					c = start.share()
+					c.entries = append(make([]Entry, 0, len(start.entries)+restart+1), start.entries...)
 					c.encoded = append(make([]byte, 0, len(start.encoded)+(restart+1)*(len(entry.Content)+64)), start.encoded...)
-					c.grown = new(int)
-					*c.grown = len(c.encoded)
+					c.entriesGrown, c.grown = new(int), new(int)
+					*c.entriesGrown, *c.grown = len(c.entries), len(c.encoded)
 					b.StartTimer()
 				}
-				c.entries = append(c.entries, entry)
+				if err := k.appendEntries(&txn{}, r, c, entry); err != nil {
+					b.Fatal(err)
+				}
 				if _, _, err := c.encode(len(c.entries)); err != nil {
 					b.Fatal(err)
 				}
+				c.owned = false // committed: the cache shares the arrays
 			}
 		})
 	}

@@ -71,9 +71,16 @@ type llmContext struct {
 	meta    objects.Meta
 	entries []Entry
 	tokens  int
-	// owned says entries is private to this transaction (not shared with
-	// the cache), so appends may write in place.
+	// owned says entries' array is private to this transaction (not shared
+	// with the cache), so its entries may change in place.
 	owned bool
+	// entriesGrown is how far any append has written into entries' array,
+	// shared by every context holding a prefix of it (nil: unknown, so the
+	// next append takes a new array). An append writes in place, past what
+	// the others hold, only when it is the first past its length: a commit
+	// then copies none of the entries it extends. Like grown, it is read and
+	// written only under the store's write lock.
+	entriesGrown *int
 	// newGeneration, when non-zero, is written with the next flush.
 	newGeneration uint64
 	// encoded is the start of the context's payload up to entries[:encodedN]
@@ -242,7 +249,8 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	}
 	cached := k.cachedContext(r.PID)
 	if cached != nil && cached.meta.Version == meta.Version && cached.meta.OID == meta.OID {
-		c := &llmContext{meta: meta, entries: cached.entries, tokens: cached.tokens, encoded: cached.encoded, encodedN: cached.encodedN, digest: cached.digest, grown: cached.grown}
+		c := cached.share()
+		c.meta = meta
 		if k.records.check {
 			if err := verifyCachedContext(tx, c); err != nil {
 				return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
@@ -375,16 +383,29 @@ func (k *Runtime) appendEntries(tx *txn, r *procRecord, c *llmContext, add ...En
 		add[i].Tokens = k.entryTokens(&add[i])
 		c.tokens += add[i].Tokens
 	}
-	// Copy on write: the cached slice may be shared with a reader. The
-	// capacity doubling keeps appends amortized across commits.
-	if !c.owned {
-		entries := make([]Entry, len(c.entries), 2*(len(c.entries)+len(add)))
+	// The array may be shared with the cache and a call in flight, which
+	// hold a prefix of it: an append writes past their length, in place
+	// when no other append wrote there first, else into a new array whose
+	// doubled capacity keeps appends amortized across commits.
+	n := len(c.entries)
+	if c.entriesGrown == nil || *c.entriesGrown != n || cap(c.entries)-n < len(add) {
+		entries := make([]Entry, n, 2*(n+len(add)))
 		copy(entries, c.entries)
-		c.entries, c.owned = entries, true
+		c.entries, c.owned, c.entriesGrown = entries, true, new(int)
 	}
 	c.entries = append(c.entries, add...)
+	*c.entriesGrown = len(c.entries)
 	tx.stageContext(r, c)
 	return nil
+}
+
+// share returns a copy of c for another holder (the cache, a later
+// transaction): it shares c's entries and kept encoding, and may change
+// neither in place.
+func (c *llmContext) share() *llmContext {
+	s := *c
+	s.owned, s.newGeneration = false, 0
+	return &s
 }
 
 // maxRefusedArgsBytes bounds the arguments of a refused call that the
@@ -420,7 +441,7 @@ func (k *Runtime) shrinkRefusedCall(tx *txn, r *procRecord, c *llmContext, id st
 			return
 		}
 		if !c.owned {
-			c.entries, c.owned = slices.Clone(c.entries), true
+			c.entries, c.owned, c.entriesGrown = slices.Clone(c.entries), true, nil
 		}
 		if i < c.encodedN {
 			c.dropEncoding()
@@ -439,7 +460,7 @@ func (k *Runtime) shrinkRefusedCall(tx *txn, r *procRecord, c *llmContext, id st
 // replaceContext stages a whole new entry list (a compaction writeback)
 // and advances the generation.
 func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries []Entry) {
-	c.entries, c.owned = entries, true
+	c.entries, c.owned, c.entriesGrown = entries, true, nil
 	c.dropEncoding()
 	c.tokens = 0
 	for _, e := range entries {
@@ -492,8 +513,8 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 			return err
 		}
 	}
-	snapshot := &llmContext{meta: meta, entries: c.entries, tokens: c.tokens, encoded: c.encoded, encodedN: c.encodedN, digest: c.digest, grown: c.grown}
-	c.owned = false // the cache now shares the slice
+	snapshot := c.share()
+	c.owned = false // the cache now shares the array
 	pid, ended, waiting := r.PID, r.State.Terminal(), r.waitsLong()
 	tx.AfterCommit(func() {
 		if ended || waiting {

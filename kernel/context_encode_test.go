@@ -223,3 +223,78 @@ func TestAppendEntriesLeavesSharedVersionsAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendEntriesLeavesSharedPrefixes drives appendEntries, and the
+// in-place change of a refused call's arguments, from contexts that share
+// an entries array (the cache's copy, a later transaction's, a stale one
+// that does not commit) and checks that no holder ever sees its entries
+// change: an append writes past every holder's length, in place only when it
+// is the first there.
+func TestAppendEntriesLeavesSharedPrefixes(t *testing.T) {
+	k := &Runtime{tokens: byteEstimator{}}
+	rng := rand.New(rand.NewPCG(7, 11))
+	r := &procRecord{}
+	type holder struct {
+		c    *llmContext
+		seen []Entry // deep enough: entries are compared by value
+	}
+	var holders []holder
+	keep := func(c *llmContext) {
+		holders = append(holders, holder{c, slices.Clone(c.entries)})
+		if len(holders) > 32 {
+			holders = holders[1:]
+		}
+	}
+	n := 0
+	next := func() Entry {
+		n++
+		e := Entry{Role: llm.RoleTool, ToolCallID: fmt.Sprint("c", n), Content: fmt.Sprint("result ", n)}
+		if rng.IntN(3) == 0 {
+			e = Entry{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: fmt.Sprint("c", n), Name: "t", Arguments: json.RawMessage(`{"x":"` + strings.Repeat("a", 5000) + `"}`)}}}
+		}
+		return e
+	}
+	c := &llmContext{}
+	for step := range 1500 {
+		tx := &txn{}
+		switch rng.IntN(6) {
+		case 0: // a commit: the cache shares what was written
+			c.owned = false
+			keep(c.share())
+			c = c.share() // the next transaction loads it from the cache
+		case 1: // a stale copy appends and does not commit
+			if len(holders) > 0 {
+				stale := holders[rng.IntN(len(holders))].c.share()
+				if err := k.appendEntries(tx, r, stale, next()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case 2: // a refused call's arguments shrink
+			if len(c.entries) > 0 {
+				if last := c.entries[len(c.entries)-1]; last.Role == llm.RoleAssistant {
+					k.shrinkRefusedCall(tx, r, c, last.ToolCalls[0].ID)
+				}
+			}
+		default:
+			add := []Entry{next()}
+			if rng.IntN(2) == 0 {
+				add = append(add, next())
+			}
+			if err := k.appendEntries(tx, r, c, add...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, h := range holders {
+			if len(h.c.entries) != len(h.seen) {
+				t.Fatalf("step %d: a holder's entries changed length", step)
+			}
+			for i := range h.seen {
+				a, b := h.c.entries[i], h.seen[i]
+				if a.Content != b.Content || a.ToolCallID != b.ToolCallID || len(a.ToolCalls) != len(b.ToolCalls) ||
+					(len(a.ToolCalls) > 0 && !bytes.Equal(a.ToolCalls[0].Arguments, b.ToolCalls[0].Arguments)) {
+					t.Fatalf("step %d: entry %d of a holder changed", step, i)
+				}
+			}
+		}
+	}
+}

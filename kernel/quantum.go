@@ -156,8 +156,9 @@ func (p phaseEffect) run(ctx context.Context, k *Runtime) (quantumPhase, error) 
 type callStart struct {
 	// req is the request without its messages, which the call phase builds
 	// from system, goal and entries, outside the store's write lock: a
-	// context's entries are never changed once committed (an append or a
-	// change copies them first), so these stay as the start commit wrote them.
+	// context's entries are never changed once committed (an append writes
+	// past their length, a change copies them first), so these stay as the
+	// start commit wrote them.
 	req          llm.Request
 	system, goal string
 	entries      []Entry
