@@ -26,17 +26,34 @@ const (
 
 // budgetField is one named field of a Budget.
 type budgetField struct {
-	name string
-	get  func(*Budget) *int64
+	name  string
+	index int
+}
+
+// get returns the field of b. A static call, not a function value: escape
+// analysis then keeps the Budgets it is given on the stack.
+func (f budgetField) get(b *Budget) *int64 {
+	switch f.index {
+	case 0:
+		return &b.ToolCalls
+	case 1:
+		return &b.LLMCalls
+	case 2:
+		return &b.LLMTokens
+	case 3:
+		return &b.Children
+	default:
+		return &b.WallSeconds
+	}
 }
 
 // budgetFields lists the fields in the order they are checked and reported.
-var budgetFields = []budgetField{
-	{BudgetToolCalls, func(b *Budget) *int64 { return &b.ToolCalls }},
-	{BudgetLLMCalls, func(b *Budget) *int64 { return &b.LLMCalls }},
-	{BudgetLLMTokens, func(b *Budget) *int64 { return &b.LLMTokens }},
-	{BudgetChildren, func(b *Budget) *int64 { return &b.Children }},
-	{BudgetWallSeconds, func(b *Budget) *int64 { return &b.WallSeconds }},
+var budgetFields = [...]budgetField{
+	{BudgetToolCalls, 0},
+	{BudgetLLMCalls, 1},
+	{BudgetLLMTokens, 2},
+	{BudgetChildren, 3},
+	{BudgetWallSeconds, 4},
 }
 
 // Sentinel errors for budgets.

@@ -473,3 +473,24 @@ func TestSharedGrantsAreOnlyRead(t *testing.T) {
 		t.Fatalf("shared grant changed to %d uses", *grants[0].UsesRemaining)
 	}
 }
+
+// TestBudgetFieldsCoverBudget: budgetFields lists every field of Budget
+// once, in declaration order, named by its JSON name, and get returns that
+// field, so a field added to Budget is charged and validated.
+func TestBudgetFieldsCoverBudget(t *testing.T) {
+	typ := reflect.TypeFor[Budget]()
+	if len(budgetFields) != typ.NumField() {
+		t.Fatalf("budgetFields has %d entries, Budget %d fields", len(budgetFields), typ.NumField())
+	}
+	for i, f := range budgetFields {
+		sf := typ.Field(i)
+		if name := strings.Split(sf.Tag.Get("json"), ",")[0]; f.name != name {
+			t.Errorf("budgetFields[%d] is named %q, Budget's field %d %s is %q in JSON", i, f.name, i, sf.Name, name)
+		}
+		var b Budget
+		*f.get(&b) = 7
+		if got := reflect.ValueOf(b).Field(i).Int(); got != 7 {
+			t.Errorf("budgetFields[%d] (%s) gets another field than %s", i, f.name, sf.Name)
+		}
+	}
+}

@@ -55,9 +55,11 @@ func (k *Runtime) emit(tx *txn, ev Event) error {
 	if err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
 	}
-	ev.Seq = seq
 	if k.opts.OnEvent != nil {
-		tx.AfterCommit(func() { k.opts.OnEvent(ev) })
+		// A copy for the hook, so that ev itself stays off the heap.
+		done := ev
+		done.Seq = seq
+		tx.AfterCommit(func() { k.opts.OnEvent(done) })
 	}
 	return nil
 }
