@@ -284,7 +284,9 @@ processes:
     turns:
       - tool_calls: [{name: receive_process_messages, arguments: {}}]
 `
-	h := newHarness(t, script)
+	// One worker: the child's first quantum never overlaps the parent's
+	// restore, which a running child would refuse.
+	h := newHarness(t, script, func(o *Options) { o.Workers = 1 })
 	all := capabilities.Grant{Resource: "checkpoint:process:*", Rights: []capabilities.Right{capabilities.Read, capabilities.Write, capabilities.Admin, capabilities.Execute}}
 	pid := h.spawn([]capabilities.Grant{spawnGrant(), all})
 	h.run()

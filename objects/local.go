@@ -50,17 +50,27 @@ type localEntry struct {
 // of versions, newest first, and an older entry is dropped once no open View
 // could still see the metadata that refers to it. Without open Views the chain
 // never grows beyond one entry.
+//
+// A commit's payloads are published before Pebble makes its batch visible
+// (and taken back if the apply fails), so a snapshot never holds metadata
+// whose payload is not here yet.
 type localStore struct {
 	mu   sync.RWMutex
 	head map[string]*localEntry
-	// gen counts published commits. A View records gen before taking its
-	// snapshot. Commits are applied one at a time and published right after,
-	// so the snapshot holds every commit up to gen and possibly the next one.
-	// An entry published at P and superseded at S is therefore needed only by
-	// a View with recorded gen g where P <= g+1 and g < S.
-	gen     uint64
-	views   map[uint64]int      // recorded gen of each open View -> count
-	chained map[string]struct{} // oids whose chain has entries to prune later
+	// gen counts published commits. A View records gen and takes its
+	// snapshot under mu, so no commit is published in between. Commits are
+	// published one at a time, each just before Pebble applies it, and the
+	// next is published only once that apply is done: the snapshot holds
+	// every commit up to gen-1 and perhaps gen, never gen+1. An entry
+	// published at P and superseded at S is therefore needed only by a View
+	// with recorded gen g where P <= g and g <= S (see neededLocked).
+	gen uint64
+	// appliedGen is the last gen whose commit Pebble has: an entry that a
+	// later one superseded is kept whatever the open Views, because a View
+	// that begins now may still take its snapshot without that commit.
+	appliedGen uint64
+	views      map[uint64]int      // recorded gen of each open View -> count
+	chained    map[string]struct{} // oids whose chain has entries to prune later
 	// last is the most recent commit handed to Pebble; a read-only operation
 	// waits for it so it never reports state that is not yet durable.
 	last *commitWait
@@ -93,25 +103,19 @@ type localChange struct {
 	removed bool
 }
 
-// publish installs the changes of one applied commit. Caller holds the
-// store's write lock.
+// publish installs the changes of one commit about to be applied, in the
+// order commits are applied. Every version a change replaces stays in its
+// chain until applied runs: a View that begins meanwhile may have taken its
+// snapshot before Pebble had this commit. Caller holds the store's apply
+// lock.
 func (l *localStore) publish(changes map[string]*localChange) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.appliedGen = l.gen // a commit is published once the one before is applied
 	l.gen++
-	keepHistory := len(l.views) > 0
 	for oid, c := range changes {
 		delete(l.spillWanted, oid) // a new version was not asked to spill
 		prev := l.head[oid]
-		if !keepHistory {
-			if c.removed {
-				delete(l.head, oid)
-			} else {
-				l.head[oid] = &localEntry{version: c.version, sha256: c.sha256, data: c.data, publishedGen: l.gen}
-			}
-			delete(l.chained, oid)
-			continue
-		}
 		e := &localEntry{version: c.version, sha256: c.sha256, data: c.data, removed: c.removed, publishedGen: l.gen}
 		if prev != nil {
 			prev.supersededGen = l.gen
@@ -122,8 +126,18 @@ func (l *localStore) publish(changes map[string]*localChange) {
 		}
 		l.head[oid] = e
 	}
-	// Publishing changes no open View's needs but for the versions it
-	// superseded: only their chains can shrink.
+}
+
+// applied drops, once Pebble has the commit that published changes, the
+// versions it superseded that no open View can read. Caller holds the
+// store's apply lock.
+func (l *localStore) applied(changes map[string]*localChange) {
+	if len(changes) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.appliedGen = l.gen
 	for oid := range changes {
 		if _, ok := l.chained[oid]; ok {
 			l.pruneChainLocked(oid)
@@ -131,12 +145,34 @@ func (l *localStore) publish(changes map[string]*localChange) {
 	}
 }
 
-// beginView registers an open View and returns the generation it must pass
-// to endView.
-func (l *localStore) beginView() uint64 {
+// unpublish takes back what publish installed, for a commit whose apply
+// failed: the store refuses every later Update, and its Views go on reading
+// the payloads of what Pebble holds. Caller holds the store's apply lock, so
+// each head is still the entry publish installed.
+func (l *localStore) unpublish(changes map[string]*localChange) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for oid := range changes {
+		e := l.head[oid]
+		if e == nil || e.publishedGen != l.gen {
+			continue // a removal of a payload this store never had
+		}
+		if e.older == nil {
+			delete(l.head, oid)
+			continue
+		}
+		e.older.supersededGen = 0 // newest again
+		l.head[oid] = e.older
+	}
+}
+
+// beginView registers an open View, runs snapshot with no commit published
+// meanwhile, and returns the generation it must pass to endView.
+func (l *localStore) beginView(snapshot func()) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.views[l.gen]++
+	snapshot()
 	return l.gen
 }
 
@@ -199,11 +235,15 @@ func (l *localStore) pruneChainLocked(oid string) {
 	}
 }
 
-// neededLocked reports whether an open View may read e: one that began
-// while e was the newest version.
+// neededLocked reports whether an open View may read e: one whose snapshot
+// may hold a commit from the one that published e to the last before the one
+// that superseded it (see gen).
 func (l *localStore) neededLocked(e *localEntry) bool {
+	if e.supersededGen > l.appliedGen {
+		return true
+	}
 	for g := range l.views {
-		if e.publishedGen <= g+1 && g < e.supersededGen {
+		if e.publishedGen <= g && g <= e.supersededGen {
 			return true
 		}
 	}

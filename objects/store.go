@@ -97,8 +97,9 @@ type Store struct {
 	// Update's function runs meanwhile, reading this batch's writes from
 	// pending. applyMu keeps batches applied one at a time in writeMu's
 	// order; an Update takes it before it lets writeMu go (so at most one
-	// batch is pending) and keeps it until its batch is applied and its
-	// runtime-local payloads are published. The WAL sync wait holds neither.
+	// batch is pending) and keeps it while it publishes its runtime-local
+	// payloads and then applies its batch (see localStore). The WAL sync
+	// wait holds neither.
 	writeMu sync.Mutex
 	applyMu sync.Mutex
 	// pending is the batch being applied (nil: none): what an Update reads
@@ -707,13 +708,17 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	locked = false
 
 	applyStart := time.Now()
+	// Published first: a View whose snapshot holds this batch finds its
+	// payloads.
+	s.locals.publish(tx.locals)
 	aerr := s.apply(batch)
 	if aerr == nil {
-		s.locals.publish(tx.locals)
+		s.locals.applied(tx.locals)
 		if n := len(tx.events); n > 0 {
 			s.lastEventSeq.Store(tx.events[n-1].Seq)
 		}
 	} else {
+		s.locals.unpublish(tx.locals)
 		s.fail(aerr)
 	}
 	s.pending.Store(nil)
@@ -810,9 +815,9 @@ func (s *Store) read(fn func(tx *Txn) error, durable bool) (*Txn, error) {
 		return nil, fmt.Errorf("objects: %s: %w", op, err)
 	}
 	defer s.ops.Done()
-	gen := s.locals.beginView()
+	var snap *pebble.Snapshot
+	gen := s.locals.beginView(func() { snap = s.db.NewSnapshot() })
 	defer s.locals.endView(gen)
-	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	wait := s.locals.lastCommit()
 
