@@ -51,9 +51,10 @@ type localEntry struct {
 // could still see the metadata that refers to it. Without open Views the chain
 // never grows beyond one entry.
 //
-// A commit's payloads are published before Pebble makes its batch visible
-// (and taken back if the apply fails), so a snapshot never holds metadata
-// whose payload is not here yet.
+// A commit's payloads are published before Pebble makes its batch visible,
+// so a snapshot never holds metadata whose payload is not here yet. If the
+// apply fails, the versions the commit superseded stay in their chains (its
+// gen is never applied), so Views go on finding what Pebble holds.
 type localStore struct {
 	mu   sync.RWMutex
 	head map[string]*localEntry
@@ -142,27 +143,6 @@ func (l *localStore) applied(changes map[string]*localChange) {
 		if _, ok := l.chained[oid]; ok {
 			l.pruneChainLocked(oid)
 		}
-	}
-}
-
-// unpublish takes back what publish installed, for a commit whose apply
-// failed: the store refuses every later Update, and its Views go on reading
-// the payloads of what Pebble holds. Caller holds the store's apply lock, so
-// each head is still the entry publish installed.
-func (l *localStore) unpublish(changes map[string]*localChange) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for oid := range changes {
-		e := l.head[oid]
-		if e == nil || e.publishedGen != l.gen {
-			continue // a removal of a payload this store never had
-		}
-		if e.older == nil {
-			delete(l.head, oid)
-			continue
-		}
-		e.older.supersededGen = 0 // newest again
-		l.head[oid] = e.older
 	}
 }
 

@@ -718,7 +718,6 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 			s.lastEventSeq.Store(tx.events[n-1].Seq)
 		}
 	} else {
-		s.locals.unpublish(tx.locals)
 		s.fail(aerr)
 	}
 	s.pending.Store(nil)

@@ -556,3 +556,70 @@ func TestAppendPadded(t *testing.T) {
 		}
 	}
 }
+
+// TestViewAfterFailedCommitReadsLocalPayload: after a commit that replaced a
+// runtime-local payload fails, a View still reads the payload of the version
+// its snapshot holds, whichever that is.
+func TestViewAfterFailedCommitReadsLocalPayload(t *testing.T) {
+	for name, kinds := range map[string][]errorfs.OpKind{
+		"write": {errorfs.OpFileWrite, errorfs.OpFileWriteAt},
+		"sync":  {errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fault := walFault(kinds...)
+			s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, fault)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			m := create(t, s, CreateSpec{Namespace: "ns", Name: "x", Kind: "k", Payload: []byte("v1")})
+			fault.On()
+			err = s.Update(func(tx *Txn) error {
+				_, err := tx.Write(m.OID, 1, WriteSpec{Payload: []byte("v2")})
+				return err
+			})
+			wantErr(t, err, ErrFailed)
+			fault.Off()
+			err = s.Peek(func(tx *Txn) error {
+				meta, data, err := tx.Read(m.OID)
+				if err != nil {
+					return err
+				}
+				if want := fmt.Sprint("v", meta.Version); string(data) != want {
+					return fmt.Errorf("version %d reads %q", meta.Version, data)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("a View after the failed commit: %v", err)
+			}
+		})
+	}
+	// The store fails while the commit's function runs (a WAL error the
+	// filesystem watcher saw): its batch is never applied, and the payload
+	// it replaced is still read.
+	s := openTest(t, t.TempDir(), nil)
+	defer s.Close()
+	m := create(t, s, CreateSpec{Namespace: "ns", Name: "x", Kind: "k", Payload: []byte("v1")})
+	err := s.Update(func(tx *Txn) error {
+		if _, err := tx.Write(m.OID, 1, WriteSpec{Payload: []byte("v2")}); err != nil {
+			return err
+		}
+		s.fail(errors.New("injected"))
+		return nil
+	})
+	wantErr(t, err, ErrFailed)
+	err = s.Peek(func(tx *Txn) error {
+		meta, data, err := tx.Read(m.OID)
+		if err != nil {
+			return err
+		}
+		if meta.Version != 1 || string(data) != "v1" {
+			return fmt.Errorf("version %d reads %q, want version 1 and v1", meta.Version, data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("a View after a commit the failed store never applied: %v", err)
+	}
+}
