@@ -112,7 +112,9 @@ type localChange struct {
 func (l *localStore) publish(changes map[string]*localChange) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.appliedGen = l.gen // a commit is published once the one before is applied
+	// A commit is published once the one before is applied: the store
+	// publishes nothing more after a failed apply.
+	l.appliedGen = l.gen
 	l.gen++
 	for oid, c := range changes {
 		delete(l.spillWanted, oid) // a new version was not asked to spill

@@ -708,10 +708,15 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	locked = false
 
 	applyStart := time.Now()
-	// Published first: a View whose snapshot holds this batch finds its
+	// A failed store publishes and applies nothing more: the commit before
+	// may not be in Pebble, and publishing counts it as applied. Otherwise
+	// published first, so a View whose snapshot holds this batch finds its
 	// payloads.
-	s.locals.publish(tx.locals)
-	aerr := s.apply(batch)
+	aerr := s.failedErr()
+	if aerr == nil {
+		s.locals.publish(tx.locals)
+		aerr = s.apply(batch)
+	}
 	if aerr == nil {
 		s.locals.applied(tx.locals)
 		if n := len(tx.events); n > 0 {
@@ -754,7 +759,7 @@ type pendingBatch struct {
 // those are turned into an error here.
 func (s *Store) apply(batch *pebble.Batch) (err error) {
 	if ferr := s.failedErr(); ferr != nil {
-		// A WAL error seen by the filesystem watcher after fn started.
+		// A WAL error the filesystem watcher saw since it was published.
 		return ferr
 	}
 	defer func() {

@@ -623,3 +623,56 @@ func TestViewAfterFailedCommitReadsLocalPayload(t *testing.T) {
 		t.Fatalf("a View after a commit the failed store never applied: %v", err)
 	}
 }
+
+// TestCommitAfterFailedApplyPublishesNothing: a commit whose function ran
+// while the commit before it was being applied publishes nothing once that
+// apply failed, so the payloads Pebble still holds stay readable.
+func TestCommitAfterFailedApplyPublishesNothing(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer s.Close()
+	m := create(t, s, CreateSpec{Namespace: "ns", Name: "x", Kind: "k", Payload: []byte("v1")})
+	locked, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	var errB error
+	errA := s.Update(func(tx *Txn) error {
+		if _, err := tx.Write(m.OID, 1, WriteSpec{Payload: []byte("v2")}); err != nil {
+			return err
+		}
+		tx.OnApplied(func() {
+			// Hold A in its publish until B's function has run.
+			go func() {
+				s.locals.mu.Lock()
+				close(locked)
+				<-release
+				s.locals.mu.Unlock()
+			}()
+			<-locked
+			wg.Go(func() {
+				errB = s.Update(func(tx *Txn) error {
+					s.fail(errors.New("injected")) // A's apply now fails
+					close(release)
+					return tx.Set([]byte("raw/b"), []byte("v"))
+				})
+			})
+		})
+		return nil
+	})
+	wg.Wait()
+	wantErr(t, errA, ErrFailed)
+	wantErr(t, errB, ErrFailed)
+	for range 2 { // the first View's end prunes what no View needs
+		err := s.Peek(func(tx *Txn) error {
+			meta, data, err := tx.Read(m.OID)
+			if err != nil {
+				return err
+			}
+			if meta.Version != 1 || string(data) != "v1" {
+				return fmt.Errorf("version %d reads %q, want version 1 and v1", meta.Version, data)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("a View after a failed apply: %v", err)
+		}
+	}
+}
