@@ -609,8 +609,14 @@ func TestViewAfterFailedCommitReadsLocalPayload(t *testing.T) {
 		return nil
 	})
 	wantErr(t, err, ErrFailed)
-	err = s.Peek(func(tx *Txn) error {
-		meta, data, err := tx.Read(m.OID)
+	wantFirstVersion(t, s, m.OID, "a View after a commit the failed store never applied")
+}
+
+// wantFirstVersion checks that a View reads oid at version 1 with payload v1.
+func wantFirstVersion(t *testing.T, s *Store, oid, what string) {
+	t.Helper()
+	err := s.Peek(func(tx *Txn) error {
+		meta, data, err := tx.Read(oid)
 		if err != nil {
 			return err
 		}
@@ -620,7 +626,7 @@ func TestViewAfterFailedCommitReadsLocalPayload(t *testing.T) {
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("a View after a commit the failed store never applied: %v", err)
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -661,18 +667,6 @@ func TestCommitAfterFailedApplyPublishesNothing(t *testing.T) {
 	wantErr(t, errA, ErrFailed)
 	wantErr(t, errB, ErrFailed)
 	for range 2 { // the first View's end prunes what no View needs
-		err := s.Peek(func(tx *Txn) error {
-			meta, data, err := tx.Read(m.OID)
-			if err != nil {
-				return err
-			}
-			if meta.Version != 1 || string(data) != "v1" {
-				return fmt.Errorf("version %d reads %q, want version 1 and v1", meta.Version, data)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("a View after a failed apply: %v", err)
-		}
+		wantFirstVersion(t, s, m.OID, "a View after a failed apply")
 	}
 }
