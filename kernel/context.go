@@ -75,11 +75,8 @@ type llmContext struct {
 	// with the cache), so its entries may change in place.
 	owned bool
 	// entriesGrown is how far any append has written into entries' array,
-	// shared by every context holding a prefix of it (nil: unknown, so the
-	// next append takes a new array). An append writes in place, past what
-	// the others hold, only when it is the first past its length: a commit
-	// then copies none of the entries it extends. Like grown, it is read and
-	// written only under the store's write lock.
+	// shared by every context holding a prefix of it (nil: unknown), so a
+	// commit copies none of the entries it extends (roomPast).
 	entriesGrown *int
 	// newGeneration, when non-zero, is written with the next flush.
 	newGeneration uint64
@@ -90,10 +87,8 @@ type llmContext struct {
 	encoded  []byte
 	encodedN int
 	// grown is how far any extension has written into encoded's array,
-	// shared by every context holding a prefix of that array (nil: unknown,
-	// so the next extension takes a new array). An extension appends in
-	// place only when it is the first past its length. It is read and
-	// written only in Update transactions, under the store's write lock.
+	// shared by every context holding a prefix of it (nil: unknown), so a
+	// commit copies none of the payload it extends (roomPast).
 	grown *int
 	// digest is the SHA-256 state after writing encoded (nil: not computed
 	// yet, as after a load); like encoded it is shared with the cache and
@@ -121,15 +116,7 @@ func (c *llmContext) encode(from int) (body []byte, fresh [][]byte, err error) {
 	for _, b := range added {
 		size += len(b) + 1
 	}
-	buf := c.encoded
-	if c.grown == nil || *c.grown != len(buf) || cap(buf) < size {
-		// A new array, with room for the next extensions: another one
-		// wrote past encoded (a transaction that did not commit, a stale
-		// copy), or the array is full.
-		buf = make([]byte, len(c.encoded), size+size/2+256)
-		copy(buf, c.encoded)
-		c.grown = new(int)
-	}
+	buf, _ := roomPast(c.encoded, &c.grown, size-len(c.encoded), func(n int) int { return n + n/2 + 256 })
 	digest := c.prefixDigest()
 	for j, b := range added {
 		start := len(buf)
@@ -383,20 +370,32 @@ func (k *Runtime) appendEntries(tx *txn, r *procRecord, c *llmContext, add ...En
 		add[i].Tokens = k.entryTokens(&add[i])
 		c.tokens += add[i].Tokens
 	}
-	// The array may be shared with the cache and a call in flight, which
-	// hold a prefix of it: an append writes past their length, in place
-	// when no other append wrote there first, else into a new array whose
+	// The cache and a call in flight may hold a prefix of the array; a
 	// doubled capacity keeps appends amortized across commits.
-	n := len(c.entries)
-	if c.entriesGrown == nil || *c.entriesGrown != n || cap(c.entries)-n < len(add) {
-		entries := make([]Entry, n, 2*(n+len(add)))
-		copy(entries, c.entries)
-		c.entries, c.owned, c.entriesGrown = entries, true, new(int)
-	}
-	c.entries = append(c.entries, add...)
+	entries, fresh := roomPast(c.entries, &c.entriesGrown, len(add), func(n int) int { return 2 * n })
+	c.entries = append(entries, add...)
 	*c.entriesGrown = len(c.entries)
+	c.owned = c.owned || fresh
 	tx.stageContext(r, c)
 	return nil
+}
+
+// roomPast returns s with room for need more elements appended past its
+// length, such that no other holder of a prefix of s's array sees its
+// elements change: s itself when no append has written past len(s) (*mark
+// says how far appends wrote into the array) and the array has room; else a
+// copy in a new array of capacity capacity(len(s)+need), with a new mark
+// (fresh). The caller appends, then sets the mark to its new length. Marks
+// are read and written only in Update transactions, under the store's write
+// lock.
+func roomPast[T any](s []T, mark **int, need int, capacity func(int) int) (out []T, fresh bool) {
+	if *mark != nil && **mark == len(s) && cap(s)-len(s) >= need {
+		return s, false
+	}
+	out = make([]T, len(s), capacity(len(s)+need))
+	copy(out, s)
+	*mark = new(int)
+	return out, true
 }
 
 // share returns a copy of c for another holder (the cache, a later

@@ -48,8 +48,8 @@ type localEntry struct {
 // A View reads metadata from a Pebble snapshot, so it may need a payload
 // version that a later commit has replaced. Each oid therefore keeps a chain
 // of versions, newest first, and an older entry is dropped once no open View
-// could still see the metadata that refers to it. Without open Views the chain
-// never grows beyond one entry.
+// could still see the metadata that refers to it. Without open Views a chain
+// holds one entry, or two while the commit that replaced the older is applied.
 //
 // A commit's payloads are published before Pebble makes its batch visible,
 // so a snapshot never holds metadata whose payload is not here yet. If the
