@@ -503,8 +503,7 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 		// ended: that exit's wake belongs to the restored wait too.
 		return superseded, k.step(tx, &r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: w.Kind})
 	}
-	state, wait, gen := r.State, r.Wait, r.Gen
-	tx.AfterCommit(func() { k.sched.notify(pid, state, wait, gen) })
+	k.tellScheduler(tx, pid, r.State, r.Wait, r.Gen)
 	return superseded, nil
 }
 
@@ -788,8 +787,7 @@ func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpoint
 	if err := k.emit(tx, Event{Kind: EventSpawn, PID: r.PID, Parent: r.ParentPID, Image: r.Image, Reason: "forked from " + id}); err != nil {
 		return err
 	}
-	npid, state := r.PID, r.State
-	tx.AfterCommit(func() { k.sched.notify(npid, state, nil, 0) })
+	k.tellScheduler(tx, r.PID, r.State, nil, 0)
 	return nil
 }
 

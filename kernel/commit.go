@@ -2,9 +2,11 @@ package kernel
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/libos/libos/internal/failpoint"
 	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
 )
 
 // Commit kinds, as failpoints name them: "before-commit:<kind>" fires when a
@@ -41,23 +43,39 @@ type txn struct {
 	procs map[int64]*procRecord
 	// records is the runtime's cache of committed records (nil in a view).
 	records *recordCache
+	// transitions are the processes whose state this transaction changed,
+	// each with the last state it left them in: the scheduler learns of
+	// those once the commit is durable, and of nothing in between (a quantum
+	// that yields and goes on into its next call is never queued).
+	transitions []transition
+}
+
+// transition is the state a transaction left a process in, as the
+// scheduler is told of it.
+type transition struct {
+	pid   int64
+	state process.State
+	wait  *process.Wait
+	gen   uint64
 }
 
 // savepoint marks where a call's changes begin: in the store's batch and in
 // the records saved so far.
 type savepoint struct {
-	store objects.Savepoint
-	procs map[int64]*procRecord
+	store       objects.Savepoint
+	procs       map[int64]*procRecord
+	transitions []transition
 }
 
 // savepoint marks the changes made so far; rollbackTo undoes what came after.
 func (tx *txn) savepoint() savepoint {
-	return savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs)}
+	return savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), transitions: slices.Clone(tx.transitions)}
 }
 
 func (tx *txn) rollbackTo(sp savepoint) {
 	tx.RollbackTo(sp.store)
 	tx.procs = sp.procs
+	tx.transitions = sp.transitions
 }
 
 type dirtyContext struct {
@@ -158,6 +176,39 @@ func (k *Runtime) flushContexts(tx *txn) error {
 		}
 	}
 	return writeProcs(tx)
+}
+
+// tellScheduler has the scheduler told, once tx is durable, that it left pid
+// in state (with wait, at generation gen); a later call for the same pid in
+// tx replaces the earlier.
+func (k *Runtime) tellScheduler(tx *txn, pid int64, state process.State, wait *process.Wait, gen uint64) {
+	t := transition{pid: pid, state: state, wait: wait, gen: gen}
+	for i := range tx.transitions {
+		if tx.transitions[i].pid == pid {
+			tx.transitions[i] = t
+			return
+		}
+	}
+	if len(tx.transitions) == 0 {
+		tx.AfterCommit(func() {
+			for _, t := range tx.transitions {
+				k.sched.notify(t.pid, t.state, t.wait, t.gen)
+			}
+		})
+	}
+	tx.transitions = append(tx.transitions, t)
+}
+
+// runnableBesides counts the processes other than pid that tx leaves
+// runnable: the scheduler will queue them once it is durable.
+func (tx *txn) runnableBesides(pid int64) int {
+	n := 0
+	for _, t := range tx.transitions {
+		if t.pid != pid && t.state == process.Runnable {
+			n++
+		}
+	}
+	return n
 }
 
 // markCommit records that tx holds a change of kind (failpoint builds only).

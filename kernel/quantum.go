@@ -39,7 +39,18 @@ func sha(b []byte) string {
 // call and its tool calls. It returns only infrastructure errors; a process's
 // own failures are recorded on the process.
 func (k *Runtime) quantum(ctx context.Context, pid int64) error {
-	err := k.runQuantum(ctx, pid)
+	return k.runOnWorker(ctx, pid, false)
+}
+
+// quanta is quantum on a scheduler's worker, which goes on with the
+// process's next call in the commit of a call's result as long as keeping
+// the worker delays no other process (quantum.Share).
+func (k *Runtime) quanta(ctx context.Context, pid int64) error {
+	return k.runOnWorker(ctx, pid, true)
+}
+
+func (k *Runtime) runOnWorker(ctx context.Context, pid int64, goOn bool) error {
+	err := k.runQuantum(ctx, pid, goOn)
 	if err == nil || errors.Is(err, objects.ErrFailed) || errors.Is(err, objects.ErrClosed) {
 		return err
 	}
@@ -65,27 +76,36 @@ type quantumPhase interface {
 
 // phaseStart resumes a pending action whose wait ended, or prepares and
 // reserves the provider call (one commit).
-type phaseStart struct{ pid int64 }
+type phaseStart struct {
+	pid  int64
+	goOn bool
+}
 
 // phaseCall is the provider call, with no lock held.
 type phaseCall struct {
 	pid   int64
 	start *callStart
+	goOn  bool
 }
 
 // phaseResult settles the call and dispatches its tool calls (one commit).
+// With goOn, a process the batch left runnable makes its next call in the
+// same commit when keeping its worker delays no one (goOn).
 type phaseResult struct {
 	pid   int64
 	start *callStart
 	resp  llm.Response
 	perr  error
+	goOn  bool
 }
 
 // phaseEffect runs a call's outside effect with no lock held, then records
-// its result and goes on with the batch (one commit).
+// its result and goes on with the batch (one commit), and with goOn into
+// the next call as phaseResult does.
 type phaseEffect struct {
 	pid    int64
 	effect effectFunc
+	goOn   bool
 }
 
 func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
@@ -94,7 +114,11 @@ func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	var effect effectFunc
 	err := k.update(func(tx *txn) error {
 		var err error
-		start, effect, err = k.startQuantum(ctx, tx, p.pid)
+		r, err := loadProc(tx, p.pid)
+		if err != nil {
+			return err
+		}
+		start, effect, err = k.startQuantum(ctx, tx, r, false)
 		return err
 	})
 	switch {
@@ -106,9 +130,9 @@ func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	case err != nil:
 		return nil, err
 	case start != nil:
-		return phaseCall{pid: p.pid, start: start}, nil
+		return phaseCall{pid: p.pid, start: start, goOn: p.goOn}, nil
 	case effect != nil:
-		return phaseEffect{pid: p.pid, effect: effect}, nil
+		return phaseEffect{pid: p.pid, effect: effect, goOn: p.goOn}, nil
 	}
 	return nil, nil
 }
@@ -117,38 +141,80 @@ func (p phaseCall) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	req := p.start.req
 	req.Messages = materialize(p.start.system, p.start.goal, p.start.entries)
 	resp, perr := k.provider().Complete(ctx, req)
-	return phaseResult{pid: p.pid, start: p.start, resp: resp, perr: perr}, nil
+	return phaseResult{pid: p.pid, start: p.start, resp: resp, perr: perr, goOn: p.goOn}, nil
 }
 
 func (p phaseResult) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	var effect effectFunc
-	err := k.update(func(tx *txn) error {
-		var err error
-		effect, err = k.finishCall(ctx, tx, p.pid, p.start, p.resp, p.perr)
-		return err
-	})
-	if err != nil || effect == nil {
-		return nil, err
-	}
-	return phaseEffect{pid: p.pid, effect: effect}, nil
-}
-
-func (p phaseEffect) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
-	failpoint.Hit("effect:started")
-	res, effErr := p.effect(ctx)
-	var next effectFunc
+	var next *callStart
 	err := k.update(func(tx *txn) error {
 		r, err := loadProc(tx, p.pid)
 		if err != nil {
 			return err
 		}
-		next, err = k.finishEffect(ctx, tx, r, res, effErr)
+		effect, err = k.finishCall(ctx, tx, r, p.start, p.resp, p.perr)
+		if err != nil || effect != nil || !p.goOn {
+			return err
+		}
+		next, err = k.goOn(ctx, tx, r)
 		return err
 	})
-	if err != nil || next == nil {
+	return p.follow(err, effect, next)
+}
+
+func (p phaseEffect) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
+	failpoint.Hit("effect:started")
+	res, effErr := p.effect(ctx)
+	var effect effectFunc
+	var next *callStart
+	err := k.update(func(tx *txn) error {
+		r, err := loadProc(tx, p.pid)
+		if err != nil {
+			return err
+		}
+		effect, err = k.finishEffect(ctx, tx, r, res, effErr)
+		if err != nil || effect != nil || !p.goOn {
+			return err
+		}
+		next, err = k.goOn(ctx, tx, r)
+		return err
+	})
+	return phaseResult{pid: p.pid, goOn: p.goOn}.follow(err, effect, next)
+}
+
+// follow names the phase after a result or an effect's result: the next
+// outside effect of the batch, the next call the commit started, or none.
+func (p phaseResult) follow(err error, effect effectFunc, next *callStart) (quantumPhase, error) {
+	switch {
+	case err != nil:
 		return nil, err
+	case effect != nil:
+		return phaseEffect{pid: p.pid, effect: effect, goOn: p.goOn}, nil
+	case next != nil:
+		return phaseCall{pid: p.pid, start: next, goOn: p.goOn}, nil
 	}
-	return phaseEffect{pid: p.pid, effect: next}, nil
+	return nil, nil
+}
+
+// goOn starts pid's next call in the commit that holds its last call's
+// result, when the result left it runnable with nothing to resume and
+// keeping the worker delays no other process: the call costs no commit of
+// its own and no trip through the run queue. It returns nil when the
+// process does not go on; the commit then holds the result alone. An error
+// in it aborts the result's commit too, and the quantum then fails the
+// process, as after any error in a result commit.
+//
+// r is the record the result was produced with: the context that result
+// staged is saved with it when the transaction ends.
+func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (*callStart, error) {
+	if !k.sched.share(ctx, tx.runnableBesides(r.PID)).KeepsWorker() {
+		return nil, nil
+	}
+	start, effect, err := k.startQuantum(ctx, tx, r, true)
+	if err == nil && effect != nil {
+		return nil, fmt.Errorf("pid %d: going on into its next call started an outside effect", r.PID)
+	}
+	return start, err
 }
 
 // callStart is what the start phase hands the provider call: the request,
@@ -170,10 +236,11 @@ type callStart struct {
 	record callRecord
 }
 
-// runQuantum is one quantum of pid; see quantum.
-func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
+// runQuantum is one quantum of pid, and with goOn the next ones it goes on
+// into; see quantum and quanta.
+func (k *Runtime) runQuantum(ctx context.Context, pid int64, goOn bool) error {
 	var err error
-	for phase := quantumPhase(phaseStart{pid: pid}); phase != nil && err == nil; {
+	for phase := quantumPhase(phaseStart{pid: pid, goOn: goOn}); phase != nil && err == nil; {
 		phase, err = phase.run(ctx, k)
 	}
 	return err
@@ -182,16 +249,17 @@ func (k *Runtime) runQuantum(ctx context.Context, pid int64) error {
 // startQuantum is the start phase: it resumes a pending action whose wait
 // ended (which may return an outside effect), or announces what the process
 // must know, runs context maintenance, and prepares and reserves the
-// provider call, moving the process to running.
-func (k *Runtime) startQuantum(ctx context.Context, tx *txn, pid int64) (*callStart, effectFunc, error) {
-	r, err := loadProc(tx, pid)
-	if err != nil {
-		return nil, nil, err
-	}
+// provider call, moving the process to running. Continuing, it is the
+// same commit as the last call's result (goOn), and returns nothing when
+// the process cannot call now.
+func (k *Runtime) startQuantum(ctx context.Context, tx *txn, r *procRecord, continuing bool) (*callStart, effectFunc, error) {
 	begin := quantum.Begin{Runnable: r.State == process.Runnable, ResumePending: r.ResumePending != "",
-		InterruptedTurn: r.InterruptedTurn, ServerRefused: r.ForceMaintenance}
-	if begin.Open() == quantum.Skip {
+		Continuing: continuing, InterruptedTurn: r.InterruptedTurn, ServerRefused: r.ForceMaintenance}
+	switch begin.Open() {
+	case quantum.Skip:
 		return nil, nil, errSkip
+	case quantum.Stop:
+		return nil, nil, nil
 	}
 	im, err := k.image(r.Image)
 	if err != nil {
@@ -299,11 +367,8 @@ func (k *Runtime) announce(tx *txn, r *procRecord, c *llmContext, interrupted bo
 // reservation and records its outcome; a failure goes to providerFailed, a
 // reply is appended and its tool calls dispatched (which may return an
 // outside effect).
-func (k *Runtime) finishCall(ctx context.Context, tx *txn, pid int64, start *callStart, resp llm.Response, perr error) (effectFunc, error) {
-	r, err := loadProc(tx, pid)
-	if err != nil {
-		return nil, err
-	}
+func (k *Runtime) finishCall(ctx context.Context, tx *txn, r *procRecord, start *callStart, resp llm.Response, perr error) (effectFunc, error) {
+	pid := r.PID
 	turn, reserved := start.turn, start.reserved
 	cr := start.record
 	cr.FinishedAt = k.now()

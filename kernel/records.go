@@ -357,8 +357,7 @@ func (k *Runtime) step(tx *txn, r *procRecord, in process.Input) error {
 	if err := k.emit(tx, ev); err != nil {
 		return err
 	}
-	pid, state, wait, gen := r.PID, next.State, next.Wait, next.Gen
-	tx.AfterCommit(func() { k.sched.notify(pid, state, wait, gen) })
+	k.tellScheduler(tx, r.PID, next.State, next.Wait, next.Gen)
 	return saveProc(tx, r)
 }
 

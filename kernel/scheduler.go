@@ -8,6 +8,7 @@ import (
 
 	"github.com/libos/libos/clock"
 	"github.com/libos/libos/process"
+	"github.com/libos/libos/quantum"
 )
 
 // scheduler feeds runnable processes to workers. It learns of state changes
@@ -77,6 +78,19 @@ func (s *scheduler) enqueue(pid int64) {
 	}
 	s.mu.Unlock()
 	s.wake()
+}
+
+// share is what the scheduler knows for the quantum of pid, running on one
+// of its workers, whose commit leaves others processes besides it runnable
+// (quantum.Share).
+func (s *scheduler) share(ctx context.Context, others int) quantum.Share {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return quantum.Share{
+		Waiting:     len(s.queue) + others,
+		FreeWorkers: s.k.opts.Workers - len(s.inflight),
+		Stopping:    !s.running || ctx.Err() != nil,
+	}
 }
 
 // notify is called after a committed transition of pid.
@@ -175,7 +189,7 @@ func (s *scheduler) startWorkers(ctx context.Context) *workerPool {
 		go func() {
 			defer p.wg.Done()
 			for pid := range p.work {
-				p.results <- workResult{pid: pid, err: s.k.quantum(ctx, pid)}
+				p.results <- workResult{pid: pid, err: s.k.quanta(ctx, pid)}
 			}
 		}()
 	}

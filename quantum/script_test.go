@@ -18,8 +18,9 @@ import (
 //	invoked done|refused|held|effect|blocked|exited [ends]
 //	effect-done [killed]
 //	reload                                 store and load the batch (as a record does)
-//	start [runnable] [resume] [approval] [resumed] [interrupted] [context-object] [server-refused]
+//	start [runnable] [resume] [approval] [resumed] [continuing] [interrupted] [context-object] [server-refused]
 //	                                       how a quantum of such a process begins
+//	share waiting=N free=N [stopping]      whether a process keeps its worker for its next call
 //
 // Each input prints the effects and the phase after them.
 func TestScripts(t *testing.T) {
@@ -58,7 +59,7 @@ func TestScripts(t *testing.T) {
 				words[w] = true
 			}
 			b := Begin{Runnable: words["runnable"], ResumePending: words["resume"], PendingApproval: words["approval"],
-				Resumed: words["resumed"], InterruptedTurn: words["interrupted"],
+				Resumed: words["resumed"], Continuing: words["continuing"], InterruptedTurn: words["interrupted"],
 				ContextObject: words["context-object"], ServerRefused: words["server-refused"]}
 			out := b.Open().String()
 			switch b.Open() {
@@ -68,6 +69,18 @@ func TestScripts(t *testing.T) {
 				out += fmt.Sprintf("\nends=%t", b.ResumeEnds())
 			}
 			return out
+		case "share":
+			num := func(name string) int {
+				v, _ := c.Arg(name)
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					t.Fatalf("%s: %s: %v", c.Pos, name, err)
+				}
+				return n
+			}
+			_, stopping := c.Arg("stopping")
+			s := Share{Waiting: num("waiting"), FreeWorkers: num("free"), Stopping: stopping}
+			return fmt.Sprintf("keeps-worker=%t", s.KeepsWorker())
 		case "continue":
 			in = Input{Kind: Continue}
 		case "crashed":

@@ -12,8 +12,9 @@ const (
 	// CallProvider: the quantum tells the process what it must know, runs context
 	// maintenance, and reserves and makes a provider call.
 	CallProvider
-	// Stop: the quantum resumed a pending action and the process can make no
-	// call now (it waits again, or it ended); the resume's result commits.
+	// Stop: the quantum resumed a pending action, or produced a call's
+	// result and goes on (Continuing), and the process can make no call now
+	// (it waits, or it ended); the commit holds what the quantum did.
 	Stop
 )
 
@@ -30,6 +31,12 @@ type Begin struct {
 	PendingApproval bool
 	// Resumed: this quantum has produced the result of a pending action.
 	Resumed bool
+	// Continuing: this quantum has produced a call's result and its worker
+	// may go on with the process's next call in the same commit
+	// (Share.KeepsWorker). Only a process left runnable with nothing to
+	// resume makes that call: a resume can start an outside effect, which
+	// needs a commit of its own before it runs.
+	Continuing bool
 	// InterruptedTurn: the last call's settlement is unknown (the runtime
 	// stopped during it).
 	InterruptedTurn bool
@@ -47,6 +54,8 @@ type Begin struct {
 // a synced commit and a trip through the scheduler.
 func (b Begin) Open() Opening {
 	switch {
+	case b.Continuing && (!b.Runnable || b.ResumePending):
+		return Stop
 	case !b.Runnable && b.Resumed:
 		return Stop
 	case !b.Runnable:
@@ -81,3 +90,23 @@ func (b Begin) Prelude() Prelude {
 		NewPressureEpisode: b.ContextObject && b.ServerRefused,
 	}
 }
+
+// Share is what the scheduler knows when a quantum's result is ready to
+// commit and its process could make its next call at once: going on saves
+// the process a synced commit and a trip through the run queue, and holds
+// its worker meanwhile.
+type Share struct {
+	// Waiting counts the other processes that want a worker: runnable and
+	// queued, or left runnable by the commit being built.
+	Waiting int
+	// FreeWorkers counts the workers with no quantum to run.
+	FreeWorkers int
+	// Stopping: the run is being stopped, or this quantum was asked to run
+	// alone (a caller that steps processes one quantum at a time).
+	Stopping bool
+}
+
+// KeepsWorker says whether the process keeps its worker for its next call:
+// only when that delays no other process, every one that wants a worker
+// having a free one.
+func (s Share) KeepsWorker() bool { return !s.Stopping && s.Waiting <= s.FreeWorkers }
