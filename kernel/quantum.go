@@ -110,31 +110,25 @@ type phaseEffect struct {
 
 func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	k.prewarmContext(p.pid)
-	var start *callStart
-	var effect effectFunc
+	nx := next{pid: p.pid}
 	err := k.update(func(tx *txn) error {
-		var err error
 		r, err := loadProc(tx, p.pid)
 		if err != nil {
 			return err
 		}
-		start, effect, err = k.startQuantum(ctx, tx, r, false)
+		nx.start, nx.effect, err = k.startQuantum(ctx, tx, r, false)
 		return err
 	})
-	switch {
-	case errors.Is(err, errSkip):
+	if errors.Is(err, errSkip) {
 		// Nothing runs: a context decoded for this quantum leaves the cache,
 		// as it does when a process waits or ends.
 		k.dropCachedContext(p.pid)
 		return nil, nil
-	case err != nil:
-		return nil, err
-	case start != nil:
-		return phaseCall{pid: p.pid, start: start, goOn: p.goOn}, nil
-	case effect != nil:
-		return phaseEffect{pid: p.pid, effect: effect, goOn: p.goOn}, nil
 	}
-	return nil, nil
+	if err != nil {
+		return nil, err
+	}
+	return nx.phase(p.goOn), nil
 }
 
 func (p phaseCall) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
@@ -145,76 +139,107 @@ func (p phaseCall) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 }
 
 func (p phaseResult) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
-	var effect effectFunc
-	var next *callStart
+	var nx next
 	err := k.update(func(tx *txn) error {
 		r, err := loadProc(tx, p.pid)
 		if err != nil {
 			return err
 		}
-		effect, err = k.finishCall(ctx, tx, r, p.start, p.resp, p.perr)
-		if err != nil || effect != nil || !p.goOn {
+		nx = next{pid: p.pid}
+		nx.effect, err = k.finishCall(ctx, tx, r, p.start, p.resp, p.perr)
+		if err != nil || nx.effect != nil || !p.goOn {
 			return err
 		}
-		next, err = k.goOn(ctx, tx, r)
+		nx, err = k.goOn(ctx, tx, r)
 		return err
 	})
-	return p.follow(err, effect, next)
+	if err != nil {
+		return nil, err
+	}
+	return nx.phase(p.goOn), nil
 }
 
 func (p phaseEffect) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	failpoint.Hit("effect:started")
 	res, effErr := p.effect(ctx)
-	var effect effectFunc
-	var next *callStart
+	var nx next
 	err := k.update(func(tx *txn) error {
 		r, err := loadProc(tx, p.pid)
 		if err != nil {
 			return err
 		}
-		effect, err = k.finishEffect(ctx, tx, r, res, effErr)
-		if err != nil || effect != nil || !p.goOn {
+		nx = next{pid: p.pid}
+		nx.effect, err = k.finishEffect(ctx, tx, r, res, effErr)
+		if err != nil || nx.effect != nil || !p.goOn {
 			return err
 		}
-		next, err = k.goOn(ctx, tx, r)
+		nx, err = k.goOn(ctx, tx, r)
 		return err
 	})
-	return phaseResult{pid: p.pid, goOn: p.goOn}.follow(err, effect, next)
-}
-
-// follow names the phase after a result or an effect's result: the next
-// outside effect of the batch, the next call the commit started, or none.
-func (p phaseResult) follow(err error, effect effectFunc, next *callStart) (quantumPhase, error) {
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case effect != nil:
-		return phaseEffect{pid: p.pid, effect: effect, goOn: p.goOn}, nil
-	case next != nil:
-		return phaseCall{pid: p.pid, start: next, goOn: p.goOn}, nil
 	}
-	return nil, nil
+	return nx.phase(p.goOn), nil
 }
 
-// goOn starts pid's next call in the commit that holds its last call's
-// result, when the result left it runnable with nothing to resume and
-// keeping the worker delays no other process: the call costs no commit of
-// its own and no trip through the run queue. It returns nil when the
-// process does not go on; the commit then holds the result alone. An error
-// in it aborts the result's commit too, and the quantum then fails the
-// process, as after any error in a result commit.
+// next is what a worker does after a commit: an outside effect of a batch,
+// or a provider call the commit started, of process pid; neither when the
+// worker is done.
+type next struct {
+	pid    int64
+	start  *callStart
+	effect effectFunc
+}
+
+func (n next) phase(goOn bool) quantumPhase {
+	switch {
+	case n.effect != nil:
+		return phaseEffect{pid: n.pid, effect: n.effect, goOn: goOn}
+	case n.start != nil:
+		return phaseCall{pid: n.pid, start: n.start, goOn: goOn}
+	}
+	return nil
+}
+
+// goOn is what the worker of r, whose call's result (or effect's result)
+// is in tx, does next in the same commit, when that delays no other
+// process (quantum.Share): a process the result left runnable with nothing
+// to resume starts its next call; one it left waiting, paused or ended
+// hands the worker to the first process the commit woke, which resumes and
+// starts its call as a quantum's start would. Either way a call costs no
+// commit of its own and no trip through the run queue. It returns no next
+// step when the worker is done; the commit then holds the result alone. An
+// error in it aborts the result's commit too, and the quantum then fails
+// the process, as after any error in a result commit.
 //
 // r is the record the result was produced with: the context that result
 // staged is saved with it when the transaction ends.
-func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (*callStart, error) {
-	if !k.sched.share(ctx, tx.runnableBesides(r.PID)).KeepsWorker() {
-		return nil, nil
+func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error) {
+	if r.State == process.Runnable {
+		if !k.sched.share(ctx, tx.runnableBesides(r.PID)).KeepsWorker() {
+			return next{}, nil
+		}
+		start, effect, err := k.startQuantum(ctx, tx, r, true)
+		if err == nil && effect != nil {
+			return next{}, fmt.Errorf("pid %d: going on into its next call started an outside effect", r.PID)
+		}
+		return next{pid: r.PID, start: start}, err
 	}
-	start, effect, err := k.startQuantum(ctx, tx, r, true)
-	if err == nil && effect != nil {
-		return nil, fmt.Errorf("pid %d: going on into its next call started an outside effect", r.PID)
+	woken, ok := tx.firstRunnableBesides(r.PID)
+	if !ok || !k.sched.share(ctx, tx.runnableBesides(r.PID)-1).KeepsWorker() {
+		return next{}, nil
 	}
-	return start, err
+	w, err := loadProc(tx, woken)
+	if err != nil {
+		return next{}, err
+	}
+	if w.State != process.Runnable || tx.stagedContext(w) != nil {
+		// Its context staged in this commit is saved with another copy of
+		// its record: it goes through the queue.
+		return next{}, nil
+	}
+	start, effect, err := k.startQuantum(ctx, tx, w, false)
+	return next{pid: woken, start: start, effect: effect}, err
 }
 
 // callStart is what the start phase hands the provider call: the request,

@@ -147,3 +147,21 @@ func (h *harness) quantumOrder() []int64 {
 	}
 	return order
 }
+
+// TestExitHandsTheWorkerToTheWokenParent checks that a child's exit hands
+// its worker to the parent it wakes: the parent's resume and next call
+// start in the exit's commit. Five calls (spawn, wait and exit of the
+// parent; a clock read and an exit of the child) take seven synced commits:
+// the two starts, and five results, each with the next call's start.
+func TestExitHandsTheWorkerToTheWokenParent(t *testing.T) {
+	h := newHarness(t, parentChildScript)
+	parent := h.spawn(append(clockGrants(), spawnGrant()))
+	before := h.rt.Store().Stats().SyncedCommits
+	h.run()
+	if n := h.rt.Store().Stats().SyncedCommits - before; n != 7 {
+		t.Fatalf("five calls of a parent and its child took %d synced commits, want 7", n)
+	}
+	if got := h.result(parent)["child_said"]; got != "hello from 2" {
+		t.Fatalf("parent result %v: the resume in the child's exit commit did not see the child's result", got)
+	}
+}
