@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -41,6 +43,10 @@ type txn struct {
 	// taken at its save and encoded once when the transaction's function
 	// ends: a record saved at every step of a quantum is written once.
 	procs map[int64]*procRecord
+	// savers are the records procs were saved from, by pid: a context is
+	// saved with the record that staged it, which must be the copy saved
+	// last (flushContexts).
+	savers map[int64]*procRecord
 	// records is the runtime's cache of committed records (nil in a view).
 	records *recordCache
 	// transitions are the processes whose state this transaction changed,
@@ -64,19 +70,24 @@ type transition struct {
 type savepoint struct {
 	store       objects.Savepoint
 	procs       map[int64]*procRecord
+	savers      map[int64]*procRecord
 	transitions []transition
 }
 
 // savepoint marks the changes made so far; rollbackTo undoes what came after.
 func (tx *txn) savepoint() savepoint {
-	return savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), transitions: slices.Clone(tx.transitions)}
+	return savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), savers: maps.Clone(tx.savers), transitions: slices.Clone(tx.transitions)}
 }
 
 func (tx *txn) rollbackTo(sp savepoint) {
 	tx.RollbackTo(sp.store)
-	tx.procs = sp.procs
+	tx.procs, tx.savers = sp.procs, sp.savers
 	tx.transitions = sp.transitions
 }
+
+// errRecordCopies: a transaction saved a process's record from two copies,
+// and the one its context was staged with is not the last.
+var errRecordCopies = errors.New("record saved from two copies in one transaction")
 
 type dirtyContext struct {
 	r *procRecord
@@ -163,6 +174,11 @@ func (tx *txn) stagedContext(r *procRecord) *llmContext {
 
 func (k *Runtime) flushContexts(tx *txn) error {
 	for _, d := range tx.dirty {
+		if saver, ok := tx.savers[d.r.PID]; ok && saver != d.r {
+			// Saving d.r would undo what the other copy saved (a charge of
+			// another quantum in this commit up its ancestors).
+			return fmt.Errorf("pid %d: %w", d.r.PID, errRecordCopies)
+		}
 		if err := k.writeContext(tx, d.r, d.c); err != nil {
 			return err
 		}

@@ -39,26 +39,28 @@ func sha(b []byte) string {
 // call and its tool calls. It returns only infrastructure errors; a process's
 // own failures are recorded on the process.
 func (k *Runtime) quantum(ctx context.Context, pid int64) error {
-	return k.runOnWorker(ctx, pid, false)
+	_, err := k.runOnWorker(ctx, pid, false)
+	return err
 }
 
-// quanta is quantum on a scheduler's worker, which goes on with the
-// process's next call in the commit of a call's result as long as keeping
-// the worker delays no other process (quantum.Share).
-func (k *Runtime) quanta(ctx context.Context, pid int64) error {
+// quanta is quantum on a scheduler's worker, which goes on in the commit of
+// a call's result as long as that delays no other process (goOn): into the
+// process's next call, or into the quantum of a process the commit woke. It
+// returns the process the worker ran last.
+func (k *Runtime) quanta(ctx context.Context, pid int64) (int64, error) {
 	return k.runOnWorker(ctx, pid, true)
 }
 
-func (k *Runtime) runOnWorker(ctx context.Context, pid int64, goOn bool) error {
-	err := k.runQuantum(ctx, pid, goOn)
+func (k *Runtime) runOnWorker(ctx context.Context, pid int64, goOn bool) (int64, error) {
+	last, err := k.runQuantum(ctx, pid, goOn)
 	if err == nil || errors.Is(err, objects.ErrFailed) || errors.Is(err, objects.ErrClosed) {
-		return err
+		return last, err
 	}
-	// Anything else is this process's own failure (a defect or an invalid
-	// state it reached): it must not stop the scheduler for every other
-	// process, nor stay running with no worker.
-	return k.update(func(tx *txn) error {
-		r, lerr := loadProc(tx, pid)
+	// Anything else is the own failure of the process whose phase failed (a
+	// defect or an invalid state it reached): it must not stop the scheduler
+	// for every other process, nor stay running with no worker.
+	return last, k.update(func(tx *txn) error {
+		r, lerr := loadProc(tx, last)
 		if lerr != nil || r.State.Terminal() {
 			return lerr
 		}
@@ -72,7 +74,14 @@ func (k *Runtime) runOnWorker(ctx context.Context, pid int64, goOn bool) error {
 // the provider call and outside effects run with no commit open.
 type quantumPhase interface {
 	run(ctx context.Context, k *Runtime) (quantumPhase, error)
+	// process is the pid the phase runs for.
+	process() int64
 }
+
+func (p phaseStart) process() int64  { return p.pid }
+func (p phaseCall) process() int64   { return p.pid }
+func (p phaseResult) process() int64 { return p.pid }
+func (p phaseEffect) process() int64 { return p.pid }
 
 // phaseStart resumes a pending action whose wait ended, or prepares and
 // reserves the provider call (one commit).
@@ -111,18 +120,24 @@ type phaseEffect struct {
 func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	k.prewarmContext(p.pid)
 	nx := next{pid: p.pid}
+	var running bool
 	err := k.update(func(tx *txn) error {
 		r, err := loadProc(tx, p.pid)
 		if err != nil {
 			return err
 		}
+		running = r.State == process.Running
 		nx.start, nx.effect, err = k.startQuantum(ctx, tx, r, false)
 		return err
 	})
 	if errors.Is(err, errSkip) {
 		// Nothing runs: a context decoded for this quantum leaves the cache,
-		// as it does when a process waits or ends.
-		k.dropCachedContext(p.pid)
+		// as it does when a process waits or ends; not the context of a
+		// process another worker runs (a stale queue entry of a process
+		// handed a worker by a commit that woke it).
+		if !running {
+			k.dropCachedContext(p.pid)
+		}
 		return nil, nil
 	}
 	if err != nil {
@@ -139,47 +154,51 @@ func (p phaseCall) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 }
 
 func (p phaseResult) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
-	var nx next
-	err := k.update(func(tx *txn) error {
-		r, err := loadProc(tx, p.pid)
-		if err != nil {
-			return err
-		}
-		nx = next{pid: p.pid}
-		nx.effect, err = k.finishCall(ctx, tx, r, p.start, p.resp, p.perr)
-		if err != nil || nx.effect != nil || !p.goOn {
-			return err
-		}
-		nx, err = k.goOn(ctx, tx, r)
-		return err
+	return k.commitResult(ctx, p.pid, p.goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
+		return k.finishCall(ctx, tx, r, p.start, p.resp, p.perr)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return nx.phase(p.goOn), nil
 }
 
 func (p phaseEffect) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	failpoint.Hit("effect:started")
 	res, effErr := p.effect(ctx)
-	var nx next
-	err := k.update(func(tx *txn) error {
-		r, err := loadProc(tx, p.pid)
-		if err != nil {
-			return err
-		}
-		nx = next{pid: p.pid}
-		nx.effect, err = k.finishEffect(ctx, tx, r, res, effErr)
-		if err != nil || nx.effect != nil || !p.goOn {
-			return err
-		}
-		nx, err = k.goOn(ctx, tx, r)
-		return err
+	return k.commitResult(ctx, p.pid, p.goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
+		return k.finishEffect(ctx, tx, r, res, effErr)
 	})
+}
+
+// commitResult commits what finish makes of pid's call or effect, and with
+// goOn what the worker goes on with in the same commit. If going on fails
+// the commit (a defect, or a record two quanta of the commit both saved),
+// the result commits alone: going on never costs a result that could
+// commit. finish then runs a second time, on the committed state, which a
+// failed commit left unchanged.
+func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish func(tx *txn, r *procRecord) (effectFunc, error)) (quantumPhase, error) {
+	attempt := func(goingOn bool) (nx next, finished bool, err error) {
+		err = k.update(func(tx *txn) error {
+			r, err := loadProc(tx, pid)
+			if err != nil {
+				return err
+			}
+			nx = next{pid: pid}
+			nx.effect, err = finish(tx, r)
+			if err != nil || nx.effect != nil || !goingOn {
+				return err
+			}
+			finished = true
+			nx, err = k.goOn(ctx, tx, r)
+			return err
+		})
+		return nx, finished, err
+	}
+	nx, finished, err := attempt(goOn)
+	if err != nil && finished && !errors.Is(err, objects.ErrFailed) && !errors.Is(err, objects.ErrClosed) {
+		nx, _, err = attempt(false)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return nx.phase(p.goOn), nil
+	return nx.phase(goOn), nil
 }
 
 // next is what a worker does after a commit: an outside effect of a batch,
@@ -238,8 +257,19 @@ func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error
 		// its record: it goes through the queue.
 		return next{}, nil
 	}
+	if descends, err := descendsFrom(tx, w, r.PID); err != nil || descends {
+		// Its call's charge goes up its ancestors, r among them, whose
+		// record this commit saves with r's context: it would fail the
+		// commit (errRecordCopies), and the result would commit again alone.
+		return next{}, err
+	}
 	start, effect, err := k.startQuantum(ctx, tx, w, false)
-	return next{pid: woken, start: start, effect: effect}, err
+	if err != nil || (start == nil && effect == nil) {
+		return next{}, err
+	}
+	from := r.PID
+	tx.AfterCommit(func() { k.sched.handOff(from, woken) })
+	return next{pid: woken, start: start, effect: effect}, nil
 }
 
 // callStart is what the start phase hands the provider call: the request,
@@ -263,12 +293,12 @@ type callStart struct {
 
 // runQuantum is one quantum of pid, and with goOn the next ones it goes on
 // into; see quantum and quanta.
-func (k *Runtime) runQuantum(ctx context.Context, pid int64, goOn bool) error {
-	var err error
+func (k *Runtime) runQuantum(ctx context.Context, pid int64, goOn bool) (last int64, err error) {
 	for phase := quantumPhase(phaseStart{pid: pid, goOn: goOn}); phase != nil && err == nil; {
+		last = phase.process()
 		phase, err = phase.run(ctx, k)
 	}
-	return err
+	return last, err
 }
 
 // startQuantum is the start phase: it resumes a pending action whose wait

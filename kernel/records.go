@@ -205,8 +205,10 @@ func saveProc(tx *txn, r *procRecord) error {
 	}
 	if tx.procs == nil {
 		tx.procs = map[int64]*procRecord{}
+		tx.savers = map[int64]*procRecord{}
 	}
 	tx.procs[r.PID] = r.snapshot()
+	tx.savers[r.PID] = r
 	return nil
 }
 
@@ -242,7 +244,7 @@ func writeProcs(tx *txn) error {
 		written = append(written, r)
 	}
 	tx.records.publish(tx, written)
-	tx.procs = nil
+	tx.procs, tx.savers = nil, nil
 	return nil
 }
 
@@ -373,6 +375,21 @@ func chain(tx *txn, r *procRecord) ([]*procRecord, error) {
 		p = a.ParentPID
 	}
 	return out, nil
+}
+
+// descendsFrom reports whether pid is one of r's ancestors.
+func descendsFrom(tx *txn, r *procRecord, pid int64) (bool, error) {
+	for p := r.ParentPID; p != 0; {
+		if p == pid {
+			return true, nil
+		}
+		a, err := loadProc(tx, p)
+		if err != nil {
+			return false, err
+		}
+		p = a.ParentPID
+	}
+	return false, nil
 }
 
 // charge adds delta to the budgets of r and every ancestor, all or nothing.

@@ -93,6 +93,17 @@ func (s *scheduler) share(ctx context.Context, others int) quantum.Share {
 	}
 }
 
+// handOff records that the worker running from now runs to, which a commit
+// of from's quantum woke and started: from is no longer in flight (queued
+// if it became runnable meanwhile), to is.
+func (s *scheduler) handOff(from, to int64) {
+	s.mu.Lock()
+	s.landedLocked(from)
+	s.inflight[to] = true
+	s.mu.Unlock()
+	s.wake()
+}
+
 // notify is called after a committed transition of pid.
 func (s *scheduler) notify(pid int64, state process.State, w *process.Wait, gen uint64) {
 	switch {
@@ -121,6 +132,8 @@ func (s *scheduler) load() error {
 	})
 }
 
+// workResult is a worker's end: pid is the process it ran last, which a
+// hand-off may have made another than the one it was given.
 type workResult struct {
 	pid int64
 	err error
@@ -189,7 +202,8 @@ func (s *scheduler) startWorkers(ctx context.Context) *workerPool {
 		go func() {
 			defer p.wg.Done()
 			for pid := range p.work {
-				p.results <- workResult{pid: pid, err: s.k.quanta(ctx, pid)}
+				last, err := s.k.quanta(ctx, pid)
+				p.results <- workResult{pid: last, err: err}
 			}
 		}()
 	}
@@ -202,17 +216,23 @@ func (p *workerPool) finish(res workResult) {
 	s := p.s
 	p.busy--
 	s.mu.Lock()
-	delete(s.inflight, res.pid)
-	if s.requeue[res.pid] {
-		delete(s.requeue, res.pid)
-		if !s.queued[res.pid] {
-			s.queued[res.pid] = true
-			s.queue = append(s.queue, res.pid)
-		}
-	}
+	s.landedLocked(res.pid)
 	s.mu.Unlock()
 	if res.err != nil && p.fatal == nil {
 		p.fatal = res.err
+	}
+}
+
+// landedLocked takes pid out of flight, and queues it if it became
+// runnable meanwhile. s.mu is held.
+func (s *scheduler) landedLocked(pid int64) {
+	delete(s.inflight, pid)
+	if s.requeue[pid] {
+		delete(s.requeue, pid)
+		if !s.queued[pid] {
+			s.queued[pid] = true
+			s.queue = append(s.queue, pid)
+		}
 	}
 }
 

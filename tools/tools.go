@@ -420,10 +420,17 @@ type Tool struct {
 	// Uncharged tools are not counted against the tool-call budget: a
 	// process at its limit must still be able to end with process_exit.
 	Uncharged bool
-	// Invoke runs the call with validated arguments (defaults applied).
+	// Invoke runs the call with validated arguments (defaults applied). It
+	// acts only through sys, inside the commit that records its result; an
+	// effect outside the store is returned as Outcome.Effect, never run here.
+	// The kernel may abandon that commit and run the call again (a worker
+	// that went on into the next quantum in it and failed there), so Invoke
+	// must leave nothing behind but what it did through sys.
 	Invoke func(ctx context.Context, sys Syscalls, args json.RawMessage) (Outcome, error)
 	// Resume completes a pending action this tool created with Block: with a
 	// Result, or with another Block to keep waiting (a multi-stage action).
+	// It acts only through sys, as Invoke does, and may run again as Invoke
+	// may.
 	Resume func(ctx context.Context, sys Syscalls, p Pending) (Outcome, error)
 	// Scopes are the permission scopes this tool owns: a process running for
 	// a skill runner may call it only when the runner declared them all.

@@ -1,0 +1,299 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/images"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+	"github.com/libos/libos/tools/schema"
+)
+
+// clockTurnsScript is processes of three clock reads each, one a turn, then
+// an exit.
+func clockTurnsScript(processes int) string {
+	var b strings.Builder
+	b.WriteString("processes:\n")
+	for range processes {
+		b.WriteString("  - image: base:v0\n    turns:\n")
+		for range 3 {
+			b.WriteString("      - tool_calls: [{name: get_current_time, arguments: {}}]\n")
+		}
+		b.WriteString("      - tool_calls: [{name: process_exit, arguments: {message: done}}]\n")
+	}
+	return b.String()
+}
+
+// TestQuantaGoOnIntoTheNextCall checks that a process whose result leaves
+// it runnable, on a worker no other process wants, makes its next call in
+// the result's commit: four calls take one start commit and four result
+// commits, not eight commits.
+func TestQuantaGoOnIntoTheNextCall(t *testing.T) {
+	h := newHarness(t, clockTurnsScript(1))
+	pid := h.spawn(clockGrants())
+	before := h.rt.Store().Stats().SyncedCommits
+	h.run()
+	if n := h.rt.Store().Stats().SyncedCommits - before; n != 5 {
+		t.Fatalf("four calls took %d synced commits, want 5 (a start, then each result with the next call's start)", n)
+	}
+	info := h.info(pid)
+	if info.Status != process.Exited || info.Used.LLMCalls != 4 || info.Used.ToolCalls != 3 {
+		t.Fatalf("pid %d: %s, usage %+v, want exited after 4 calls and 3 charged tool calls (the exit is not)", pid, info.Status, info.Used)
+	}
+	for i, res := range h.toolResults(pid)[:3] {
+		if res["iso8601"] == nil {
+			t.Fatalf("clock read %d answered %v", i+1, res)
+		}
+	}
+}
+
+// TestQuantaLeaveTheWorkerToOthers checks that a process does not go on
+// while another wants the worker: on one worker, two processes take turns
+// call by call, each call a start and a result commit of its own.
+func TestQuantaLeaveTheWorkerToOthers(t *testing.T) {
+	h := newHarness(t, clockTurnsScript(2), func(o *Options) { o.Workers = 1 })
+	a, b := h.spawn(clockGrants()), h.spawn(clockGrants())
+	h.run()
+	want := []int64{a, b, a, b, a, b, a, b}
+	if order := h.quantumOrder(); !slices.Equal(order, want) {
+		t.Fatalf("calls started in the order %v, want %v", order, want)
+	}
+	for _, pid := range []int64{a, b} {
+		if got := h.info(pid).Status; got != process.Exited {
+			t.Fatalf("pid %d is %s, want exited", pid, got)
+		}
+	}
+}
+
+// TestQuantaLeaveTheWorkerToWhomTheirCommitWakes checks that a process
+// does not go on when the commit of its result makes another process
+// runnable that no free worker could take: on one worker, a parent's spawn
+// lets its child's first call start before the parent's wait.
+func TestQuantaLeaveTheWorkerToWhomTheirCommitWakes(t *testing.T) {
+	h := newHarness(t, parentChildScript, func(o *Options) { o.Workers = 1 })
+	parent := h.spawn(append(clockGrants(), spawnGrant()))
+	h.run()
+	const child = 2
+	if got := h.result(parent)["child_said"]; got != "hello from 2" {
+		t.Fatalf("parent result %v", got)
+	}
+	if got := h.quantumOrder(); !slices.Equal(got, []int64{parent, child, parent, child, parent}) {
+		t.Fatalf("calls started in the order %v, want parent, child, parent, child, parent", got)
+	}
+}
+
+// quantumOrder is the pids of the calls started, in order.
+func (h *harness) quantumOrder() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var order []int64
+	for _, ev := range h.events {
+		if ev.Kind == EventQuantum {
+			order = append(order, ev.PID)
+		}
+	}
+	return order
+}
+
+// TestExitHandsTheWorkerToTheWokenParent checks that a child's exit hands
+// its worker to the parent it wakes: the parent's resume and next call
+// start in the exit's commit. Five calls (spawn, wait and exit of the
+// parent; a clock read and an exit of the child) take seven synced commits:
+// the two starts, and five results, each with the next call's start.
+func TestExitHandsTheWorkerToTheWokenParent(t *testing.T) {
+	h := newHarness(t, parentChildScript)
+	parent := h.spawn(append(clockGrants(), spawnGrant()))
+	before := h.rt.Store().Stats().SyncedCommits
+	h.run()
+	if n := h.rt.Store().Stats().SyncedCommits - before; n != 7 {
+		t.Fatalf("five calls of a parent and its child took %d synced commits, want 7", n)
+	}
+	if got := h.result(parent)["child_said"]; got != "hello from 2" {
+		t.Fatalf("parent result %v: the resume in the child's exit commit did not see the child's result", got)
+	}
+}
+
+// TestHandOffMovesWhatIsInFlight checks the scheduler's side of a hand-off:
+// the process handed to is in flight, and the one that handed its worker
+// away is not, and is queued if it became runnable meanwhile.
+func TestHandOffMovesWhatIsInFlight(t *testing.T) {
+	h := newHarness(t, "")
+	s := h.rt.sched
+	s.mu.Lock()
+	s.inflight[1] = true
+	s.mu.Unlock()
+	s.enqueue(1) // runnable again while in flight
+	s.handOff(1, 2)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight[1] || !s.inflight[2] {
+		t.Fatalf("in flight after the hand-off: %v, want only pid 2", s.inflight)
+	}
+	if !slices.Equal(s.queue, []int64{1}) || s.requeue[1] {
+		t.Fatalf("queue %v, requeue %v: pid 1 became runnable in flight and must be queued", s.queue, s.requeue)
+	}
+}
+
+// TestHandingProcessIsNotHeldBack checks, end to end, that a process
+// whose worker went to another is served as any other once runnable: a
+// child posts to its parent and waits for the answer, handing its worker to
+// the parent; the answer wakes the child while the parent goes on with six
+// more calls on that worker, and the child, with free workers, makes its
+// next call before the parent's last.
+func TestHandingProcessIsNotHeldBack(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - {name: spawn_child_process, arguments: {image: base:v0, goal: "child goal", capabilities: [{resource: "clock:now", rights: [read]}, {resource: "clock:sleep", rights: [read]}]}}
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "process:2"}}]
+      - tool_calls: [{name: send_process_message, arguments: {recipient_pid: 2, body: pong}}]
+`+strings.Repeat("      - tool_calls: [{name: get_current_time, arguments: {}}]\n", 6)+`
+      - tool_calls: [{name: wait_child_process, arguments: {child_pid: 2}}]
+      - tool_calls: [{name: process_exit, arguments: {message: parent done}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: sleep, arguments: {seconds: 5}}]
+      - tool_calls:
+          - {name: send_process_message, arguments: {recipient_pid: 1, body: ping}}
+          - {name: receive_process_messages, arguments: {sender: "process:1"}}
+      - tool_calls: [{name: get_current_time, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: child done}}]
+`, func(o *Options) { o.Workers = 4 })
+	parent := h.spawn(append(clockGrants(), spawnGrant()))
+	const child = 2
+	h.run()
+	for _, pid := range []int64{parent, child} {
+		if info := h.info(pid); info.Status != process.Exited {
+			t.Fatalf("pid %d is %s (%s), want exited", pid, info.Status, info.Reason)
+		}
+	}
+	order := h.quantumOrder()
+	nth := func(pid int64, n int) int {
+		for i, p := range order {
+			if p == pid {
+				if n--; n == 0 {
+					return i
+				}
+			}
+		}
+		t.Fatalf("pid %d made too few calls: %v", pid, order)
+		return 0
+	}
+	if nth(child, 3) > nth(parent, 9) {
+		t.Fatalf("the child's call after the answer started after the parent's last clock read: %v", order)
+	}
+}
+
+// failingWaitTool is a tool of the echo image whose Invoke (or, with
+// resumeFails, whose Resume) asks for a wait that cannot be: a defect in
+// the quantum of the process that calls it.
+func failingWaitTool(resumeFails bool) *tools.Tool {
+	invalid := tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitTimer}}} // a timer without a time
+	t := &tools.Tool{
+		Name:   "slow_echo",
+		Schema: schema.Object(map[string]*schema.Schema{"text": {Type: "string"}}, "text"),
+		Scopes: []string{"echo"},
+		Invoke: func(context.Context, tools.Syscalls, json.RawMessage) (tools.Outcome, error) { return invalid, nil },
+	}
+	if resumeFails {
+		t.Invoke = func(context.Context, tools.Syscalls, json.RawMessage) (tools.Outcome, error) {
+			return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: 2}}}, nil
+		}
+		t.Resume = func(context.Context, tools.Syscalls, tools.Pending) (tools.Outcome, error) { return invalid, nil }
+	}
+	return t
+}
+
+// echoParentRun runs an echo:v0 parent of script (turns of pid 1, then a
+// base:v0 child that reads the clock and exits) and returns its pid.
+func echoParentRun(t *testing.T, tool *tools.Tool, parentTurns string) (*harness, int64) {
+	h := newHarness(t, "processes:\n  - image: echo:v0\n    turns:\n"+parentTurns+`
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: get_current_time, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: hi}}]
+`, func(o *Options) {
+		o.Skills = testCatalog{tools: []*tools.Tool{tool}}
+		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+	})
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "g", Grants: append(clockGrants(), spawnGrant(),
+		capabilities.Grant{Resource: "image:base:v0", Rights: []capabilities.Right{capabilities.Read}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	return h, pid
+}
+
+const spawnTurn = `      - tool_calls:
+          - {name: spawn_child_process, arguments: {image: base:v0, goal: "child goal", capabilities: [{resource: "clock:now", rights: [read]}]}}
+`
+
+// TestHandedProcessFailsForItsOwnDefect checks that a defect in the quantum
+// of a process a child's exit handed its worker to fails that process, not
+// the child, and leaves nothing running.
+func TestHandedProcessFailsForItsOwnDefect(t *testing.T) {
+	h, parent := echoParentRun(t, failingWaitTool(false), spawnTurn+`      - tool_calls: [{name: wait_child_process, arguments: {child_pid: 2}}]
+      - tool_calls: [{name: slow_echo, arguments: {text: x}}]
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+`)
+	if p := h.info(parent); p.Status != process.Failed || !strings.Contains(p.Reason, "internal error in a quantum") {
+		t.Fatalf("parent %s (%s), want failed by its own defect", p.Status, p.Reason)
+	}
+	if c := h.info(2); c.Status != process.Exited {
+		t.Fatalf("child %s (%s), want exited", c.Status, c.Reason)
+	}
+}
+
+// TestFailedHandOffKeepsTheResult checks that a defect in the resume of a
+// process a child's exit woke costs the child nothing: the exit commits
+// alone, and the parent fails in its own quantum.
+func TestFailedHandOffKeepsTheResult(t *testing.T) {
+	h, parent := echoParentRun(t, failingWaitTool(true), spawnTurn+`      - tool_calls: [{name: slow_echo, arguments: {text: x}}]
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+`)
+	if c := h.info(2); c.Status != process.Exited {
+		t.Fatalf("child %s (%s), want exited: a failed hand-off lost its exit", c.Status, c.Reason)
+	}
+	if got := h.result(2)["message"]; got != "hi" {
+		t.Fatalf("child result %v", got)
+	}
+	if p := h.info(parent); p.Status != process.Failed || !strings.Contains(p.Reason, "internal error in a quantum") {
+		t.Fatalf("parent %s (%s), want failed by its own defect", p.Status, p.Reason)
+	}
+}
+
+// TestHandOffToAChildKeepsTheParentsCharge checks that a parent which
+// spawns a child and waits for it in one batch, handing its worker to the
+// child, keeps the charge of the child's calls on its budget.
+func TestHandOffToAChildKeepsTheParentsCharge(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - {name: spawn_child_process, arguments: {image: base:v0, goal: "child goal", capabilities: [{resource: "clock:now", rights: [read]}]}}
+          - {name: wait_child_process, arguments: {child_pid: 2}}
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: get_current_time, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: hi}}]
+`)
+	parent := h.spawn(append(clockGrants(), spawnGrant()))
+	h.run()
+	p, c := h.info(parent), h.info(2)
+	if p.Status != process.Exited || c.Status != process.Exited {
+		t.Fatalf("parent %s, child %s, want both exited", p.Status, c.Status)
+	}
+	if p.Used.LLMCalls != 2+c.Used.LLMCalls || p.Used.LLMTokens <= c.Used.LLMTokens {
+		t.Fatalf("parent used %+v, child %+v: the parent's budget must carry its 2 calls and the child's", p.Used, c.Used)
+	}
+}
