@@ -57,6 +57,11 @@ type Config struct {
 	// wait for approvals the Host decides. Off, the draws of a seed are
 	// those its regression entry was found with.
 	AskGrants bool
+	// Workers is the runtime's number of workers; 0 means 1. With more,
+	// quanta of several processes run at once and workers go on into the
+	// next quanta of the processes their commits leave runnable or wake; a
+	// seed's run is then not replayed exactly.
+	Workers int
 }
 
 // Defaults of Config.
@@ -287,7 +292,7 @@ func (w *world) open() error {
 	inc := w.incarnation
 	w.mu.Unlock()
 	rt, err := kernel.Open(simDir, kernel.Options{
-		Provider: &model{w: w}, Clock: w.clk, Workers: 1, MaxSleepSeconds: 60,
+		Provider: &model{w: w}, Clock: w.clk, Workers: max(1, w.cfg.Workers), MaxSleepSeconds: 60,
 		OnEvent: w.onEvent, Tokens: estimator{}, FS: errorfs.Wrap(w.mem, w.toggle), Skills: w.catalog,
 	})
 	if err != nil {
