@@ -51,7 +51,9 @@ type Options struct {
 	// Clock is the time source (default: the real clock).
 	Clock clock.Clock
 	// Workers is the number of quanta run in parallel (default 16). A waiting
-	// process holds no worker.
+	// process holds no worker. While no other process waits for one, a
+	// worker goes on in the commit of a call's result into the process's next
+	// call, or into the quantum of a process the commit woke.
 	Workers int
 	// DisableFullIO turns off retention of full provider I/O as durable
 	// evidence; it is on by default.
