@@ -515,7 +515,11 @@ func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 	snapshot := c.share()
 	c.owned = false // the cache now shares the array
 	pid, ended, waiting := r.PID, r.State.Terminal(), r.waitsLong()
-	tx.AfterCommit(func() {
+	// Under the write lock, before the next commit starts: a commit made on
+	// another worker (a hand-off that resumes this process) finds this
+	// version, not the one before. A cached context is checked against the
+	// committed version at every load, so caching it before the sync is safe.
+	tx.OnApplied(func() {
 		if ended || waiting {
 			// An ended process makes no more calls, and a waiting one may wait
 			// for a long time: its decoded context leaves the cache, so
