@@ -42,11 +42,7 @@ type txn struct {
 	// procs are the process records saved in this transaction, each a copy
 	// taken at its save and encoded once when the transaction's function
 	// ends: a record saved at every step of a quantum is written once.
-	procs map[int64]*procRecord
-	// savers are the records procs were saved from, by pid: a context is
-	// saved with the record that staged it, which must be the copy saved
-	// last (flushContexts).
-	savers map[int64]*procRecord
+	procs map[int64]savedRecord
 	// records is the runtime's cache of committed records (nil in a view).
 	records *recordCache
 	// transitions are the processes whose state this transaction changed,
@@ -69,19 +65,27 @@ type transition struct {
 // the records saved so far.
 type savepoint struct {
 	store       objects.Savepoint
-	procs       map[int64]*procRecord
-	savers      map[int64]*procRecord
+	procs       map[int64]savedRecord
 	transitions []transition
+}
+
+// savedRecord is a record saved in a transaction: the copy taken at its
+// save, and the record it was saved from. A context is saved with the
+// record that staged it, which must be the one saved from last
+// (flushContexts).
+type savedRecord struct {
+	copy *procRecord
+	from *procRecord
 }
 
 // savepoint marks the changes made so far; rollbackTo undoes what came after.
 func (tx *txn) savepoint() savepoint {
-	return savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), savers: maps.Clone(tx.savers), transitions: slices.Clone(tx.transitions)}
+	return savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), transitions: slices.Clone(tx.transitions)}
 }
 
 func (tx *txn) rollbackTo(sp savepoint) {
 	tx.RollbackTo(sp.store)
-	tx.procs, tx.savers = sp.procs, sp.savers
+	tx.procs = sp.procs
 	tx.transitions = sp.transitions
 }
 
@@ -174,7 +178,7 @@ func (tx *txn) stagedContext(r *procRecord) *llmContext {
 
 func (k *Runtime) flushContexts(tx *txn) error {
 	for _, d := range tx.dirty {
-		if saver, ok := tx.savers[d.r.PID]; ok && saver != d.r {
+		if saved, ok := tx.procs[d.r.PID]; ok && saved.from != d.r {
 			// Saving d.r would undo what the other copy saved (a charge of
 			// another quantum in this commit up its ancestors).
 			return fmt.Errorf("pid %d: %w", d.r.PID, errRecordCopies)

@@ -178,7 +178,7 @@ func (r *procRecord) waitsLong() bool {
 
 func loadProc(tx *txn, pid int64) (*procRecord, error) {
 	if saved, ok := tx.procs[pid]; ok {
-		return saved.snapshot(), nil
+		return saved.copy.snapshot(), nil
 	}
 	if r, ok, err := tx.records.load(tx, pid); ok || err != nil {
 		return r, err
@@ -204,11 +204,9 @@ func saveProc(tx *txn, r *procRecord) error {
 		return fmt.Errorf("save process %d: %w", r.PID, objects.ErrReadOnly)
 	}
 	if tx.procs == nil {
-		tx.procs = map[int64]*procRecord{}
-		tx.savers = map[int64]*procRecord{}
+		tx.procs = map[int64]savedRecord{}
 	}
-	tx.procs[r.PID] = r.snapshot()
-	tx.savers[r.PID] = r
+	tx.procs[r.PID] = savedRecord{copy: r.snapshot(), from: r}
 	return nil
 }
 
@@ -229,7 +227,7 @@ func setLive(tx *txn, r *procRecord) error {
 func writeProcs(tx *txn) error {
 	written := make([]*procRecord, 0, len(tx.procs))
 	for _, pid := range slices.Sorted(maps.Keys(tx.procs)) {
-		r := tx.procs[pid]
+		r := tx.procs[pid].copy
 		r.decisions = nil // not stored; a cached record must be what a load decodes
 		b, err := r.appendJSON(make([]byte, 0, recordEncodingSize))
 		if err != nil {
@@ -244,7 +242,7 @@ func writeProcs(tx *txn) error {
 		written = append(written, r)
 	}
 	tx.records.publish(tx, written)
-	tx.procs, tx.savers = nil, nil
+	tx.procs = nil
 	return nil
 }
 
