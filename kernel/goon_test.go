@@ -125,17 +125,49 @@ func TestHandOffMovesWhatIsInFlight(t *testing.T) {
 	h := newHarness(t, "")
 	s := h.rt.sched
 	s.mu.Lock()
-	s.inflight[1] = true
+	s.inflight[1], s.working = 1, 1
 	s.mu.Unlock()
 	s.enqueue(1) // runnable again while in flight
 	s.handOff(1, 2)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inflight[1] || !s.inflight[2] {
-		t.Fatalf("in flight after the hand-off: %v, want only pid 2", s.inflight)
+	if s.inflight[1] != 0 || s.inflight[2] != 1 || s.working != 1 {
+		t.Fatalf("in flight after the hand-off: %v on %d workers, want only pid 2 on one", s.inflight, s.working)
 	}
 	if !slices.Equal(s.queue, []int64{1}) || s.requeue[1] {
 		t.Fatalf("queue %v, requeue %v: pid 1 became runnable in flight and must be queued", s.queue, s.requeue)
+	}
+}
+
+// TestHandedProcessStaysInFlight checks that a process handed to one worker
+// stays in flight when another worker that held it lands later (its last
+// quantum's report, or a stale queue entry it skipped), and that free
+// workers are counted by the workers busy, not by the processes in flight.
+func TestHandedProcessStaysInFlight(t *testing.T) {
+	h := newHarness(t, "", func(o *Options) { o.Workers = 2 })
+	s := h.rt.sched
+	s.mu.Lock()
+	s.running = true
+	s.inflight[1], s.inflight[2], s.working = 1, 1, 2 // worker A ran pid 1, worker B runs pid 2
+	s.mu.Unlock()
+	s.handOff(2, 1) // pid 2's commit woke pid 1 and B goes on with it
+	s.mu.Lock()
+	s.working--
+	s.landedLocked(1) // A's report of pid 1 arrives after the hand-off
+	s.mu.Unlock()
+	s.mu.Lock()
+	held := s.inflight[1]
+	s.mu.Unlock()
+	if held != 1 {
+		t.Fatalf("pid 1 is held by %d workers after A landed, want 1 (B runs it)", held)
+	}
+	s.enqueue(3)
+	share := s.share(t.Context(), 0)
+	s.mu.Lock()
+	s.running = false // no loop runs: Close must not wait for one
+	s.mu.Unlock()
+	if share.FreeWorkers != 1 || share.Waiting != 1 {
+		t.Fatalf("share %+v, want one free worker and one process waiting", share)
 	}
 }
 

@@ -18,16 +18,22 @@ import (
 type scheduler struct {
 	k *Runtime
 
-	mu       sync.Mutex
-	queue    []int64
-	queued   map[int64]bool
-	inflight map[int64]bool
-	requeue  map[int64]bool // became runnable while in flight
-	timers   timerHeap
-	kick     chan struct{}
-	running  bool
-	cancel   context.CancelFunc
-	done     chan struct{}
+	mu     sync.Mutex
+	queue  []int64
+	queued map[int64]bool
+	// inflight counts, by pid, the workers running the process or holding
+	// it: a worker handed a stale queue entry of a process that another
+	// worker runs (after a hand-off) holds it too, until its quantum skips.
+	inflight map[int64]int
+	// working counts the workers with a quantum to run: handed one by plan,
+	// not yet finished (a hand-off keeps the worker working).
+	working int
+	requeue map[int64]bool // became runnable while in flight
+	timers  timerHeap
+	kick    chan struct{}
+	running bool
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 type timer struct {
@@ -53,7 +59,7 @@ func newScheduler(k *Runtime) *scheduler {
 	return &scheduler{
 		k:        k,
 		queued:   map[int64]bool{},
-		inflight: map[int64]bool{},
+		inflight: map[int64]int{},
 		requeue:  map[int64]bool{},
 		kick:     make(chan struct{}, 1),
 	}
@@ -70,7 +76,7 @@ func (s *scheduler) wake() {
 func (s *scheduler) enqueue(pid int64) {
 	s.mu.Lock()
 	switch {
-	case s.inflight[pid]:
+	case s.inflight[pid] > 0:
 		s.requeue[pid] = true
 	case !s.queued[pid]:
 		s.queued[pid] = true
@@ -88,7 +94,7 @@ func (s *scheduler) share(ctx context.Context, others int) quantum.Share {
 	defer s.mu.Unlock()
 	return quantum.Share{
 		Waiting:     len(s.queue) + others,
-		FreeWorkers: s.k.opts.Workers - len(s.inflight),
+		FreeWorkers: s.k.opts.Workers - s.working,
 		Stopping:    !s.running || ctx.Err() != nil,
 	}
 }
@@ -99,7 +105,7 @@ func (s *scheduler) share(ctx context.Context, others int) quantum.Share {
 func (s *scheduler) handOff(from, to int64) {
 	s.mu.Lock()
 	s.landedLocked(from)
-	s.inflight[to] = true
+	s.inflight[to]++
 	s.mu.Unlock()
 	s.wake()
 }
@@ -164,8 +170,8 @@ func (s *scheduler) run(ctx context.Context, untilTimers bool) error {
 		}
 		var due []timer
 		var next *timer
-		pool.busy, due, next = s.plan(pool.busy, pool.size, pool.work)
-		idle := pool.busy == 0 && s.queueEmpty()
+		due, next = s.plan(pool.size, pool.work)
+		idle := s.idle()
 		switch {
 		case len(due) > 0:
 			pool.fire(due)
@@ -182,15 +188,13 @@ func (s *scheduler) run(ctx context.Context, untilTimers bool) error {
 }
 
 // workerPool is one run's workers: each runs the quanta of the pids sent on
-// work and answers on results. Only the loop's goroutine touches busy and
-// fatal.
+// work and answers on results. Only the loop's goroutine touches fatal.
 type workerPool struct {
 	s       *scheduler
 	size    int
 	work    chan int64
 	results chan workResult
 	wg      sync.WaitGroup
-	busy    int   // quanta handed out and not finished
 	fatal   error // the error that ends the run
 }
 
@@ -214,8 +218,8 @@ func (s *scheduler) startWorkers(ctx context.Context) *workerPool {
 // runnable meanwhile, and the first error ends the run.
 func (p *workerPool) finish(res workResult) {
 	s := p.s
-	p.busy--
 	s.mu.Lock()
+	s.working--
 	s.landedLocked(res.pid)
 	s.mu.Unlock()
 	if res.err != nil && p.fatal == nil {
@@ -223,9 +227,12 @@ func (p *workerPool) finish(res workResult) {
 	}
 }
 
-// landedLocked takes pid out of flight, and queues it if it became
-// runnable meanwhile. s.mu is held.
+// landedLocked takes one worker's hold of pid out of flight, and once no
+// worker holds it, queues it if it became runnable meanwhile. s.mu is held.
 func (s *scheduler) landedLocked(pid int64) {
+	if s.inflight[pid]--; s.inflight[pid] > 0 {
+		return
+	}
 	delete(s.inflight, pid)
 	if s.requeue[pid] {
 		delete(s.requeue, pid)
@@ -248,7 +255,7 @@ func (p *workerPool) fire(due []timer) {
 // stop lets the quanta in flight end and the workers return.
 func (p *workerPool) stop() {
 	close(p.work)
-	for p.busy > 0 {
+	for p.s.busy() {
 		p.finish(<-p.results)
 	}
 	p.wg.Wait()
@@ -313,18 +320,18 @@ func (k *Runtime) timerLive(t timer) bool {
 	return err != nil || live
 }
 
-// plan hands queued processes to free workers (busy of workers are taken)
-// and takes the timers that are due; it returns the new busy count, the due
-// timers and the next timer still to come, if any.
-func (s *scheduler) plan(busy, workers int, work chan<- int64) (int, []timer, *timer) {
+// plan hands queued processes to free workers and takes the timers that
+// are due; it returns the due timers and the next timer still to come, if
+// any.
+func (s *scheduler) plan(workers int, work chan<- int64) ([]timer, *timer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for busy < workers && len(s.queue) > 0 {
+	for s.working < workers && len(s.queue) > 0 {
 		pid := s.queue[0]
 		s.queue = s.queue[1:]
 		delete(s.queued, pid)
-		s.inflight[pid] = true
-		busy++
+		s.inflight[pid]++
+		s.working++
 		work <- pid
 	}
 	now := s.k.clock.Now()
@@ -337,13 +344,27 @@ func (s *scheduler) plan(busy, workers int, work chan<- int64) (int, []timer, *t
 		t := s.timers[0]
 		next = &t
 	}
-	return busy, due, next
+	return due, next
 }
 
 func (s *scheduler) queueEmpty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue) == 0
+}
+
+// idle reports whether no quantum runs and none is queued.
+func (s *scheduler) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.working == 0 && len(s.queue) == 0
+}
+
+// busy reports whether a worker has a quantum to run.
+func (s *scheduler) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.working > 0
 }
 
 // begin marks the loop running, with a context that stop cancels; a second
