@@ -448,12 +448,23 @@ func (w *world) settle() bool {
 		}
 		clone, acked := w.clone, w.acked
 		w.mu.Unlock()
-		_ = w.rt.Close() // a failed store reports its failure again
-		w.rt = nil
+		if w.rt != nil {
+			_ = w.rt.Close() // a failed store reports its failure again
+			w.rt = nil
+		}
 		w.toggle.disarm()
 		w.mem = clone
 		w.result.Crashes++
 		if err := w.open(); err != nil {
+			if w.toggle.fired() && errors.Is(err, objects.ErrFailed) {
+				// A disk fault armed by a recovery event stopped the
+				// recovery: the open must fail closed, and the next one
+				// starts from what was synced.
+				w.mu.Lock()
+				w.crashLocked("disk fault during recovery")
+				w.mu.Unlock()
+				continue
+			}
 			w.fail("reopen", err.Error())
 			return true
 		}
