@@ -231,17 +231,6 @@ func (tx *txn) runnableBesides(pid int64) int {
 	return n
 }
 
-// firstRunnableBesides is the first process other than pid that tx leaves
-// runnable, in the order tx changed their states.
-func (tx *txn) firstRunnableBesides(pid int64) (int64, bool) {
-	for _, t := range tx.transitions {
-		if t.pid != pid && t.state == process.Runnable {
-			return t.pid, true
-		}
-	}
-	return 0, false
-}
-
 // markCommit records that tx holds a change of kind (failpoint builds only).
 func (tx *txn) markCommit(kind string) {
 	if !failpoint.Enabled {

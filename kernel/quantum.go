@@ -120,22 +120,22 @@ type phaseEffect struct {
 func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	k.prewarmContext(p.pid)
 	nx := next{pid: p.pid}
-	var running bool
+	var idle bool
 	err := k.update(func(tx *txn) error {
 		r, err := loadProc(tx, p.pid)
 		if err != nil {
 			return err
 		}
-		running = r.State == process.Running
+		idle = r.State.Terminal() || r.waitsLong()
 		nx.start, nx.effect, err = k.startQuantum(ctx, tx, r, false)
 		return err
 	})
 	if errors.Is(err, errSkip) {
-		// Nothing runs: a context decoded for this quantum leaves the cache,
-		// as it does when a process waits or ends; not the context of a
-		// process another worker runs (a stale queue entry of a process
-		// handed a worker by a commit that woke it).
-		if !running {
+		// Nothing runs: a context decoded for this quantum leaves the cache
+		// if its process ended or waits long, as a commit's does; not the
+		// context of a process another worker runs (a stale queue entry of
+		// a process handed a worker by a commit that woke it).
+		if idle {
 			k.dropCachedContext(p.pid)
 		}
 		return nil, nil
@@ -224,12 +224,12 @@ func (n next) phase(goOn bool) quantumPhase {
 // is in tx, does next in the same commit, when that delays no other
 // process (quantum.Share): a process the result left runnable with nothing
 // to resume starts its next call; one it left waiting, paused or ended
-// hands the worker to the first process the commit woke, which resumes and
-// starts its call as a quantum's start would. Either way a call costs no
-// commit of its own and no trip through the run queue. It returns no next
-// step when the worker is done; the commit then holds the result alone. An
-// error in it aborts the result's commit too, and the quantum then fails
-// the process, as after any error in a result commit.
+// hands the worker to the first process the commit woke that it may take
+// (handOffTarget), which resumes and starts its call as a quantum's start
+// would. Either way a call costs no commit of its own and no trip through
+// the run queue. It returns no next step when the worker is done; the
+// commit then holds the result alone. An error in it fails the commit,
+// which commitResult then makes again without going on.
 //
 // r is the record the result was produced with: the context that result
 // staged is saved with it when the transaction ends.
@@ -244,25 +244,14 @@ func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error
 		}
 		return next{pid: r.PID, start: start}, err
 	}
-	woken, ok := tx.firstRunnableBesides(r.PID)
-	if !ok || !k.sched.share(ctx, tx.runnableBesides(r.PID)-1).KeepsWorker() {
+	if !k.sched.share(ctx, tx.runnableBesides(r.PID)-1).KeepsWorker() {
 		return next{}, nil
 	}
-	w, err := loadProc(tx, woken)
-	if err != nil {
+	w, err := k.handOffTarget(tx, r)
+	if err != nil || w == nil {
 		return next{}, err
 	}
-	if w.State != process.Runnable || tx.stagedContext(w) != nil {
-		// Its context staged in this commit is saved with another copy of
-		// its record: it goes through the queue.
-		return next{}, nil
-	}
-	if descends, err := descendsFrom(tx, w, r.PID); err != nil || descends {
-		// Its call's charge goes up its ancestors, r among them, whose
-		// record this commit saves with r's context: it would fail the
-		// commit (errRecordCopies), and the result would commit again alone.
-		return next{}, err
-	}
+	woken := w.PID
 	start, effect, err := k.startQuantum(ctx, tx, w, false)
 	if err != nil || (start == nil && effect == nil) {
 		return next{}, err
@@ -270,6 +259,35 @@ func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error
 	from := r.PID
 	tx.AfterCommit(func() { k.sched.handOff(from, woken) })
 	return next{pid: woken, start: start, effect: effect}, nil
+}
+
+// handOffTarget is the first process tx woke or made runnable, other than
+// r, that r's worker can take in tx, or nil. Not one whose context tx
+// staged (it is saved with another copy of its record), nor a descendant
+// of r (its call's charge goes up its ancestors, r among them, to another
+// copy of r's record, which this commit saves with r's context: the commit
+// would fail with errRecordCopies and the result commit again alone).
+func (k *Runtime) handOffTarget(tx *txn, r *procRecord) (*procRecord, error) {
+	for _, t := range tx.transitions {
+		if t.pid == r.PID || t.state != process.Runnable {
+			continue
+		}
+		w, err := loadProc(tx, t.pid)
+		if err != nil {
+			return nil, err
+		}
+		if w.State != process.Runnable || tx.stagedContext(w) != nil {
+			continue
+		}
+		descends, err := descendsFrom(tx, w, r.PID)
+		if err != nil {
+			return nil, err
+		}
+		if !descends {
+			return w, nil
+		}
+	}
+	return nil, nil
 }
 
 // callStart is what the start phase hands the provider call: the request,
