@@ -3,12 +3,14 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/images"
+	"github.com/libos/libos/llm"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
@@ -302,10 +304,11 @@ func TestFailedHandOffKeepsTheResult(t *testing.T) {
 	}
 }
 
-// TestHandOffToAChildKeepsTheParentsCharge checks that a parent which
-// spawns a child and waits for it in one batch, handing its worker to the
-// child, keeps the charge of the child's calls on its budget.
-func TestHandOffToAChildKeepsTheParentsCharge(t *testing.T) {
+// TestSpawnAndWaitInOneBatchKeepsTheParentsCharge checks that a parent
+// which spawns a child and waits for it in one batch keeps the charge of
+// the child's calls on its budget: its worker is not handed to the child,
+// whose start would charge a second copy of the parent's record.
+func TestSpawnAndWaitInOneBatchKeepsTheParentsCharge(t *testing.T) {
 	h := newHarness(t, `
 processes:
   - image: base:v0
@@ -327,5 +330,43 @@ processes:
 	}
 	if p.Used.LLMCalls != 2+c.Used.LLMCalls || p.Used.LLMTokens <= c.Used.LLMTokens {
 		t.Fatalf("parent used %+v, child %+v: the parent's budget must carry its 2 calls and the child's", p.Used, c.Used)
+	}
+}
+
+// TestContextIsNotSavedWithAnOlderRecord checks the guard behind a
+// hand-off: a commit that stages a process's context with one copy of its
+// record, then saves another copy, fails (errRecordCopies) and changes
+// nothing, instead of saving the staged copy over the other's change.
+func TestContextIsNotSavedWithAnOlderRecord(t *testing.T) {
+	h := newHarness(t, "")
+	pid := h.spawn(clockGrants())
+	before := h.info(pid)
+	err := h.rt.update(func(tx *txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		c, err := h.rt.loadContext(tx, r)
+		if err != nil {
+			return err
+		}
+		if err := h.rt.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: "staged with r"}); err != nil {
+			return err
+		}
+		if err := saveProc(tx, r); err != nil {
+			return err
+		}
+		other, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		other.Used.LLMCalls++
+		return saveProc(tx, other)
+	})
+	if !errors.Is(err, errRecordCopies) {
+		t.Fatalf("update: %v, want errRecordCopies", err)
+	}
+	if after := h.info(pid); after.Used != before.Used || after.Status != before.Status {
+		t.Fatalf("the failed commit changed pid %d: %+v, was %+v", pid, after, before)
 	}
 }

@@ -72,8 +72,11 @@ func (k *Runtime) runOnWorker(ctx context.Context, pid int64, goOn bool) (int64,
 // is a type whose run does its part (a commit, or the provider call between
 // two) and names the phase that follows, nil when the quantum is over. Only
 // the provider call and outside effects run with no commit open.
+//
+// goOn is whether the worker may go on in the commit of a call's result
+// (quanta): the same for every phase a worker runs.
 type quantumPhase interface {
-	run(ctx context.Context, k *Runtime) (quantumPhase, error)
+	run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error)
 	// process is the pid the phase runs for.
 	process() int64
 }
@@ -85,39 +88,32 @@ func (p phaseEffect) process() int64 { return p.pid }
 
 // phaseStart resumes a pending action whose wait ended, or prepares and
 // reserves the provider call (one commit).
-type phaseStart struct {
-	pid  int64
-	goOn bool
-}
+type phaseStart struct{ pid int64 }
 
 // phaseCall is the provider call, with no lock held.
 type phaseCall struct {
 	pid   int64
 	start *callStart
-	goOn  bool
 }
 
-// phaseResult settles the call and dispatches its tool calls (one commit).
-// With goOn, a process the batch left runnable makes its next call in the
-// same commit when keeping its worker delays no one (goOn).
+// phaseResult settles the call and dispatches its tool calls (one commit),
+// in which the worker may go on (goOn).
 type phaseResult struct {
 	pid   int64
 	start *callStart
 	resp  llm.Response
 	perr  error
-	goOn  bool
 }
 
 // phaseEffect runs a call's outside effect with no lock held, then records
-// its result and goes on with the batch (one commit), and with goOn into
-// the next call as phaseResult does.
+// its result and goes on with the batch (one commit), in which the worker
+// may go on as in phaseResult's.
 type phaseEffect struct {
 	pid    int64
 	effect effectFunc
-	goOn   bool
 }
 
-func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
+func (p phaseStart) run(ctx context.Context, k *Runtime, _ bool) (quantumPhase, error) {
 	k.prewarmContext(p.pid)
 	nx := next{pid: p.pid}
 	var idle bool
@@ -143,26 +139,26 @@ func (p phaseStart) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nx.phase(p.goOn), nil
+	return nx.phase(), nil
 }
 
-func (p phaseCall) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
+func (p phaseCall) run(ctx context.Context, k *Runtime, _ bool) (quantumPhase, error) {
 	req := p.start.req
 	req.Messages = materialize(p.start.system, p.start.goal, p.start.entries)
 	resp, perr := k.provider().Complete(ctx, req)
-	return phaseResult{pid: p.pid, start: p.start, resp: resp, perr: perr, goOn: p.goOn}, nil
+	return phaseResult{pid: p.pid, start: p.start, resp: resp, perr: perr}, nil
 }
 
-func (p phaseResult) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
-	return k.commitResult(ctx, p.pid, p.goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
+func (p phaseResult) run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error) {
+	return k.commitResult(ctx, p.pid, goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
 		return k.finishCall(ctx, tx, r, p.start, p.resp, p.perr)
 	})
 }
 
-func (p phaseEffect) run(ctx context.Context, k *Runtime) (quantumPhase, error) {
+func (p phaseEffect) run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error) {
 	failpoint.Hit("effect:started")
 	res, effErr := p.effect(ctx)
-	return k.commitResult(ctx, p.pid, p.goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
+	return k.commitResult(ctx, p.pid, goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
 		return k.finishEffect(ctx, tx, r, res, effErr)
 	})
 }
@@ -198,7 +194,7 @@ func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish
 	if err != nil {
 		return nil, err
 	}
-	return nx.phase(goOn), nil
+	return nx.phase(), nil
 }
 
 // next is what a worker does after a commit: an outside effect of a batch,
@@ -210,12 +206,12 @@ type next struct {
 	effect effectFunc
 }
 
-func (n next) phase(goOn bool) quantumPhase {
+func (n next) phase() quantumPhase {
 	switch {
 	case n.effect != nil:
-		return phaseEffect{pid: n.pid, effect: n.effect, goOn: goOn}
+		return phaseEffect{pid: n.pid, effect: n.effect}
 	case n.start != nil:
-		return phaseCall{pid: n.pid, start: n.start, goOn: goOn}
+		return phaseCall{pid: n.pid, start: n.start}
 	}
 	return nil
 }
@@ -244,7 +240,10 @@ func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error
 		}
 		return next{pid: r.PID, start: start}, err
 	}
-	if !k.sched.share(ctx, tx.runnableBesides(r.PID)-1).KeepsWorker() {
+	// The process handed the worker is one of those the commit left
+	// runnable; the others want a worker.
+	others := tx.runnableBesides(r.PID)
+	if others == 0 || !k.sched.share(ctx, others-1).KeepsWorker() {
 		return next{}, nil
 	}
 	w, err := k.handOffTarget(tx, r)
@@ -312,9 +311,9 @@ type callStart struct {
 // runQuantum is one quantum of pid, and with goOn the next ones it goes on
 // into; see quantum and quanta.
 func (k *Runtime) runQuantum(ctx context.Context, pid int64, goOn bool) (last int64, err error) {
-	for phase := quantumPhase(phaseStart{pid: pid, goOn: goOn}); phase != nil && err == nil; {
+	for phase := quantumPhase(phaseStart{pid: pid}); phase != nil && err == nil; {
 		last = phase.process()
-		phase, err = phase.run(ctx, k)
+		phase, err = phase.run(ctx, k, goOn)
 	}
 	return last, err
 }

@@ -55,7 +55,7 @@ func TestWakeResumesAndCallsInOneQuantum(t *testing.T) {
 	if got := h.result(parent)["child_said"]; got != "hello from 2" {
 		t.Fatalf("parent result %v: the call after the resume did not see the wait's result", got)
 	}
-	if !h.rt.sched.queueEmpty() {
+	if !h.rt.sched.idle() {
 		t.Fatal("the resume scheduled another quantum of a process that went on to its call")
 	}
 }

@@ -86,9 +86,9 @@ func (s *scheduler) enqueue(pid int64) {
 	s.wake()
 }
 
-// share is what the scheduler knows for the quantum of pid, running on one
-// of its workers, whose commit leaves others processes besides it runnable
-// (quantum.Share).
+// share is what the scheduler knows for a worker whose commit, about to be
+// made, leaves others processes runnable besides the one the worker would
+// go on with (quantum.Share).
 func (s *scheduler) share(ctx context.Context, others int) quantum.Share {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -345,12 +345,6 @@ func (s *scheduler) plan(workers int, work chan<- int64) ([]timer, *timer) {
 		next = &t
 	}
 	return due, next
-}
-
-func (s *scheduler) queueEmpty() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.queue) == 0
 }
 
 // idle reports whether no quantum runs and none is queued.

@@ -101,8 +101,7 @@ type Share struct {
 	Waiting int
 	// FreeWorkers counts the workers with no quantum to run.
 	FreeWorkers int
-	// Stopping: the run is being stopped, or this quantum was asked to run
-	// alone (a caller that steps processes one quantum at a time).
+	// Stopping: the run the worker serves is being stopped.
 	Stopping bool
 }
 

@@ -103,11 +103,9 @@ func TestSimulate(t *testing.T) {
 func TestSimulateOnWorkers(t *testing.T) {
 	// 2068 arms a disk fault at an event of a reopen's recovery, which must
 	// fail that open closed and leave the next one what was synced.
-	seeds := []uint64{2068}
-	for seed := uint64(9001); seed < 9012; seed++ {
-		seeds = append(seeds, seed)
-	}
-	for _, seed := range seeds {
+	// Few seeds: the package runs under -race within go test's default
+	// timeout on a loaded 2-core machine; -workers runs more.
+	for _, seed := range []uint64{2068, 9001, 9002, 9003} {
 		if r := runSeedOn(t, seed, 4); r.Violation != nil {
 			report(t, r)
 		}
