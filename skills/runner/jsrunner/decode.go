@@ -124,13 +124,11 @@ func (d *jsonDecoder) object() (goja.Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		if key == "__proto__" {
-			// Set would invoke the prototype setter; JSON.parse creates an own property.
-			err = obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
-		} else {
-			err = obj.Set(key, v)
-		}
-		if err != nil {
+		// Defined, as JSON.parse does, never assigned: an assignment would
+		// run a setter of Object.prototype (__proto__'s, or one the module
+		// installed while it evaluated, which may be before the inputs are
+		// decoded).
+		if err := obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 			return nil, err
 		}
 		d.space()

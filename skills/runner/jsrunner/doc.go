@@ -24,8 +24,10 @@
 // with only WorkerEnv (and a C allocator setting) in its environment, which
 // MaybeRunWorker turns into a worker. A worker sets its own limits before it accepts a module (no core
 // dumps, no file writes, an address-space limit relative to its size at
-// start) and runs each call in a fresh goja runtime (built between calls, no
-// module code having run in it) with a wall-time interrupt, a call-depth
+// start) and runs each call in a fresh goja runtime (built between calls;
+// the only module code that may have run in it is the evaluation of the
+// call's own module, ahead of a call of the bundle the calls before it ran)
+// with a wall-time interrupt, a call-depth
 // limit and a heap watchdog (one timer per worker, re-armed by each call),
 // so an infinite loop, runaway recursion or an allocation bomb ends that
 // call with resource_limit and nothing leaks into the next call. What the interpreter
@@ -39,8 +41,8 @@
 //
 // A module sees no host: no filesystem, network, timers, process, require,
 // fetch or console; Math.random throws; Date reads FixedClock
-// (the epoch: Date.now() is 0, as in runx) in UTC; promise reactions are
-// bounded (MaxPromiseJobs); code parsed at run time (eval, Function)
+// (the epoch: Date.now() is 0, as in runx) in UTC; promise reactions
+// (then, catch, finally and await) are bounded (MaxPromiseJobs); code parsed at run time (eval, Function)
 // cannot make the engine read source maps from disk. A module is therefore
 // deterministic.
 //

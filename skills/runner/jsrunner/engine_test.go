@@ -1,6 +1,7 @@
 package jsrunner
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,4 +98,87 @@ func TestBundleFormats(t *testing.T) {
 	pos := runxPackage(t, "import { boom } from \"./lib/boom.mjs\";\nexport default () => boom();\n",
 		map[string]string{"lib/boom.mjs": "export function boom() {\n  throw new Error(\"bang\");\n}\n"})
 	wantFailure(t, run(t, p, Spec{Dir: pos, Module: "main.mjs"}, `{}`), CodeExecutionFailed, "bang", filepath.ToSlash("lib/boom.mjs:2:"))
+}
+
+// A bundle called twice in a row is evaluated ahead of its next call, in
+// the engine prepared for that call. Every call still sees its own
+// evaluation only, its own environment, inputs decoded as JSON.parse
+// would whatever the module did to Object.prototype, and the promise jobs
+// of its evaluation settled before the export runs.
+func TestEvaluationAheadIsTheCallsOwn(t *testing.T) {
+	p := newPool(t, PoolOptions{Workers: 1})
+	dir := runxPackage(t, `
+globalThis.evaluations = (globalThis.evaluations ?? 0) + 1;
+let settled = false;
+Promise.resolve().then(() => { settled = true; });
+let calls = 0;
+Object.defineProperty(Object.prototype, "a", { set() { throw new Error("a setter ran"); }, configurable: true });
+export default (inputs, context) => ({
+  evaluations: globalThis.evaluations, calls: ++calls, settled,
+  a: Object.getOwnPropertyDescriptor(inputs, "a")?.value ?? null, name: context.environment.NAME ?? null,
+});`, nil)
+	other := runxPackage(t, `export default () => ({ other: typeof globalThis.evaluations });`, nil)
+	spec := Spec{Dir: dir, Module: "main.mjs"}
+	want := func(a int, name string) string {
+		n := "null"
+		if name != "" {
+			n = `"` + name + `"`
+		}
+		return fmt.Sprintf(`{"evaluations":1,"calls":1,"settled":true,"a":%d,"name":%s}`, a, n)
+	}
+	for i := range 4 {
+		wantOutput(t, run(t, p, spec, fmt.Sprintf(`{"a":%d}`, i)), want(i, ""))
+	}
+	spec.Environment = map[string]string{"NAME": "first"}
+	wantOutput(t, run(t, p, spec, `{"a":7}`), want(7, "first"))
+	wantOutput(t, run(t, p, spec, `{"a":8}`), want(8, "first"))
+	spec.Environment = map[string]string{"NAME": "second"}
+	wantOutput(t, run(t, p, spec, `{"a":9}`), want(9, "second"))
+	// The engine prepared for the bundle above serves no other bundle.
+	wantOutput(t, run(t, p, Spec{Dir: other, Module: "main.mjs"}, `{}`), `{"other":"undefined"}`)
+	wantOutput(t, run(t, p, spec, `{"a":10}`), want(10, "second"))
+}
+
+// The worker evaluates ahead only a bundle called twice in a row whose
+// evaluation was quick, and an engine prepared for one bundle is not used
+// for another.
+func TestWorkerEvaluatesAheadOnlyWhatItShould(t *testing.T) {
+	w := newWorkerState(configMsg{HeapLimit: 64 << 20})
+	load := func(source string) (*runMsg, []byte) {
+		b, _, f := newBundleCache().get(runxPackage(t, source, nil), "main.mjs")
+		if f != nil {
+			t.Fatal(f)
+		}
+		return &runMsg{Op: "run", Bundle: b.hash, CodeLen: len(b.code), Export: "default", Env: map[string]string{},
+			TimeoutNS: 30e9, MaxDepth: defaultMaxCallDepth, OutputMax: MaxOutputBytes, ModuleName: "main.mjs"}, b.code
+	}
+	call := func(req *runMsg, code []byte, want string) {
+		t.Helper()
+		req.CodeLen = len(code)
+		res, payload := w.handle(req, append(append([]byte{}, code...), `{}`...))
+		if res.Status != statusOK || string(payload[0]) != want {
+			t.Fatalf("%+v %s, want %s", res, payload, want)
+		}
+		w.ready = w.prepare()
+	}
+	quick, quickCode := load(`export default () => ({ quick: true });`)
+	slow, slowCode := load(`let x = 0; for (let i = 0; i < 2e5; i++) x += i; export default () => ({ x });`)
+	call(quick, quickCode, `{"quick":true}`)
+	if w.ready.evaluated != nil {
+		t.Fatal("a bundle's first call had the next engine evaluate it")
+	}
+	call(quick, nil, `{"quick":true}`)
+	if w.ready.evaluated == nil || w.ready.evaluated.hash != quick.Bundle {
+		t.Fatal("a bundle called twice in a row was not evaluated ahead of its third call")
+	}
+	// Called for another bundle, the engine is replaced.
+	call(slow, slowCode, `{"x":19999900000}`)
+	call(slow, nil, `{"x":19999900000}`)
+	if w.ready.evaluated != nil {
+		t.Fatal("a bundle whose evaluation took more than aheadLimit was evaluated ahead")
+	}
+	call(quick, nil, `{"quick":true}`)
+	if w.ready.evaluated != nil {
+		t.Fatal("a bundle called once after another was evaluated ahead")
+	}
 }

@@ -98,7 +98,15 @@ func TestRunxWorkerPromises(t *testing.T) {
 	wantOutput(t, runxRun(t, p, "export default async function execute({ value }) { return { value: await Promise.resolve(value) }; }", `{"value":"settled"}`), `{"value":"settled"}`)
 	wantFailure(t, runxRun(t, p, "export default () => new Promise(() => {});", `{}`), CodeExecutionFailed, "did not settle")
 	storm := "export default () => { let value = Promise.resolve(0); for (let index = 0; index < 5000; index += 1) value = value.then(number => number + 1); return value; };"
-	wantFailure(t, runxRun(t, p, storm, `{}`), CodeExecutionFailed, "job")
+	wantFailure(t, runxRun(t, p, storm, `{}`), CodeResourceLimit, "promise job limit of 1000")
+	// Each await schedules a reaction too, and the module's evaluation
+	// counts towards its call.
+	awaits := "export default async ({ n }) => { let sum = 0; for (let i = 0; i < n; i++) sum += await i; return { sum }; };"
+	wantOutput(t, runxRun(t, p, awaits, `{"n":900}`), `{"sum":404550}`)
+	wantFailure(t, runxRun(t, p, awaits, `{"n":1001}`), CodeResourceLimit, "promise job limit of 1000")
+	evaluation := "for (let i = 0; i < 600; i++) Promise.resolve(i).then(() => i); export default async ({ n }) => { for (let i = 0; i < n; i++) await i; return { n }; };"
+	wantOutput(t, runxRun(t, p, evaluation, `{"n":300}`), `{"n":300}`)
+	wantFailure(t, runxRun(t, p, evaluation, `{"n":500}`), CodeResourceLimit, "promise job limit of 1000")
 }
 
 func TestRunxWorkerLimits(t *testing.T) {

@@ -43,8 +43,8 @@ const (
 	MaxTimeout = 30 * time.Second
 	// MaxInputBytes bounds the JSON inputs of one export call (page metadata included).
 	MaxInputBytes = 4 << 20
-	// MaxPromiseJobs bounds the promise reactions (then, catch, finally)
-	// one call may schedule.
+	// MaxPromiseJobs bounds the promise reactions (then, catch, finally,
+	// await) one call may schedule, its module's evaluation included.
 	MaxPromiseJobs = 1000
 	// MaxSourceBytes bounds one module file of the graph, as runx does.
 	MaxSourceBytes = 4 << 20

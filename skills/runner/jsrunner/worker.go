@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -67,10 +68,18 @@ type workerState struct {
 	cfg      configMsg
 	programs map[string]*list.Element
 	lru      *list.List // of *compiledBundle, most recent first
-	// ready is the engine for the next call, prepared after the previous
-	// answer was sent so that its cost falls between calls.
+	// ready is the engine for the next call, prepared for plan after the
+	// previous answer was sent, so that its cost falls between calls.
 	ready *engine
-	// guard watches every call's limits with one timer.
+	plan  aheadPlan
+	// last and streak are the bundle of the last call and how many calls
+	// in a row ran it: a bundle is evaluated ahead from its second call in
+	// a row, so calls that alternate between bundles are not slowed by
+	// engines prepared for the wrong one.
+	last   *compiledBundle
+	streak int
+	// guard watches every call's limits, and evaluations ahead, with one
+	// timer.
 	guard *watchdog
 	// enc encodes every call's result, so its buffers are reused.
 	enc *jsonEncoder
@@ -84,6 +93,25 @@ type compiledBundle struct {
 	hash string
 	prg  *goja.Program
 	err  *Failure // a bundle the engine cannot compile is remembered as refused
+	// aheadOK says the bundle's last evaluation succeeded within
+	// aheadLimit, so the next engine may evaluate it ahead of its call.
+	// Only the worker's main goroutine reads and writes it.
+	aheadOK bool
+}
+
+// aheadLimit is the longest a bundle's evaluation may have taken for the
+// worker to evaluate it ahead of the next call: a module that is slow to
+// evaluate would delay a call of another bundle arriving meanwhile.
+const aheadLimit = time.Millisecond
+
+// aheadPlan is what the engine for the next call is prepared for: the
+// bundle to evaluate in it (nil for none), under the call-depth and wall
+// limits of the call that planned it, and the environment of its context.
+type aheadPlan struct {
+	bundle  *compiledBundle
+	depth   int
+	timeout time.Duration
+	env     map[string]string
 }
 
 func runWorker(in io.Reader, out io.Writer) int {
@@ -144,7 +172,7 @@ func runWorker(in io.Reader, out io.Writer) int {
 		if _, err := out.Write(outBuf); err != nil {
 			return 0
 		}
-		w.ready = newEngine()
+		w.ready = w.prepare()
 		// Buffers a large call grew are dropped rather than kept.
 		if cap(outBuf) > 1<<20 {
 			outBuf = nil
@@ -170,7 +198,7 @@ func (w *workerState) handle(req *runMsg, body []byte) (resultMsg, [][]byte) {
 	if cb.err != nil {
 		return resultMsg{Status: statusFailed, Code: cb.err.Code, Message: cb.err.Message}, nil
 	}
-	res, payload := w.call(req, cb.prg, inputs)
+	res, payload := w.call(req, cb, inputs)
 	if res.Code == CodeResourceLimit && strings.HasPrefix(res.Message, "memory") {
 		// Give the pages back before the next call.
 		debug.FreeOSMemory()
@@ -222,8 +250,14 @@ func refuseSourceMap(string) ([]byte, error) {
 // engine is a fresh runtime prepared for exactly one call. Preparing it
 // (creating the runtime, installing the deterministic clock, the refusing
 // Math.random and the promise-job bound) happens while the worker waits for
-// its next request, so a call pays only for running the module; no module
-// code ever runs in an engine before the call it serves.
+// its next request, so a call pays only for running the module. When the
+// calls before ran one bundle
+// that evaluates quickly, the engine also evaluates that bundle's top-level
+// code and builds their context ahead (prepare): a module is deterministic
+// and sees neither inputs nor environment while it evaluates, so evaluating
+// it ahead gives the call what evaluating it on arrival would. No other
+// module code runs in an engine before the call it serves, and an engine
+// serves one call.
 type engine struct {
 	vm     *goja.Runtime
 	freeze goja.Callable
@@ -232,6 +266,16 @@ type engine struct {
 	inside goja.Callable
 	run    func()
 	err    error // preparing failed; reported by the call that takes it
+
+	// evaluated is the bundle whose top-level code ran in this engine,
+	// under call-depth limit depth, leaving exports; nil when none did.
+	evaluated *compiledBundle
+	depth     int
+	exports   goja.Value
+	// ctx is the frozen {environment} context built for env ahead of the
+	// call; the call uses it when its environment is the same.
+	env map[string]string
+	ctx *goja.Object
 }
 
 // newEngine builds the next call's runtime.
@@ -249,9 +293,7 @@ func newEngine() *engine {
 		e.run()
 		return goja.Undefined()
 	}))
-	if err := boundPromiseJobs(vm); err != nil {
-		e.err = fmt.Errorf("bounding promise jobs: %w", err)
-	}
+	vm.SetAsyncContextTracker(&promiseBound{vm: vm})
 	return e
 }
 
@@ -265,42 +307,143 @@ func (w *workerState) nextEngine() *engine {
 	return e
 }
 
+// planNext says what the engine of the call after req's is prepared for.
+func (w *workerState) planNext(req *runMsg, bundle *compiledBundle) {
+	if bundle == w.last {
+		w.streak++
+	} else {
+		w.last, w.streak = bundle, 1
+	}
+	w.plan = aheadPlan{depth: req.MaxDepth, timeout: time.Duration(req.TimeoutNS)}
+	if w.streak >= 2 && bundle.aheadOK {
+		// A copy: the next request is decoded over req.
+		w.plan.bundle, w.plan.env = bundle, maps.Clone(req.Env)
+	}
+}
+
+// prepare builds the next call's engine and, when the plan names a bundle,
+// evaluates it in the engine under the plan's limits and builds the plan's
+// context. An evaluation ahead that fails is dropped with its engine; the
+// call then evaluates the bundle itself and reports what happens.
+func (w *workerState) prepare() *engine {
+	plan := w.plan
+	w.plan = aheadPlan{}
+	e := newEngine()
+	if e.err != nil || plan.bundle == nil {
+		return e
+	}
+	e.vm.SetMaxCallStackSize(plan.depth)
+	w.guard.arm(e.vm, plan.timeout)
+	start := time.Now()
+	err := e.evaluate(plan.bundle, plan.depth)
+	w.guard.disarm()
+	plan.bundle.aheadOK = err == nil && time.Since(start) < aheadLimit
+	if err != nil {
+		return newEngine()
+	}
+	if ctx, err := e.context(plan.env); err == nil {
+		e.env, e.ctx = plan.env, ctx
+	}
+	return e
+}
+
+// evaluate runs bundle's top-level code in e as an engine call of its own,
+// so the promise jobs it queues run before any export is called, as an ES
+// module's evaluation settles before its importer goes on.
+func (e *engine) evaluate(bundle *compiledBundle, depth int) error {
+	var (
+		exports goja.Value
+		err     error
+	)
+	e.run = func() {
+		if _, err = e.vm.RunProgram(bundle.prg); err == nil {
+			exports = e.vm.Get(bundleGlobal)
+		}
+	}
+	if _, ierr := e.inside(goja.Undefined()); ierr != nil {
+		return ierr
+	}
+	if err != nil {
+		return err
+	}
+	e.evaluated, e.depth, e.exports = bundle, depth, exports
+	return nil
+}
+
 // call runs one export invocation in a fresh engine instance, so nothing a
 // module leaves behind is visible to the next call.
-func (w *workerState) call(req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
+func (w *workerState) call(req *runMsg, bundle *compiledBundle, inputs []byte) (resultMsg, [][]byte) {
 	e := w.nextEngine()
+	ahead := e.evaluated == bundle && e.depth == req.MaxDepth
+	if e.evaluated != nil && !ahead {
+		// Prepared for another bundle, whose code ran in it.
+		e = newEngine()
+	}
+	w.planNext(req, bundle)
 	if e.err != nil {
 		return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: e.err.Error()}, nil
 	}
+	if !maps.Equal(e.env, req.Env) {
+		e.ctx = nil
+	}
 	vm := e.vm
-	vm.SetMaxCallStackSize(req.MaxDepth)
+	if !ahead {
+		vm.SetMaxCallStackSize(req.MaxDepth)
+	}
 	w.guard.arm(vm, time.Duration(req.TimeoutNS))
 	defer w.guard.disarm()
 
+	in, err := decodeJSON(vm, inputs)
+	if err != nil {
+		return resultMsg{Status: statusFailed, Code: CodeInvalidRequest, Message: "inputs: " + err.Error()}, nil
+	}
+	if !ahead {
+		start := time.Now()
+		err := e.evaluate(bundle, req.MaxDepth)
+		bundle.aheadOK = err == nil && time.Since(start) < aheadLimit
+		if err != nil {
+			return classifyEngineError(err, CodeExecutionFailed, "module evaluation failed"), nil
+		}
+	}
 	var (
 		res     resultMsg
 		payload [][]byte
 	)
 	// Everything that may run module code happens inside one engine call so
 	// that exceptions, interrupts and stack overflows all come back as its error.
-	e.run = func() { res, payload = w.invoke(e, req, prg, inputs) }
+	e.run = func() { res, payload = w.invoke(e, req, in) }
 	if _, err := e.inside(goja.Undefined()); err != nil {
 		return classifyEngineError(err, CodeExecutionFailed, "execution failed"), nil
 	}
 	return res, payload
 }
 
-func (w *workerState) invoke(e *engine, req *runMsg, prg *goja.Program, inputs []byte) (resultMsg, [][]byte) {
-	vm, freeze := e.vm, e.freeze
-	in, err := decodeJSON(vm, inputs)
-	if err != nil {
-		return resultMsg{Status: statusFailed, Code: CodeInvalidRequest, Message: "inputs: " + err.Error()}, nil
+// context builds the frozen {environment} argument of a call.
+func (e *engine) context(env map[string]string) (*goja.Object, error) {
+	vm := e.vm
+	envObj := vm.NewObject()
+	for k, v := range env {
+		// Defined, not assigned, so no name can reach an inherited setter.
+		if err := envObj.DefineDataProperty(k, vm.ToValue(v), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+			return nil, fmt.Errorf("build environment: %w", err)
+		}
 	}
-	if _, err := vm.RunProgram(prg); err != nil {
-		return classifyEngineError(err, CodeExecutionFailed, "module evaluation failed"), nil
+	if _, err := e.freeze(goja.Undefined(), envObj); err != nil {
+		return nil, fmt.Errorf("freeze environment: %w", err)
 	}
-	exportsVal := vm.Get(bundleGlobal)
-	exports, ok := exportsVal.(*goja.Object)
+	ctx := vm.NewObject()
+	if err := ctx.DefineDataProperty("environment", envObj, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+		return nil, fmt.Errorf("build context: %w", err)
+	}
+	if _, err := e.freeze(goja.Undefined(), ctx); err != nil {
+		return nil, fmt.Errorf("freeze context: %w", err)
+	}
+	return ctx, nil
+}
+
+func (w *workerState) invoke(e *engine, req *runMsg, in goja.Value) (resultMsg, [][]byte) {
+	vm := e.vm
+	exports, ok := e.exports.(*goja.Object)
 	if !ok {
 		return resultMsg{Status: statusFailed, Code: CodeModuleRejected, Message: fmt.Sprintf("the module has no export %q", req.Export)}, nil
 	}
@@ -313,22 +456,12 @@ func (w *workerState) invoke(e *engine, req *runMsg, prg *goja.Program, inputs [
 		return resultMsg{Status: statusFailed, Code: CodeModuleRejected, Message: fmt.Sprintf("export %q is not a function", req.Export)}, nil
 	}
 
-	env := vm.NewObject()
-	for k, v := range req.Env {
-		// Defined, not assigned, so no name can reach an inherited setter.
-		if err := env.DefineDataProperty(k, vm.ToValue(v), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
-			return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: "build environment: " + err.Error()}, nil
+	ctx := e.ctx
+	if ctx == nil {
+		var err error
+		if ctx, err = e.context(req.Env); err != nil {
+			return classifyEngineError(err, CodeInternalFailure, "build the context"), nil
 		}
-	}
-	if _, err := freeze(goja.Undefined(), env); err != nil {
-		return classifyEngineError(err, CodeInternalFailure, "freeze environment"), nil
-	}
-	ctx := vm.NewObject()
-	if err := ctx.Set("environment", env); err != nil {
-		return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: "build context: " + err.Error()}, nil
-	}
-	if _, err := freeze(goja.Undefined(), ctx); err != nil {
-		return classifyEngineError(err, CodeInternalFailure, "freeze context"), nil
 	}
 
 	ret, err := fn(goja.Undefined(), in, ctx)
@@ -581,33 +714,26 @@ func heapOver(limit int64) (int64, bool) {
 	return used, used > limit
 }
 
-// boundPromiseJobs counts the promise reactions a call schedules through
-// Promise.prototype.then (which catch and finally use) and throws an
-// error past MaxPromiseJobs. goja drains its job queue only when the
-// outermost call returns, so an unbounded chain would otherwise run to the
-// wall limit; runx bounds it too. Awaits inside async functions are bounded
-// by the wall limit alone.
-func boundPromiseJobs(vm *goja.Runtime) error {
-	proto := vm.Get("Promise").ToObject(vm).Get("prototype").ToObject(vm)
-	then, ok := goja.AssertFunction(proto.Get("then"))
-	if !ok {
-		return errors.New("Promise.prototype.then is not a function")
-	}
-	jobs := 0
-	wrapped := vm.ToValue(func(call goja.FunctionCall) goja.Value {
-		jobs++
-		if jobs > MaxPromiseJobs {
-			panic(vm.NewGoError(fmt.Errorf("promise job limit of %d exceeded", MaxPromiseJobs)))
-		}
-		v, err := then(call.This, call.Arguments...)
-		if err != nil {
-			var exc *goja.Exception
-			if errors.As(err, &exc) {
-				panic(exc.Value())
-			}
-			panic(vm.NewGoError(err))
-		}
-		return v
-	})
-	return proto.DefineDataProperty("then", wrapped, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+// promiseBound counts the promise reactions a call schedules (each then,
+// catch and finally, and each await) and interrupts the call past
+// MaxPromiseJobs: goja drains its job queue only when the outermost call
+// returns, so an unbounded chain would otherwise run to the wall limit.
+// goja reports every reaction it schedules to an engine's async context
+// tracker, so the bound costs an engine nothing until a module uses
+// promises (wrapping Promise.prototype.then instead would build the whole
+// Promise constructor into every engine).
+type promiseBound struct {
+	vm   *goja.Runtime
+	jobs int
 }
+
+func (b *promiseBound) Grab() any {
+	b.jobs++
+	if b.jobs == MaxPromiseJobs+1 {
+		b.vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("promise job limit of %d exceeded", MaxPromiseJobs)})
+	}
+	return nil
+}
+
+func (*promiseBound) Resumed(any) {}
+func (*promiseBound) Exited()     {}
