@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Each call's engine is prepared before the call arrives; what a module
@@ -181,4 +182,58 @@ func TestWorkerEvaluatesAheadOnlyWhatItShould(t *testing.T) {
 	if w.ready.evaluated != nil {
 		t.Fatal("a bundle called once after another was evaluated ahead")
 	}
+}
+
+// An engine that evaluated its bundle ahead answers the call as evaluating
+// on arrival would: the evaluation's promise reactions count towards the
+// call's bound, a setter the module put on Object.prototype sees no input,
+// and a call with another environment gets its own context.
+func TestAheadEngineAnswersAsArrivalWould(t *testing.T) {
+	w := newWorkerState(configMsg{HeapLimit: 64 << 20})
+	b, _, f := newBundleCache().get(runxPackage(t, `
+for (let i = 0; i < 600; i++) Promise.resolve(i).then(() => i);
+Object.defineProperty(Object.prototype, "n", { set() { throw new Error("a setter ran"); }, configurable: true });
+export default async ({ n }, { environment }) => { for (let i = 0; i < n; i++) await i; return { n, name: environment.NAME ?? null }; };`, nil), "main.mjs")
+	if f != nil {
+		t.Fatal(f)
+	}
+	req := &runMsg{Op: "run", Bundle: b.hash, Export: "default", TimeoutNS: 30e9, MaxDepth: defaultMaxCallDepth,
+		OutputMax: MaxOutputBytes, ModuleName: "main.mjs"}
+	code := b.code
+	call := func(n int, env, aheadEnv map[string]string) (resultMsg, string) {
+		t.Helper()
+		if aheadEnv != nil {
+			cb := w.programs[b.hash].Value.(*compiledBundle)
+			cb.aheadOK = true // whatever this machine's speed made of the evaluation
+			w.plan = aheadPlan{bundle: cb, depth: req.MaxDepth, timeout: 30 * time.Second, env: aheadEnv}
+			w.ready = w.prepare()
+			if w.ready.evaluated != cb || w.ready.ctx == nil {
+				t.Fatal("the engine did not evaluate the bundle ahead")
+			}
+		}
+		req.Env, req.CodeLen = env, len(code)
+		res, payload := w.handle(req, append(append([]byte{}, code...), fmt.Sprintf(`{"n":%d}`, n)...))
+		code = nil
+		if len(payload) == 0 {
+			return res, ""
+		}
+		return res, string(payload[0])
+	}
+	check := func(res resultMsg, out, want string) {
+		t.Helper()
+		if res.Status != statusOK || out != want {
+			t.Fatalf("%+v %s, want %s", res, out, want)
+		}
+	}
+	res, out := call(300, map[string]string{}, nil)
+	check(res, out, `{"n":300,"name":null}`)
+	res, out = call(300, map[string]string{}, map[string]string{})
+	check(res, out, `{"n":300,"name":null}`)
+	if res, _ = call(500, map[string]string{}, map[string]string{}); res.Code != CodeResourceLimit || !strings.Contains(res.Message, "promise job limit") {
+		t.Fatalf("600 reactions of the evaluation ahead and 500 awaits: %+v", res)
+	}
+	res, out = call(1, map[string]string{"NAME": "b"}, map[string]string{"NAME": "a"})
+	check(res, out, `{"n":1,"name":"b"}`)
+	res, out = call(1, map[string]string{"NAME": "a"}, map[string]string{"NAME": "a"})
+	check(res, out, `{"n":1,"name":"a"}`)
 }

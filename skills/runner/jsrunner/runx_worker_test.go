@@ -107,6 +107,15 @@ func TestRunxWorkerPromises(t *testing.T) {
 	evaluation := "for (let i = 0; i < 600; i++) Promise.resolve(i).then(() => i); export default async ({ n }) => { for (let i = 0; i < n; i++) await i; return { n }; };"
 	wantOutput(t, runxRun(t, p, evaluation, `{"n":300}`), `{"n":300}`)
 	wantFailure(t, runxRun(t, p, evaluation, `{"n":500}`), CodeResourceLimit, "promise job limit of 1000")
+	// A chain of built-ins alone runs no instruction an interrupt could stop.
+	builtins := "const obj = {}; const q = Promise.resolve(obj); obj.then = q.then.bind(q); export default () => { new Promise((resolve) => resolve(obj)); return { returned: true }; };"
+	wantFailure(t, runxRun(t, p, builtins, `{}`), CodeResourceLimit, "promise job limit of 1000")
+	wantFailure(t, runxRun(t, p, "const obj = {}; const q = Promise.resolve(obj); obj.then = q.then.bind(q); new Promise((resolve) => resolve(obj)); export default () => ({ returned: true });", `{}`),
+		CodeResourceLimit, "promise job limit of 1000")
+	// Reactions past the bound fail the call even when no instruction runs
+	// after them: here a job calls Promise.all, a built-in, after the export returned.
+	late := "export default () => { Promise.resolve(new Array(1001).fill(0)).then(Promise.all.bind(Promise)); return { returned: true }; };"
+	wantFailure(t, runxRun(t, p, late, `{}`), CodeResourceLimit, "promise job limit of 1000")
 }
 
 func TestRunxWorkerLimits(t *testing.T) {

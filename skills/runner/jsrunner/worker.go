@@ -265,7 +265,7 @@ type engine struct {
 	// built with the engine so that a call does not pay for it.
 	inside goja.Callable
 	run    func()
-	err    error // preparing failed; reported by the call that takes it
+	bound  *promiseBound
 
 	// evaluated is the bundle whose top-level code ran in this engine,
 	// under call-depth limit depth, leaving exports; nil when none did.
@@ -293,7 +293,8 @@ func newEngine() *engine {
 		e.run()
 		return goja.Undefined()
 	}))
-	vm.SetAsyncContextTracker(&promiseBound{vm: vm})
+	e.bound = &promiseBound{vm: vm}
+	vm.SetAsyncContextTracker(e.bound)
 	return e
 }
 
@@ -329,7 +330,9 @@ func (w *workerState) prepare() *engine {
 	plan := w.plan
 	w.plan = aheadPlan{}
 	e := newEngine()
-	if e.err != nil || plan.bundle == nil {
+	// The call the plan was made in may have found the bundle slow or
+	// failing since: its evaluation updated aheadOK.
+	if plan.bundle == nil || !plan.bundle.aheadOK {
 		return e
 	}
 	e.vm.SetMaxCallStackSize(plan.depth)
@@ -366,6 +369,9 @@ func (e *engine) evaluate(bundle *compiledBundle, depth int) error {
 	if err != nil {
 		return err
 	}
+	if l := e.bound.exceeded(); l != nil {
+		return l
+	}
 	e.evaluated, e.depth, e.exports = bundle, depth, exports
 	return nil
 }
@@ -380,9 +386,6 @@ func (w *workerState) call(req *runMsg, bundle *compiledBundle, inputs []byte) (
 		e = newEngine()
 	}
 	w.planNext(req, bundle)
-	if e.err != nil {
-		return resultMsg{Status: statusFailed, Code: CodeInternalFailure, Message: e.err.Error()}, nil
-	}
 	if !maps.Equal(e.env, req.Env) {
 		e.ctx = nil
 	}
@@ -414,6 +417,9 @@ func (w *workerState) call(req *runMsg, bundle *compiledBundle, inputs []byte) (
 	e.run = func() { res, payload = w.invoke(e, req, in) }
 	if _, err := e.inside(goja.Undefined()); err != nil {
 		return classifyEngineError(err, CodeExecutionFailed, "execution failed"), nil
+	}
+	if l := e.bound.exceeded(); l != nil {
+		return classifyEngineError(l, CodeExecutionFailed, "execution failed"), nil
 	}
 	return res, payload
 }
@@ -570,6 +576,10 @@ func outputFailure(err error) resultMsg {
 // classifyEngineError maps engine errors: limit interrupts and stack
 // overflows are resource limits; a JavaScript exception gets code.
 func classifyEngineError(err error, code, what string) resultMsg {
+	var limit *limitInterrupt
+	if errors.As(err, &limit) {
+		return resultMsg{Status: statusFailed, Code: CodeResourceLimit, Message: limit.limit}
+	}
 	var intr *goja.InterruptedError
 	if errors.As(err, &intr) {
 		if l, ok := intr.Value().(*limitInterrupt); ok {
@@ -722,6 +732,15 @@ func heapOver(limit int64) (int64, bool) {
 // tracker, so the bound costs an engine nothing until a module uses
 // promises (wrapping Promise.prototype.then instead would build the whole
 // Promise constructor into every engine).
+//
+// The interrupt is seen at the next instruction the engine runs. A chain
+// of built-ins alone (a thenable whose then is a bound Promise method)
+// schedules reactions without running one, so a reaction scheduled after
+// the interrupt also throws, from the built-in then that schedules it, as
+// a TypeError the chain's promise is rejected with; an await cannot be
+// that reaction, since the code before it would have stopped at the
+// interrupt. A call whose reactions passed the bound fails even when no
+// instruction ran after them (exceeded).
 type promiseBound struct {
 	vm   *goja.Runtime
 	jobs int
@@ -729,8 +748,23 @@ type promiseBound struct {
 
 func (b *promiseBound) Grab() any {
 	b.jobs++
-	if b.jobs == MaxPromiseJobs+1 {
-		b.vm.Interrupt(&limitInterrupt{limit: fmt.Sprintf("promise job limit of %d exceeded", MaxPromiseJobs)})
+	switch {
+	case b.jobs == MaxPromiseJobs+1:
+		b.vm.Interrupt(b.limit())
+	case b.jobs > MaxPromiseJobs+1:
+		panic(b.vm.NewTypeError(b.limit().Error()))
+	}
+	return nil
+}
+
+func (b *promiseBound) limit() *limitInterrupt {
+	return &limitInterrupt{limit: fmt.Sprintf("promise job limit of %d exceeded", MaxPromiseJobs)}
+}
+
+// exceeded reports the limit when the bound was passed.
+func (b *promiseBound) exceeded() *limitInterrupt {
+	if b.jobs > MaxPromiseJobs {
+		return b.limit()
 	}
 	return nil
 }
