@@ -21,6 +21,9 @@ type scheduler struct {
 	mu     sync.Mutex
 	queue  []int64
 	queued map[int64]bool
+	// queuePeak is the longest the queue has been since its arrays were
+	// last made: past queueKeep, the drained queue gives them back.
+	queuePeak int
 	// inflight counts, by pid, the workers running the process or holding
 	// it: a worker handed a stale queue entry of a process that another
 	// worker runs (after a hand-off) holds it too, until its quantum skips.
@@ -78,9 +81,8 @@ func (s *scheduler) enqueue(pid int64) {
 	switch {
 	case s.inflight[pid] > 0:
 		s.requeue[pid] = true
-	case !s.queued[pid]:
-		s.queued[pid] = true
-		s.queue = append(s.queue, pid)
+	default:
+		s.pushLocked(pid)
 	}
 	s.mu.Unlock()
 	s.wake()
@@ -236,12 +238,24 @@ func (s *scheduler) landedLocked(pid int64) {
 	delete(s.inflight, pid)
 	if s.requeue[pid] {
 		delete(s.requeue, pid)
-		if !s.queued[pid] {
-			s.queued[pid] = true
-			s.queue = append(s.queue, pid)
-		}
+		s.pushLocked(pid)
 	}
 }
+
+// pushLocked queues pid unless it is queued already.
+func (s *scheduler) pushLocked(pid int64) {
+	if s.queued[pid] {
+		return
+	}
+	s.queued[pid] = true
+	s.queue = append(s.queue, pid)
+	s.queuePeak = max(s.queuePeak, len(s.queue))
+}
+
+// queueKeep is the queue length whose arrays a drained queue keeps: a
+// burst of spawns would otherwise leave an idle runtime holding the
+// largest queue it ever had (a slice and a map never shrink).
+const queueKeep = 1024
 
 // fire wakes the processes whose timers are due.
 func (p *workerPool) fire(due []timer) {
@@ -333,6 +347,9 @@ func (s *scheduler) plan(workers int, work chan<- int64) ([]timer, *timer) {
 		s.inflight[pid]++
 		s.working++
 		work <- pid
+	}
+	if len(s.queue) == 0 && s.queuePeak > queueKeep {
+		s.queue, s.queued, s.queuePeak = nil, map[int64]bool{}, 0
 	}
 	now := s.k.clock.Now()
 	var due []timer
