@@ -15,13 +15,18 @@ import (
 // storeFS wraps the store's filesystem. It does four things Pebble cannot
 // be told to do:
 //
-//   - It reports the first write or sync error on a write-ahead-log file
-//     before Pebble sees it. Pebble's log writer keeps such an error and
-//     panics on the next record it is asked to write, while holding its
-//     commit mutex. Marking the store failed at the moment the error happens
-//     guarantees that no later commit reaches Pebble (commits are
-//     serialized by the store's write lock), so the database can still be
-//     closed and the directory released.
+//   - It keeps write-ahead-log errors from Pebble once the store is open.
+//     The first error on a log (a write, sync, close or creation) fails the
+//     store, and from then on no log operation reaches the disk: each
+//     reports success, and a new log lives in memory (walDead). Pebble
+//     cannot survive a log error: its log writer keeps the error and panics
+//     on the next record, and a commit that rotates the log panics on it
+//     with the database mutex released, which a deferred unlock turns into
+//     a fatal error that kills the process. No commit is acknowledged past
+//     the failure (Store.update checks walDead after the sync), no later
+//     commit reaches Pebble (the failed store refuses it), and since no log
+//     byte is written after the failure, a log never holds a record after
+//     damage: the directory reopens with what was synced before it.
 //   - It reports a full disk (ENOSPC, EDQUOT) on any file, and from then on
 //     holds back the creation of new table files. Pebble retries a failed
 //     flush at once and forever, creating a new table file each time; held
@@ -36,6 +41,11 @@ type storeFS struct {
 	onError    func(error)
 	onDiskFull func(error)
 	syncs      atomic.Uint64
+
+	// walDead is set by the first log error after Open; deadLogs holds the
+	// logs Pebble creates afterwards, in memory.
+	walDead  atomic.Bool
+	deadLogs vfs.FS
 
 	// opening is set while Pebble opens the store.
 	opening atomic.Bool
@@ -56,7 +66,7 @@ type storeFS struct {
 
 func newStoreFS(fs vfs.FS, onError, onDiskFull func(error)) *storeFS {
 	return &storeFS{
-		FS: fs, onError: onError, onDiskFull: onDiskFull,
+		FS: fs, onError: onError, onDiskFull: onDiskFull, deadLogs: vfs.NewMem(),
 		diskFull: make(chan struct{}), stalled: make(chan struct{}), release: make(chan struct{}),
 	}
 }
@@ -98,8 +108,17 @@ func (fs *storeFS) noteError(op, name string, err error) error {
 	}
 	if isWAL(name) {
 		fs.onError(fmt.Errorf("%s write-ahead log %s: %w", op, name, err))
+		if !fs.opening.Load() {
+			fs.walDead.Store(true)
+			return nil
+		}
 	}
 	return err
+}
+
+// deadLog is where a log Pebble creates after a log error goes.
+func (fs *storeFS) deadLog(name string) (vfs.File, error) {
+	return fs.deadLogs.Create(fs.PathBase(name), vfs.WriteCategoryUnspecified)
 }
 
 // holdBack makes the creation of a table file wait while the disk is full
@@ -131,13 +150,19 @@ func (fs *storeFS) releaseHeld() {
 
 func (fs *storeFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
-		return f, fs.noteError("create", name, err)
+		if err = fs.noteError("create", name, err); err == nil {
+			return fs.deadLog(name) // a log, created after the store opened
+		}
+		return f, err
 	}
-	return &storeFile{File: f, name: name, fs: fs}, nil
+	return &storeFile{File: f, name: name, wal: isWAL(name), fs: fs}, nil
 }
 
 // Create implements vfs.FS.
 func (fs *storeFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if isWAL(name) && fs.walDead.Load() {
+		return fs.deadLog(name)
+	}
 	if err := fs.holdBack(name); err != nil {
 		return nil, err
 	}
@@ -147,6 +172,9 @@ func (fs *storeFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 
 // ReuseForWrite implements vfs.FS; Pebble recycles old log files this way.
 func (fs *storeFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if isWAL(newname) && fs.walDead.Load() {
+		return fs.deadLog(newname)
+	}
 	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
 	return fs.wrap(newname, f, err)
 }
@@ -193,35 +221,79 @@ func (fs *storeFS) Unwrap() vfs.FS { return fs.FS }
 type storeFile struct {
 	vfs.File
 	name string
+	wal  bool
 	fs   *storeFS
 }
 
 func (f *storeFile) check(op string, err error) error {
-	if err == nil && op == "sync" && isWAL(f.name) {
+	if err == nil && op == "sync" && f.wal {
 		f.fs.syncs.Add(1)
 	}
 	return f.fs.noteError(op, f.name, err)
 }
 
+// dead reports whether this is a log no operation reaches the disk of.
+func (f *storeFile) dead() bool { return f.wal && f.fs.walDead.Load() }
+
 func (f *storeFile) Write(p []byte) (int, error) {
+	if f.dead() {
+		return len(p), nil
+	}
 	n, err := f.File.Write(p)
-	return n, f.check("write", err)
+	if err = f.check("write", err); err == nil && f.wal {
+		n = len(p) // a failed write to a log reports success, whole
+	}
+	return n, err
 }
 
 func (f *storeFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.dead() {
+		return len(p), nil
+	}
 	n, err := f.File.WriteAt(p, off)
-	return n, f.check("write", err)
+	if err = f.check("write", err); err == nil && f.wal {
+		n = len(p)
+	}
+	return n, err
 }
 
 func (f *storeFile) Preallocate(off, length int64) error {
+	if f.dead() {
+		return nil
+	}
 	return f.check("preallocate", f.File.Preallocate(off, length))
 }
 
-func (f *storeFile) Sync() error { return f.check("sync", f.File.Sync()) }
+func (f *storeFile) Sync() error {
+	if f.dead() {
+		return nil
+	}
+	return f.check("sync", f.File.Sync())
+}
 
-func (f *storeFile) SyncData() error { return f.check("sync", f.File.SyncData()) }
+func (f *storeFile) SyncData() error {
+	if f.dead() {
+		return nil
+	}
+	return f.check("sync", f.File.SyncData())
+}
 
 func (f *storeFile) SyncTo(length int64) (bool, error) {
+	if f.dead() {
+		return true, nil
+	}
 	full, err := f.File.SyncTo(length)
 	return full, f.check("sync", err)
+}
+
+// Close closes the file; a log's close error is a log error like the others.
+func (f *storeFile) Close() error {
+	err := f.File.Close()
+	if !f.wal {
+		return err
+	}
+	if f.fs.walDead.Load() {
+		return nil
+	}
+	return f.check("close", err)
 }

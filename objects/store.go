@@ -740,6 +740,13 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 		commit.finish(ferr)
 		return nil, fmt.Errorf("objects: update: %w", ferr)
 	}
+	if s.fs.walDead.Load() {
+		// The log failed before this commit's sync returned: its record
+		// may not be on the disk, whatever Pebble was told (storeFS).
+		ferr := s.failedErr()
+		commit.finish(ferr)
+		return nil, fmt.Errorf("objects: update: %w", ferr)
+	}
 	_ = batch.Close()
 	s.syncedCommits.Add(1)
 	commit.finish(nil)

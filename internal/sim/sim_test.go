@@ -143,18 +143,12 @@ var regressions = []struct {
 	{3095, true, "the invariant counted a spawn a Human approved under an ask grant as unauthorized"},
 	{3194, true, "the invariant counted the inherited deny and ask grants a child gets as widening"},
 	{8149, false, "the harness learned a dead runtime's undelivered events only above the highest seq delivered, which the reopened runtime's recovery events had already passed: it missed a fork and counted the fork's inherited results as not durable"},
+	{27020, false, "a failing disk armed while a commit filled the memtable: Pebble's WAL rotation panicked when closing the old log failed, after unlocking the mutex its caller unlocks again, a fatal error that killed the process (cockroachdb/pebble#2300); the store now keeps every log error from Pebble"},
 }
 
 // openDefects are seeds that fail on kernel defects still being fixed;
 // -open runs them. Once fixed they move to
 // regressions.
-//
-// Not listed, because it kills the test binary: seed 4173 with -ask arms a
-// failing disk just before a commit fills the memtable, and Pebble's WAL
-// rotation panics when closing the old log fails, after unlocking the mutex
-// its caller unlocks again: a fatal error, not a panic
-// (cockroachdb/pebble#2300). A runtime that hits it dies as in a crash, and
-// a reopen recovers what was acknowledged.
 var openDefects = map[uint64]string{}
 
 // excluded are seeds of the default range that fail on open defects; the
