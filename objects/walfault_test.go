@@ -3,6 +3,7 @@ package objects
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -13,8 +14,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
-// walIOFault fails, once on, every write and sync of a write-ahead log with
-// EIO.
+// walIOFault fails, once on, every write, sync and close of a write-ahead
+// log with EIO.
 type walIOFault struct{ on atomic.Bool }
 
 func (w *walIOFault) MaybeError(op errorfs.Op) error {
@@ -49,10 +50,10 @@ func TestWALErrorDuringRotationFailsTheStore(t *testing.T) {
 	var acked []string
 	write := func(i, size int) error {
 		payload := make([]byte, size)
-		copy(payload, itoa(i)) // distinct payloads: equal ones are stored once
+		copy(payload, strconv.Itoa(i)) // distinct payloads: equal ones are stored once
 		var oid string
 		err := s.Update(func(tx *Txn) error {
-			m, err := tx.Create(CreateSpec{Namespace: "n", Name: "o" + itoa(i), Kind: "k", Tier: TierDurable, Payload: payload})
+			m, err := tx.Create(CreateSpec{Namespace: "n", Name: "o" + strconv.Itoa(i), Kind: "k", Tier: TierDurable, Payload: payload})
 			oid = m.OID
 			return err
 		})
@@ -93,15 +94,5 @@ func TestWALErrorDuringRotationFailsTheStore(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("an acknowledged write is missing after the reopen: %v", err)
-	}
-}
-
-func itoa(i int) string {
-	b := []byte{}
-	for {
-		b = append([]byte{byte('0' + i%10)}, b...)
-		if i /= 10; i == 0 {
-			return string(b)
-		}
 	}
 }
