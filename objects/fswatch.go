@@ -26,7 +26,10 @@ import (
 //     the failure (Store.update checks walDead after the sync), no later
 //     commit reaches Pebble (the failed store refuses it), and since no log
 //     byte is written after the failure, a log never holds a record after
-//     damage: the directory reopens with what was synced before it.
+//     damage: the directory reopens with what was synced before it. A
+//     failed sync of the directory, which Pebble makes after creating a log
+//     as after creating a table, still reaches Pebble: reporting success
+//     for a table could leave a manifest naming a file the directory lost.
 //   - It reports a full disk (ENOSPC, EDQUOT) on any file, and from then on
 //     holds back the creation of new table files. Pebble retries a failed
 //     flush at once and forever, creating a new table file each time; held
@@ -43,9 +46,11 @@ type storeFS struct {
 	syncs      atomic.Uint64
 
 	// walDead is set by the first log error after Open; deadLogs holds the
-	// logs Pebble creates afterwards, in memory.
+	// logs Pebble creates afterwards, in memory. rawLogs gives Pebble its
+	// log errors as they are (RawPebble, which has no store to fail).
 	walDead  atomic.Bool
 	deadLogs vfs.FS
+	rawLogs  bool
 
 	// opening is set while Pebble opens the store.
 	opening atomic.Bool
@@ -108,7 +113,7 @@ func (fs *storeFS) noteError(op, name string, err error) error {
 	}
 	if isWAL(name) {
 		fs.onError(fmt.Errorf("%s write-ahead log %s: %w", op, name, err))
-		if !fs.opening.Load() {
+		if !fs.opening.Load() && !fs.rawLogs {
 			fs.walDead.Store(true)
 			return nil
 		}
@@ -257,11 +262,17 @@ func (f *storeFile) WriteAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// Preallocate reserves space. Pebble ignores its failure (later writes
+// report what matters), so only a full disk is noted.
 func (f *storeFile) Preallocate(off, length int64) error {
 	if f.dead() {
 		return nil
 	}
-	return f.check("preallocate", f.File.Preallocate(off, length))
+	err := f.File.Preallocate(off, length)
+	if isDiskFull(err) {
+		return f.check("preallocate", err)
+	}
+	return err
 }
 
 func (f *storeFile) Sync() error {

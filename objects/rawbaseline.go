@@ -31,6 +31,7 @@ func OpenRawPebble(dir string) (*RawPebble, error) {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	fs := newStoreFS(vfs.Default, func(error) {}, func(error) {})
+	fs.rawLogs = true
 	opts.Logger, opts.FS = storeLogger{}, fs
 	db, err := pebble.Open(dir, opts)
 	if err != nil {

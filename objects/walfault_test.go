@@ -1,7 +1,9 @@
 package objects
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -67,15 +69,19 @@ func TestWALErrorDuringRotationFailsTheStore(t *testing.T) {
 			t.Fatalf("write %d before the fault: %v", i, err)
 		}
 	}
-	// Every commit so far is synced, so the log is idle: the first WAL
-	// operation to fail is the close of the rotation this commit makes
-	// (a batch over half the memtable rotates it).
+	// Every commit so far is synced, so the log is idle. A batch over half
+	// the memtable has its record written to the old log and then rotates
+	// it: the write fails on the log's flush goroutine, and the rotation
+	// closes the log that failed.
 	fault.on.Store(true)
 	if err := write(20, 700<<10); !errors.Is(err, ErrFailed) {
 		t.Fatalf("a commit whose WAL rotation fails: %v, want ErrFailed", err)
 	}
 	if err := s.Update(func(tx *Txn) error { return tx.Set([]byte("x/after"), []byte("1")) }); !errors.Is(err, ErrFailed) {
 		t.Fatalf("an update after the failure: %v, want ErrFailed", err)
+	}
+	if err := s.View(func(*Txn) error { return nil }); err == nil {
+		t.Fatal("a view after the failure succeeded: it may read the commit that was not acknowledged")
 	}
 	_ = s.Close()
 	fault.on.Store(false)
@@ -85,9 +91,13 @@ func TestWALErrorDuringRotationFailsTheStore(t *testing.T) {
 	}
 	defer s.Close()
 	err = s.View(func(tx *Txn) error {
-		for _, oid := range acked {
-			if _, err := tx.Stat(oid); err != nil {
+		for i, oid := range acked {
+			_, payload, err := tx.Read(oid)
+			if err != nil {
 				return err
+			}
+			if want := strconv.Itoa(i); !bytes.HasPrefix(payload, []byte(want)) {
+				return fmt.Errorf("object %d holds %.8q", i, payload)
 			}
 		}
 		return nil

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
@@ -132,4 +133,18 @@ func (d *diskFault) MaybeError(op errorfs.Op) error {
 		d.hit = true
 	}
 	return err
+}
+
+// faultedRecycling sends the logs Pebble recycles through the faults:
+// errorfs's ReuseForWrite hands back the underlying file, so once Pebble
+// recycled its first log no log fault fired. Reuse is what Pebble's
+// contract says it is, a rename and an open for writing, both through
+// errorfs.
+type faultedRecycling struct{ vfs.FS }
+
+func (fs faultedRecycling) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.Rename(oldname, newname); err != nil {
+		return nil, err
+	}
+	return fs.OpenReadWrite(newname, category)
 }

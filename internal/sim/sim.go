@@ -293,7 +293,7 @@ func (w *world) open() error {
 	w.mu.Unlock()
 	rt, err := kernel.Open(simDir, kernel.Options{
 		Provider: &model{w: w}, Clock: w.clk, Workers: max(1, w.cfg.Workers), MaxSleepSeconds: 60,
-		OnEvent: w.onEvent, Tokens: estimator{}, FS: errorfs.Wrap(w.mem, w.toggle), Skills: w.catalog,
+		OnEvent: w.onEvent, Tokens: estimator{}, FS: faultedRecycling{errorfs.Wrap(w.mem, w.toggle)}, Skills: w.catalog,
 	})
 	if err != nil {
 		return fmt.Errorf("open incarnation %d: %w", inc, err)
