@@ -251,13 +251,12 @@ func refuseSourceMap(string) ([]byte, error) {
 // (creating the runtime, installing the deterministic clock, the refusing
 // Math.random and the promise-job bound) happens while the worker waits for
 // its next request, so a call pays only for running the module. When the
-// calls before ran one bundle
-// that evaluates quickly, the engine also evaluates that bundle's top-level
-// code and builds their context ahead (prepare): a module is deterministic
-// and sees neither inputs nor environment while it evaluates, so evaluating
-// it ahead gives the call what evaluating it on arrival would. No other
-// module code runs in an engine before the call it serves, and an engine
-// serves one call.
+// calls before ran one bundle that evaluates quickly, the engine also
+// evaluates that bundle's top-level code and builds their context ahead
+// (prepare): a module is deterministic and sees neither inputs nor
+// environment while it evaluates, so evaluating it ahead gives the call
+// what evaluating it on arrival would. No other module code runs in an
+// engine before the call it serves, and an engine serves one call.
 type engine struct {
 	vm     *goja.Runtime
 	freeze goja.Callable
