@@ -5,6 +5,11 @@
 // grants and budget accounts in its process records and calls these functions
 // before any effect; persisting the results is the caller's job.
 //
+// A grant list is a value: nothing here edits a list, a grant or what a grant
+// points to once it is built, and every change (Reserve, Restore, Attenuate)
+// returns a new list. Holders may therefore share one list between copies of
+// a record, and must replace it to change it, never edit it in place.
+//
 // Authority is deny by default. A Grant gives (or, with EffectDeny, takes away)
 // Rights on a resource: an exact resource name such as "clock:now", or a prefix
 // pattern whose only '*' is its last character, such as "object_namespace:proj-*".

@@ -5,11 +5,15 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/libos/libos/capabilities"
 )
 
 // TestSnapshotIsDeep fills every field of a process record, through every
 // pointer, slice and map, takes a snapshot, and checks that the two share no
-// memory and are equal: a field added later without a deep copy fails here.
+// memory but the grant list (a value that is only ever replaced, package
+// capabilities) and are equal: a field added later without a deep copy fails
+// here.
 func TestSnapshotIsDeep(t *testing.T) {
 	var r procRecord
 	fillValue(reflect.ValueOf(&r).Elem(), 1)
@@ -89,6 +93,12 @@ func fillValue(v reflect.Value, seed int) {
 func sharedMemory(a, b reflect.Value, path string) string {
 	if a.Type() == reflect.TypeOf(time.Time{}) {
 		return "" // a value; its location pointer is shared by design
+	}
+	if path == "procRecord.Record.Grants" {
+		if b.Len() > 0 && cap(b.Interface().([]capabilities.Grant)) != b.Len() {
+			return path + " (with room to append into)"
+		}
+		return ""
 	}
 	switch a.Kind() {
 	case reflect.Struct:

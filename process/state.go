@@ -172,11 +172,14 @@ type Record struct {
 	UpdatedAt time.Time            `json:"updated_at"`
 }
 
-// Clone returns a deep copy of r.
+// Clone returns a copy of r that shares nothing it may edit. The grant list
+// is shared, since a grant list is only ever replaced (package
+// capabilities); its capacity is cut to its length, so an append to either
+// copy's list moves that copy to an array of its own.
 func (r Record) Clone() Record {
 	c := r
 	c.Wait = r.Wait.Clone()
-	c.Grants = capabilities.CloneGrants(r.Grants)
+	c.Grants = r.Grants[:len(r.Grants):len(r.Grants)]
 	return c
 }
 

@@ -107,6 +107,8 @@ func TestStepEveryStateAndInput(t *testing.T) {
 			pairs++
 			r := sc.record
 			before := r.Clone()
+			// A clone shares the grant list; a deep copy shows an edit.
+			before.Grants = capabilities.CloneGrants(r.Grants)
 			in := validInputFor(k, r)
 			next, err := Step(r, in, now)
 			if !reflect.DeepEqual(r, before) {
@@ -150,8 +152,8 @@ func TestStepEveryStateAndInput(t *testing.T) {
 				t.Errorf("%s + %s: result breaks an invariant: %v", sc.name, k, err)
 			}
 			checkEffects(t, sc.name, k, r, in, next)
-			// The result shares no memory with the input.
-			*next.Grants[0].UsesRemaining = 99
+			// The result shares no memory it may edit with the input (the
+			// grant list is only ever replaced).
 			if next.Wait != nil {
 				next.Wait.PendingID = "changed"
 			}
@@ -300,5 +302,19 @@ func TestStateHelpers(t *testing.T) {
 	}
 	if State("").Valid() || State("zombie").Terminal() {
 		t.Error("unknown states accepted")
+	}
+}
+
+func TestCloneSharesNothingItMayEdit(t *testing.T) {
+	r := Record{PID: 7, State: Waiting, Wait: &Wait{Kind: WaitChild, ChildPID: 8},
+		Grants: append(make([]capabilities.Grant, 0, 4), capabilities.Grant{ID: "g1", Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}})}
+	c := r.Clone()
+	c.Grants = append(c.Grants, capabilities.Grant{ID: "g2", Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}})
+	c.Wait.ChildPID = 9
+	if got := r.Grants[:cap(r.Grants)][1].ID; got != "" {
+		t.Fatalf("an append to the clone's grants wrote %q into the original's array", got)
+	}
+	if r.Wait.ChildPID != 8 {
+		t.Fatalf("the clone's wait is the original's: child %d", r.Wait.ChildPID)
 	}
 }
