@@ -684,10 +684,6 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 		return tx, nil
 	}
 
-	batch, err := tx.buildBatch()
-	if err != nil {
-		return nil, fmt.Errorf("objects: update: %w", err)
-	}
 	commit := newCommitWait()
 	s.locals.setLast(commit)
 	// The caches take this batch's writes now, and pending holds them until
@@ -711,8 +707,14 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	// A failed store publishes and applies nothing more: the commit before
 	// may not be in Pebble, and publishing counts it as applied. Otherwise
 	// published first, so a View whose snapshot holds this batch finds its
-	// payloads.
+	// payloads. The batch is built here, out of the write lock: the next
+	// Update reads this one's writes from pending, not from the batch, and
+	// only reads them, as this does.
 	aerr := s.failedErr()
+	var batch *pebble.Batch
+	if aerr == nil {
+		batch, aerr = tx.buildBatch()
+	}
 	if aerr == nil {
 		s.locals.publish(tx.locals)
 		aerr = s.apply(batch)
