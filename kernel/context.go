@@ -607,13 +607,34 @@ func materialize(system, goal string, entries []Entry) []llm.Message {
 	return msgs
 }
 
+// systemPrompt is the image's prompt and the lines that name the process
+// and its context Object. It is built at every call, so in one allocation.
 func (k *Runtime) systemPrompt(r *procRecord, c *llmContext, imagePrompt string, contextObject bool) string {
+	prompt := strings.TrimSpace(imagePrompt)
 	var b strings.Builder
-	b.WriteString(strings.TrimSpace(imagePrompt))
-	fmt.Fprintf(&b, "\n\nProcess: pid %d, image %s, namespace %s, goal object %s.", r.PID, r.Image, r.Namespace, r.GoalOID)
+	b.Grow(len(prompt) + len(r.Image) + len(r.Namespace) + len(r.GoalOID) + len(c.meta.OID) + len(contextHeading) + 192)
+	var num [20]byte
+	b.WriteString(prompt)
+	b.WriteString("\n\nProcess: pid ")
+	b.Write(strconv.AppendInt(num[:0], r.PID, 10))
+	b.WriteString(", image ")
+	b.WriteString(r.Image)
+	b.WriteString(", namespace ")
+	b.WriteString(r.Namespace)
+	b.WriteString(", goal object ")
+	b.WriteString(r.GoalOID)
+	b.WriteByte('.')
 	if contextObject {
-		fmt.Fprintf(&b, "\n\n%s oid=%s version=%d generation=%d estimated_tokens=%d",
-			contextHeading, c.meta.OID, c.meta.Version, c.generation(), c.tokens)
+		b.WriteString("\n\n")
+		b.WriteString(contextHeading)
+		b.WriteString(" oid=")
+		b.WriteString(c.meta.OID)
+		b.WriteString(" version=")
+		b.Write(strconv.AppendUint(num[:0], c.meta.Version, 10))
+		b.WriteString(" generation=")
+		b.Write(strconv.AppendUint(num[:0], c.generation(), 10))
+		b.WriteString(" estimated_tokens=")
+		b.Write(strconv.AppendInt(num[:0], int64(c.tokens), 10))
 	}
 	return b.String()
 }

@@ -3,6 +3,8 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -367,5 +369,40 @@ processes:
 	}
 	if echoes != 1 || runs.Load() != 1 {
 		t.Fatalf("the effect was answered %d times and ran %d times", echoes, runs.Load())
+	}
+}
+
+// A goal the Host restates between two calls is the goal of the next call,
+// though the calls before it reused the goal they read.
+func TestRestatedGoalReachesTheNextCall(t *testing.T) {
+	var goals []string
+	var h *harness
+	var pid int64
+	p := funcProvider(func(req llm.Request) (llm.Response, error) {
+		goals = append(goals, req.Messages[1].Content)
+		switch req.Turn {
+		case 0:
+		case 1:
+			if _, err := h.rt.SetGoal(pid, "second"); err != nil {
+				return llm.Response{}, err
+			}
+		default:
+			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "x", Name: "process_exit", Arguments: json.RawMessage(`{}`)}}}, nil
+		}
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: fmt.Sprint("t", req.Turn), Name: "get_current_time", Arguments: json.RawMessage(`{}`)}}}, nil
+	})
+	h = newHarness(t, "", func(o *Options) { o.Provider = p })
+	var err error
+	pid, err = h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "first", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if info := h.info(pid); info.Status != process.Exited {
+		t.Fatalf("status %s (%s), want exited", info.Status, info.Reason)
+	}
+	want := []string{"Goal:\nfirst", "Goal:\nfirst", "Goal:\nsecond"}
+	if !slices.Equal(goals, want) {
+		t.Fatalf("goals of the calls: %q, want %q", goals, want)
 	}
 }

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/libos/libos/capabilities"
@@ -365,10 +367,11 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, r *procRecord, cont
 	if err := k.announce(tx, r, c, prelude.NoticeInterrupted); err != nil {
 		return nil, nil, err
 	}
-	goal, err := k.goalText(tx, r)
+	pg, err := k.goalForCall(tx, r)
 	if err != nil {
 		return nil, nil, err
 	}
+	goal := pg.text
 	if prelude.Maintain {
 		prompt := quantum.Prompt{Context: c.tokens, System: k.tokens.Estimate(im.SystemPrompt), Goal: k.tokens.Estimate(goal), MaxOutput: im.Context.MaxOutputTokens}
 		pressure := prompt.Pressure(im.Context.WindowTokens, begin.ServerRefused)
@@ -401,7 +404,7 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, r *procRecord, cont
 		return nil, nil, err
 	}
 	r.ReservedTokens = start.reserved
-	digest, err := requestDigest(system, goal, c)
+	digest, err := requestDigest(system, pg.sum, c)
 	if err != nil {
 		return nil, nil, fmt.Errorf("request of pid %d: %w", r.PID, err)
 	}
@@ -787,9 +790,14 @@ func (k *Runtime) invoke(ctx context.Context, tx *txn, r *procRecord, c *llmCont
 
 // recordCall appends a tool result to the context and records the call.
 func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, call llm.ToolCall, result map[string]any, ok bool, code string) error {
-	body, err := json.Marshal(result)
+	body, err := encodeResult(result)
 	if err != nil {
 		return fmt.Errorf("encode result of %s: %w", call.Name, err)
+	}
+	if k.records.check {
+		if want, _ := json.Marshal(result); !bytes.Equal(body, want) {
+			return fmt.Errorf("encode result of %s: the hand encoder wrote %s, encoding/json %s", call.Name, body, want)
+		}
 	}
 	r.ToolCalls++
 	tx.markCommit(commitToolResult)
@@ -975,33 +983,71 @@ func (k *Runtime) fireTimer(pid int64, gen uint64) error {
 // SHA-256 of the system prompt, of the goal and of the context payload. The
 // context's part extends the digest its cache keeps, so naming a request
 // costs what the context grew by, not its size.
-func requestDigest(system, goal string, c *llmContext) (string, error) {
+func requestDigest(system string, goalSum [sha256.Size]byte, c *llmContext) (string, error) {
 	ctxSum, err := c.payloadDigest()
 	if err != nil {
 		return "", err
 	}
-	systemSum, goalSum := sha256.Sum256([]byte(system)), sha256.Sum256([]byte(goal))
+	systemSum := sha256.Sum256([]byte(system))
 	return sha(slices.Concat(systemSum[:], goalSum[:], ctxSum[:])), nil
+}
+
+// promptGoal is a goal as the prompt shows it, with its digest for the
+// request's, read from version of the goal Object.
+type promptGoal struct {
+	oid     string
+	version uint64
+	text    string
+	sum     [sha256.Size]byte
+}
+
+// goalForCall returns r's goal for its next call. A goal read whole from the
+// version the store holds now is kept on the record, so the calls after it
+// neither copy nor hash it again until the goal Object changes.
+func (k *Runtime) goalForCall(tx *txn, r *procRecord) (*promptGoal, error) {
+	if g := r.goal; g != nil && g.oid == r.GoalOID {
+		meta, err := tx.Stat(r.GoalOID)
+		if err == nil && meta.Version == g.version && !meta.PayloadLost {
+			return g, nil
+		}
+	}
+	text, meta, whole, err := k.readGoal(tx, r)
+	if err != nil {
+		return nil, err
+	}
+	g := &promptGoal{oid: r.GoalOID, version: meta.Version, text: text, sum: sha256.Sum256([]byte(text))}
+	r.goal = nil
+	if whole {
+		r.goal = g
+	}
+	return g, nil
 }
 
 // goalText is the goal as the prompt shows it.
 func (k *Runtime) goalText(tx *txn, r *procRecord) (string, error) {
+	text, _, _, err := k.readGoal(tx, r)
+	return text, err
+}
+
+// readGoal is goalText, with the goal Object's metadata and whether the text
+// is its payload (not a recovery of it or a note of its loss).
+func (k *Runtime) readGoal(tx *txn, r *procRecord) (text string, meta objects.Meta, whole bool, err error) {
 	meta, payload, err := tx.Read(r.GoalOID)
 	switch {
 	case errors.Is(err, objects.ErrPayloadLost):
 		if goal, rerr := k.recoveredGoal(tx, r); rerr == nil {
-			return "Goal:\n" + goal, nil
+			return "Goal:\n" + goal, meta, false, nil
 		}
 		if r.CompactionOf != 0 {
 			if goal, rerr := k.compressorGoalFor(tx, r); rerr == nil {
-				return "Goal:\n" + goal, nil
+				return "Goal:\n" + goal, meta, false, nil
 			}
 		}
-		return fmt.Sprintf("Goal: unavailable. The payload of goal object %s (version %d) did not survive a runtime reopen and could not be recovered. Do not invent it; ask for a restated goal or a checkpoint restore.", meta.OID, meta.Version), nil
+		return fmt.Sprintf("Goal: unavailable. The payload of goal object %s (version %d) did not survive a runtime reopen and could not be recovered. Do not invent it; ask for a restated goal or a checkpoint restore.", meta.OID, meta.Version), meta, false, nil
 	case err != nil:
-		return "", fmt.Errorf("goal of pid %d: %w", r.PID, err)
+		return "", meta, false, fmt.Errorf("goal of pid %d: %w", r.PID, err)
 	}
-	return "Goal:\n" + string(payload), nil
+	return "Goal:\n" + string(payload), meta, true, nil
 }
 
 // toolSchemas renders an image's tool table for the provider, sorted by name.
@@ -1024,7 +1070,7 @@ type selectedTools struct {
 // selectedTools returns r's tool table, built once for each selection: the
 // catalog is immutable, so a table depends only on what selects it.
 func (k *Runtime) selectedTools(im *images.Image, r *procRecord) *selectedTools {
-	key := im.Ref() + "|" + strings.Join(r.ActiveSkills, ",") + "|" + fmt.Sprint(r.ToolTable != nil) + strings.Join(r.ToolTable, ",")
+	key := im.Name + ":" + im.Version + "|" + strings.Join(r.ActiveSkills, ",") + "|" + strconv.FormatBool(r.ToolTable != nil) + strings.Join(r.ToolTable, ",")
 	if v, ok := k.toolTables.Load(key); ok {
 		return v.(*selectedTools)
 	}

@@ -138,6 +138,10 @@ type procRecord struct {
 	// decisions are the authority decisions of the call being dispatched,
 	// for its tool record; never stored on the record itself.
 	decisions []string
+	// goal is the prompt's goal as read from one version of the goal
+	// Object, for the calls after it; never stored, and never changed once
+	// built, so copies of the record share it.
+	goal *promptGoal
 }
 
 // noteDecision keeps d for the tool record of the call being made.
