@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -127,12 +128,22 @@ func (w *jsonWriter) detail(name string, v any) {
 		w.value(name, v)
 		return
 	}
-	keys := make([]string, 0, len(m))
+	w.key(name)
+	w.object(m)
+}
+
+// object writes m with its keys sorted, as encoding/json does; nil is null.
+func (w *jsonWriter) object(m map[string]any) {
+	if m == nil {
+		w.buf = append(w.buf, "null"...)
+		return
+	}
+	var small [16]string
+	keys := small[:0]
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	w.key(name)
 	w.open()
 	for _, k := range keys {
 		if w.more {
@@ -146,19 +157,54 @@ func (w *jsonWriter) detail(name string, v any) {
 	w.close()
 }
 
-// any writes a detail's value.
+// any writes a value of a detail or a tool's result: the kinds tools build
+// are written here, anything else goes through json.Marshal.
 func (w *jsonWriter) any(v any) {
 	switch x := v.(type) {
+	case nil:
+		w.buf = append(w.buf, "null"...)
 	case string:
 		w.string(x)
 	case int:
 		w.buf = strconv.AppendInt(w.buf, int64(x), 10)
 	case int64:
 		w.buf = strconv.AppendInt(w.buf, x, 10)
+	case uint64:
+		w.buf = strconv.AppendUint(w.buf, x, 10)
+	case float64:
+		w.float(x)
 	case bool:
 		w.buf = strconv.AppendBool(w.buf, x)
 	case []string:
 		w.list(x)
+	case map[string]any:
+		w.object(x)
+	case []any:
+		if x == nil {
+			w.buf = append(w.buf, "null"...)
+			return
+		}
+		w.buf = append(w.buf, '[')
+		for i, e := range x {
+			if i > 0 {
+				w.buf = append(w.buf, ',')
+			}
+			w.any(e)
+		}
+		w.buf = append(w.buf, ']')
+	case []map[string]any:
+		if x == nil {
+			w.buf = append(w.buf, "null"...)
+			return
+		}
+		w.buf = append(w.buf, '[')
+		for i, e := range x {
+			if i > 0 {
+				w.buf = append(w.buf, ',')
+			}
+			w.object(e)
+		}
+		w.buf = append(w.buf, ']')
 	case json.RawMessage:
 		if len(x) > 0 && compactAsIs(x) {
 			w.buf = append(w.buf, x...)
@@ -168,6 +214,33 @@ func (w *jsonWriter) any(v any) {
 	default:
 		w.marshal(v)
 	}
+}
+
+// float writes f as encoding/json writes a float64: the shortest decimal
+// that reads back as f, in exponent form only below 1e-6 or from 1e21, with
+// a one-digit negative exponent unpadded. NaN and the infinities are refused
+// by json.Marshal, with its error.
+func (w *jsonWriter) float(f float64) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		w.marshal(f)
+		return
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	w.buf = strconv.AppendFloat(w.buf, f, format, -1, 64)
+	if n := len(w.buf); format == 'e' && n >= 4 && w.buf[n-4] == 'e' && w.buf[n-3] == '-' && w.buf[n-2] == '0' {
+		w.buf[n-2] = w.buf[n-1]
+		w.buf = w.buf[:n-1]
+	}
+}
+
+// encodeResult encodes a tool's result as json.Marshal does.
+func encodeResult(result map[string]any) ([]byte, error) {
+	w := jsonWriter{buf: make([]byte, 0, 256)}
+	w.object(result)
+	return w.buf, w.err
 }
 
 // compactAsIs reports whether encoding/json writes the valid JSON raw as it

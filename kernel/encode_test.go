@@ -3,8 +3,10 @@ package kernel
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -186,4 +188,81 @@ func fillRandom(v reflect.Value, rng *rand.Rand, depth int) {
 	default:
 		panic("fillRandom: no rule for " + v.Type().String())
 	}
+}
+
+// TestResultEncoderMatchesEncodingJSON encodes random tool results, nested
+// and of every kind tools build, and a few encoding/json writes with
+// care (floats at the edges of its exponent form, HTML characters, odd
+// strings), by hand and with json.Marshal.
+func TestResultEncoderMatchesEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	floats := []float64{0, math.Copysign(0, -1), 1, -1.5, 0.1, 1e-6, 9.99e-7, 1e-7, 123456789, 1e20, 1e21, 1.5e21, -2e-9, 5e-324, math.MaxFloat64, 1.0 / 3}
+	var value func(depth int) any
+	value = func(depth int) any {
+		switch n := rng.IntN(13); {
+		case n == 0:
+			return nil
+		case n == 1:
+			return randomStrings[rng.IntN(len(randomStrings))]
+		case n == 2:
+			return rng.IntN(2000) - 1000
+		case n == 3:
+			return rng.Int64() - rng.Int64()
+		case n == 4:
+			return floats[rng.IntN(len(floats))]
+		case n == 5:
+			return rng.Float64() * math.Pow(10, float64(rng.IntN(50)-25))
+		case n == 6:
+			return rng.IntN(2) == 0
+		case n == 7:
+			return []string{randomStrings[rng.IntN(len(randomStrings))], "b"}
+		case n == 8:
+			raws := []string{`{"a":1}`, ` [1, 2] `, `"<b>"`, `{"x":"\u2028"}`}
+			return json.RawMessage(raws[rng.IntN(len(raws))])
+		case n == 9:
+			return rng.Uint64()
+		case depth >= 4:
+			return "leaf"
+		case n == 10:
+			list := make([]any, rng.IntN(4))
+			for i := range list {
+				list[i] = value(depth + 1)
+			}
+			return list
+		case n == 11:
+			list := make([]map[string]any, rng.IntN(3))
+			for i := range list {
+				list[i] = object(rng, depth+1, value)
+			}
+			return list
+		default:
+			return object(rng, depth+1, value)
+		}
+	}
+	for i := range 3000 {
+		result := object(rng, 0, value)
+		want, werr := json.Marshal(result)
+		got, gerr := encodeResult(result)
+		if (werr != nil) != (gerr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("result %d differs:\nhand          %s (%v)\nencoding/json %s (%v)", i, got, gerr, want, werr)
+		}
+	}
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		if _, err := encodeResult(map[string]any{"x": bad}); err == nil {
+			t.Fatalf("%v was encoded; encoding/json refuses it", bad)
+		}
+	}
+}
+
+// object is a random map of up to 20 members (more than the encoder's
+// sorting buffer) whose values come from value.
+func object(rng *rand.Rand, depth int, value func(int) any) map[string]any {
+	if rng.IntN(10) == 0 {
+		return nil
+	}
+	m := map[string]any{}
+	for range rng.IntN(21) {
+		m[randomStrings[rng.IntN(len(randomStrings))]+strconv.Itoa(rng.IntN(30))] = value(depth)
+	}
+	return m
 }
