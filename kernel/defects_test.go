@@ -406,3 +406,33 @@ func TestRestatedGoalReachesTheNextCall(t *testing.T) {
 		t.Fatalf("goals of the calls: %q, want %q", goals, want)
 	}
 }
+
+// A Host that reuses the grant values it spawned with changes nothing the
+// process holds: the record owns its grants.
+func TestSpawnOwnsTheHostsGrants(t *testing.T) {
+	p := funcProvider(func(req llm.Request) (llm.Response, error) {
+		if req.Turn >= 3 {
+			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "x", Name: "process_exit", Arguments: json.RawMessage(`{}`)}}}, nil
+		}
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: fmt.Sprint("t", req.Turn), Name: "get_current_time", Arguments: json.RawMessage(`{}`)}}}, nil
+	})
+	h := newHarness(t, "", func(o *Options) { o.Provider = p })
+	h.rt.records.check = false // as in production: the check would fail first
+	uses := 1
+	grants := []capabilities.Grant{{Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}, UsesRemaining: &uses}}
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: grants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uses = 1000 // the Host reuses its value for another spawn
+	h.run()
+	ok := 0
+	for _, ev := range h.events {
+		if ev.Kind == EventToolDone && ev.PID == pid && ev.Tool == "get_current_time" && ev.OK != nil && *ev.OK {
+			ok++
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("a one-shot of 1 use allowed %d calls", ok)
+	}
+}

@@ -206,7 +206,9 @@ func (w *jsonWriter) any(v any) {
 		}
 		w.buf = append(w.buf, ']')
 	case json.RawMessage:
-		if len(x) > 0 && compactAsIs(x) {
+		// Valid too: a Host's tool may hand back anything, and
+		// json.Marshal refuses what is not JSON.
+		if len(x) > 0 && compactAsIs(x) && json.Valid(x) {
 			w.buf = append(w.buf, x...)
 			return
 		}

@@ -247,7 +247,7 @@ func TestResultEncoderMatchesEncodingJSON(t *testing.T) {
 			t.Fatalf("result %d differs:\nhand          %s (%v)\nencoding/json %s (%v)", i, got, gerr, want, werr)
 		}
 	}
-	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+	for _, bad := range []any{math.NaN(), math.Inf(1), math.Inf(-1), json.RawMessage(`{"a":`), json.RawMessage(`1 2`)} {
 		if _, err := encodeResult(map[string]any{"x": bad}); err == nil {
 			t.Fatalf("%v was encoded; encoding/json refuses it", bad)
 		}

@@ -262,6 +262,8 @@ func (k *Runtime) Spawn(spec SpawnSpec) (int64, error) {
 	}
 	grants := make([]capabilities.Grant, len(spec.Grants))
 	for i, g := range spec.Grants {
+		// The record owns its grants: a Host may reuse what it passed.
+		g = g.Clone()
 		if g.ID == "" {
 			g.ID = fmt.Sprintf("host-%d", i+1)
 		}

@@ -554,8 +554,8 @@ func (tx *Txn) AfterCommit(fn func()) {
 	}
 }
 
-// OnApplied registers fn to run once the transaction's batch is built and
-// handed on to be applied, with the store's write lock still held, before
+// OnApplied registers fn to run once the transaction's writes are handed on
+// to be applied, with the store's write lock still held, before
 // the next Update starts and before the batch is applied and synced; it is
 // for caches of committed state that the next Update must see. fn must be
 // fast and must not use the store. It does not run if the transaction
