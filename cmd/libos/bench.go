@@ -157,12 +157,15 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		b, _ := json.Marshal(struct {
 			Rows      []benchmarks.Row    `json:"rows"`
 			Scenarios []benchmarks.Result `json:"scenarios"`
-		}{rows, results})
+			GOGC      int                 `json:"gogc"`
+		}{rows, results, currentGCPercent()})
 		fmt.Fprintln(stdout, string(b))
 		return status
 	}
 	printBenchRows(stdout, rows)
 	printBenchDetails(stdout, results)
+	// The collector's target moves every figure: say which one ran.
+	fmt.Fprintf(stdout, "\ncollector: GOGC=%d\n", currentGCPercent())
 	return status
 }
 

@@ -281,9 +281,13 @@ func TestBenchCommand(t *testing.T) {
 			Name    string
 			Metrics map[string]float64
 		}
+		GOGC int
 	}
 	if code != 0 || json.Unmarshal([]byte(stdout), &out) != nil || len(out.Scenarios) != 11 {
 		t.Fatalf("bench: exit %d %q %s", code, stdout, stderr)
+	}
+	if os.Getenv("GOGC") == "" && out.GOGC != gcPercent {
+		t.Errorf("bench ran with GOGC=%d, want the binary's %d", out.GOGC, gcPercent)
 	}
 	// Every row of the performance goals, each with its goal.
 	var keys []string
@@ -306,6 +310,11 @@ func TestBenchCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "store write lock held a quantum") || !strings.Contains(stdout, "round trips/s, 1 parent") ||
 		!strings.Contains(stdout, "BASELINE (same run)") {
 		t.Fatalf("bench table: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// A GOGC in the environment wins over the binary's.
+	stdout, stderr, code = runBinEnv(t, []string{"GOGC=50"}, "bench", "--scenarios", "cas", "--cas-writes", "20")
+	if code != 0 || !strings.Contains(stdout, "collector: GOGC=50\n") {
+		t.Fatalf("bench with GOGC=50: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if _, stderr, code := runBin(t, "bench", "--scenarios", "quanta,nope"); code != exitUsage {
 		t.Fatalf("unknown scenario: exit %d %s", code, stderr)
