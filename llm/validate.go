@@ -70,7 +70,7 @@ func (r *Request) Validate() error {
 				if tc.Name == "" {
 					return bad(cf()+".name", "required")
 				}
-				if len(bytes.TrimSpace(tc.Arguments)) > 0 && !json.Valid(tc.Arguments) {
+				if len(bytes.TrimSpace(tc.Arguments)) > 0 && !validArguments.valid(tc.Arguments) {
 					return bad(cf()+".arguments", "must be valid JSON")
 				}
 				unanswered = append(unanswered, tc.ID)
@@ -158,6 +158,57 @@ func knownSchemaObject(raw []byte) bool {
 	}
 	schemaObjects.Unlock()
 	return true
+}
+
+// validArguments remembers tool-call arguments found to be JSON, by their
+// bytes. A request carries its whole history and is validated at every call,
+// so without it each call scans every earlier call's arguments again: the
+// largest cost of a long conversation's validation. Looking text up costs a
+// hash and a comparison, a fraction of the scan.
+var validArguments = argumentMemo{limit: 1 << 20}
+
+// argumentMemo holds two generations of remembered texts, each of up to
+// limit bytes: when the current one is full it becomes the old one, and a
+// text found in the old one moves back, so what the calls of live
+// conversations repeat stays while memory is bounded. Texts over limit/64
+// bytes are scanned every time.
+type argumentMemo struct {
+	mu       sync.Mutex
+	limit    int
+	cur, old map[string]struct{}
+	curBytes int
+}
+
+func (m *argumentMemo) valid(args []byte) bool {
+	if len(args) > m.limit/64 {
+		return json.Valid(args)
+	}
+	m.mu.Lock()
+	_, ok := m.cur[string(args)]
+	if !ok {
+		if _, ok = m.old[string(args)]; ok {
+			m.keepLocked(args)
+		}
+	}
+	m.mu.Unlock()
+	if ok {
+		return true
+	}
+	if !json.Valid(args) {
+		return false
+	}
+	m.mu.Lock()
+	m.keepLocked(args)
+	m.mu.Unlock()
+	return true
+}
+
+func (m *argumentMemo) keepLocked(args []byte) {
+	if m.cur == nil || m.curBytes+len(args) > m.limit {
+		m.old, m.cur, m.curBytes = m.cur, make(map[string]struct{}), 0
+	}
+	m.cur[string(args)] = struct{}{}
+	m.curBytes += len(args)
 }
 
 // isJSONObject reports whether raw is one valid JSON object.

@@ -52,3 +52,49 @@ func TestValidateRemembersSchemasByContent(t *testing.T) {
 		t.Fatalf("an answer without its call: %v", err)
 	}
 }
+
+// Arguments once found to be JSON are remembered by their bytes: the same
+// slice changed to text that is not JSON fails, and the memo's two
+// generations stay within their bound.
+func TestValidateRemembersArgumentsByContent(t *testing.T) {
+	req := realisticRequest()
+	if err := req.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	args := req.Messages[2].ToolCalls[0].Arguments
+	copy(args, `{"oid"}`)
+	if err := req.Validate(); err == nil || !strings.Contains(err.Error(), "messages[2].tool_calls[0].arguments") {
+		t.Fatalf("arguments changed in place to text that is not JSON: %v", err)
+	}
+
+	m := argumentMemo{limit: 640}
+	for i := range 100 {
+		text := []byte(fmt.Sprintf(`{"n":%d}`, i))
+		if !m.valid(text) {
+			t.Fatalf("%s is JSON", text)
+		}
+		if m.curBytes > m.limit || len(m.cur)+len(m.old) > 2*m.limit/len(`{"n":0}`) {
+			t.Fatalf("memo past its bound: %d bytes, %d+%d texts", m.curBytes, len(m.cur), len(m.old))
+		}
+	}
+	if m.valid([]byte(`{"n":`)) || m.valid([]byte(strings.Repeat(" ", 20)+"[")) {
+		t.Fatal("text that is not JSON passed")
+	}
+	if _, kept := m.cur[`{"n":`]; kept {
+		t.Fatal("text that is not JSON was remembered")
+	}
+	// A text of the old generation moves back when it is seen again.
+	var older string
+	for text := range m.old {
+		if _, inCur := m.cur[text]; !inCur {
+			older = text
+			break
+		}
+	}
+	if older == "" || !m.valid([]byte(older)) {
+		t.Fatalf("no text only in the old generation (%d old, %d current), or it failed", len(m.old), len(m.cur))
+	}
+	if _, inCur := m.cur[older]; !inCur {
+		t.Fatalf("%s, seen again, stayed in the old generation", older)
+	}
+}
