@@ -180,31 +180,9 @@ func (w *jsonWriter) any(v any) {
 	case map[string]any:
 		w.object(x)
 	case []any:
-		if x == nil {
-			w.buf = append(w.buf, "null"...)
-			return
-		}
-		w.buf = append(w.buf, '[')
-		for i, e := range x {
-			if i > 0 {
-				w.buf = append(w.buf, ',')
-			}
-			w.any(e)
-		}
-		w.buf = append(w.buf, ']')
+		writeArray(w, x, w.any)
 	case []map[string]any:
-		if x == nil {
-			w.buf = append(w.buf, "null"...)
-			return
-		}
-		w.buf = append(w.buf, '[')
-		for i, e := range x {
-			if i > 0 {
-				w.buf = append(w.buf, ',')
-			}
-			w.object(e)
-		}
-		w.buf = append(w.buf, ']')
+		writeArray(w, x, w.object)
 	case json.RawMessage:
 		// Valid too: a Host's tool may hand back anything, and
 		// json.Marshal refuses what is not JSON.
@@ -272,17 +250,20 @@ func (w *jsonWriter) strings(name string, list []string) {
 }
 
 // list writes a list of strings; nil is null.
-func (w *jsonWriter) list(list []string) {
+func (w *jsonWriter) list(list []string) { writeArray(w, list, w.string) }
+
+// writeArray writes list, each element with write; nil is null.
+func writeArray[T any](w *jsonWriter, list []T, write func(T)) {
 	if list == nil {
 		w.buf = append(w.buf, "null"...)
 		return
 	}
 	w.buf = append(w.buf, '[')
-	for i, s := range list {
+	for i, e := range list {
 		if i > 0 {
 			w.buf = append(w.buf, ',')
 		}
-		w.string(s)
+		write(e)
 	}
 	w.buf = append(w.buf, ']')
 }
