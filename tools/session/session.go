@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 	_ "time/tzdata" // IANA zone names must resolve on hosts without a zoneinfo database
 
@@ -98,8 +99,41 @@ func currentTime(sys tools.Caller, raw json.RawMessage) (tools.Outcome, error) {
 }
 
 // LoadIANA resolves an IANA zone name, refusing the names Go accepts that are
-// not IANA zones ("" and "Local").
+// not IANA zones ("" and "Local"). Answers are kept (zones).
 func LoadIANA(name string) (*time.Location, error) {
+	zones.Lock()
+	z, ok := zones.byName[name]
+	zones.Unlock()
+	if ok {
+		return z.loc, z.err
+	}
+	z.loc, z.err = loadIANA(name)
+	zones.Lock()
+	if len(zones.byName) < maxZones {
+		zones.byName[name] = z
+	}
+	zones.Unlock()
+	return z.loc, z.err
+}
+
+// zones keeps what LoadIANA answered for each name, zone or refusal:
+// time.LoadLocation reads and parses the zone's file at every call, and
+// get_current_time runs inside a commit, under the store's write lock, where
+// no file is read. Past maxZones names (the IANA database has about 600), a
+// name is resolved at each call.
+var zones = struct {
+	sync.Mutex
+	byName map[string]zoneAnswer
+}{byName: map[string]zoneAnswer{}}
+
+const maxZones = 1024
+
+type zoneAnswer struct {
+	loc *time.Location
+	err error
+}
+
+func loadIANA(name string) (*time.Location, error) {
 	if name == "" || name == "Local" || strings.ContainsAny(name, " \\") {
 		return nil, fmt.Errorf("%q is not an IANA time zone name (for example UTC or Asia/Shanghai)", name)
 	}

@@ -159,3 +159,24 @@ func TestGatedExitRunsTheReview(t *testing.T) {
 		t.Fatal("a refused exit stored a result")
 	}
 }
+
+// A zone is read once: the second call gets the first one's Location, and a
+// refused name stays refused.
+func TestZonesAreResolvedOnce(t *testing.T) {
+	a, err := LoadIANA("Asia/Shanghai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := LoadIANA("Asia/Shanghai")
+	if err != nil || a != b {
+		t.Fatalf("the second load read the zone again (%p, %p, %v)", a, b, err)
+	}
+	for range 2 {
+		if _, err := LoadIANA("Mars/Olympus_Mons"); err == nil || !strings.Contains(err.Error(), "not an IANA time zone name") {
+			t.Fatalf("an unknown zone: %v", err)
+		}
+		if _, err := LoadIANA("Local"); err == nil {
+			t.Fatal("Local is not an IANA zone")
+		}
+	}
+}
