@@ -312,6 +312,12 @@ type SkillInfo struct {
 	Tools []string `json:"tools"`
 	// Dir is the package folder (for reading resources).
 	Dir string `json:"-"`
+	// Manual and Metadata are the SKILL.md admission read: its Markdown
+	// after the front matter, and the front matter's other keys as compact
+	// JSON. Tools show these rather than read the file again, since they
+	// run inside a commit, where no file is read.
+	Manual   string                     `json:"-"`
+	Metadata map[string]json.RawMessage `json:"-"`
 }
 
 // SkillCatalog is the set of skills a runtime knows. Implementations are

@@ -186,7 +186,8 @@ func LoadCatalog(dirs []string, opts CatalogOptions) (*Catalog, error) {
 				names = append(names, n)
 			}
 		}
-		e.info = tools.SkillInfo{Name: e.pkg.Skill.Name, Description: e.pkg.Skill.Description, Tools: names, Dir: e.pkg.Dir}
+		e.info = tools.SkillInfo{Name: e.pkg.Skill.Name, Description: e.pkg.Skill.Description, Tools: names, Dir: e.pkg.Dir,
+			Manual: e.pkg.Manual, Metadata: e.pkg.Skill.Metadata}
 	}
 	sort.Slice(c.tools, func(i, j int) bool { return c.tools[i].Name < c.tools[j].Name })
 	c.skills = entries

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/libos/libos/skills/builtin"
-	"github.com/libos/libos/skills/skillpkg"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
 )
@@ -28,9 +27,9 @@ const activationNote = "Activation shows these tools' schemas and grants nothing
 // MetaTools is the tools.Family of discover_skills, activate_skill,
 // read_skill_resource and unload_skill. They reach skills only through the
 // caller's Syscalls (the skills its image may discover and the set it
-// activated) and read package files from SkillInfo.Dir, so they need no
-// catalog of their own and work unchanged without one (nothing is
-// discoverable then).
+// activated, with what admission read of each SKILL.md) and read resource
+// files from SkillInfo.Dir, as an outside effect, so they need no catalog of
+// their own and work unchanged without one (nothing is discoverable then).
 func MetaTools(tools.Config) []*tools.Tool {
 	return []*tools.Tool{discoverSkills(), activateSkill(), readSkillResource(), unloadSkill()}
 }
@@ -68,7 +67,7 @@ func discoverSkills() *tools.Tool {
 					"description": s.Description,
 					"tools":       nonNil(s.Tools),
 					"active":      slices.Contains(active, s.Name),
-					"metadata":    skillMetadata(s.Dir),
+					"metadata":    nonNilMap(s.Metadata),
 				})
 			}
 			return tools.Outcome{Result: map[string]any{"skills": list, "count": len(list)}}, nil
@@ -81,6 +80,13 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+func nonNilMap(m map[string]json.RawMessage) map[string]json.RawMessage {
+	if m == nil {
+		return map[string]json.RawMessage{}
+	}
+	return m
 }
 
 func activateSkill() *tools.Tool {
@@ -100,19 +106,11 @@ func activateSkill() *tools.Tool {
 			if err != nil {
 				return tools.Outcome{}, err
 			}
-			skill, manual, err := readSkillMarkdown(info.Dir)
-			if err != nil {
-				return tools.Outcome{}, fmt.Errorf("activate_skill: skill %s: %w", info.Name, err)
-			}
-			meta := skill.Metadata
-			if meta == nil {
-				meta = map[string]json.RawMessage{}
-			}
 			return tools.Outcome{Result: map[string]any{
 				"name":        info.Name,
 				"description": info.Description,
-				"metadata":    meta,
-				"manual":      manual,
+				"metadata":    nonNilMap(info.Metadata),
+				"manual":      info.Manual,
 				"tools":       nonNil(info.Tools),
 				"note":        activationNote,
 			}}, nil
@@ -172,15 +170,19 @@ func readSkillResource() *tools.Tool {
 			if rule := resourcePathRule(args.Path); rule != "" {
 				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "path: %q %s", args.Path, rule)
 			}
-			data, err := readPackageFile(info.Dir, args.Path, MaxResourceBytes)
-			if err != nil {
-				return tools.Outcome{}, resourceError(args.Path, err)
-			}
-			if !utf8.Valid(data) {
-				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "path: %q is not UTF-8 text", args.Path)
-			}
-			return tools.Outcome{Result: map[string]any{
-				"name": info.Name, "path": args.Path, "bytes": len(data), "text": string(data),
+			// The file is read outside the commit, as an effect: a commit
+			// holds the store's write lock, which no disk read may stall.
+			// Reading changes nothing, so an error is one of an effect that
+			// did not start.
+			return tools.Outcome{Effect: func(context.Context) (map[string]any, error) {
+				data, err := readPackageFile(info.Dir, args.Path, MaxResourceBytes)
+				if err != nil {
+					return nil, resourceError(args.Path, err)
+				}
+				if !utf8.Valid(data) {
+					return nil, tools.Errorf(tools.CodeInvalidArguments, "path: %q is not UTF-8 text", args.Path)
+				}
+				return map[string]any{"name": info.Name, "path": args.Path, "bytes": len(data), "text": string(data)}, nil
 			}}, nil
 		}),
 	}
@@ -219,33 +221,6 @@ func resourceError(p string, err error) error {
 	// os.Root refuses a path that leads out of the package (through ".." or a
 	// symlink) with an error of its own; report it as the path's fault.
 	return tools.Errorf(tools.CodeDenied, "path: %q cannot be read inside the package: %v", p, err)
-}
-
-// readManual reads the manual (the Markdown after the front matter) of the
-// package in dir.
-func readManual(dir string) (string, error) {
-	_, manual, err := readSkillMarkdown(dir)
-	return manual, err
-}
-
-// readSkillMarkdown reads and parses the SKILL.md of the package in dir.
-func readSkillMarkdown(dir string) (skillpkg.Skill, string, error) {
-	data, err := readPackageFile(dir, skillpkg.SkillFile, skillpkg.MaxManifestBytes)
-	if err != nil {
-		return skillpkg.Skill{}, "", fmt.Errorf("reading %s: %w", skillpkg.SkillFile, err)
-	}
-	return skillpkg.ParseSkillMarkdown(data)
-}
-
-// skillMetadata is the front matter of a skill beyond name, description and
-// allowed-tools (runx:, links:, ...), read from its SKILL.md: {} when there
-// is none or the file cannot be read now (activation reports that error).
-func skillMetadata(dir string) map[string]json.RawMessage {
-	s, _, err := readSkillMarkdown(dir)
-	if err != nil || s.Metadata == nil {
-		return map[string]json.RawMessage{}
-	}
-	return s.Metadata
 }
 
 // readPackageFile reads the regular file rel (a valid fs path) of the

@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -178,7 +179,7 @@ func TestReadSkillResourceContainment(t *testing.T) {
 	read := metaTool(t, "read_skill_resource")
 	ok := func(name, path, want string) {
 		t.Helper()
-		out, err := call(t, read, sys, `{"name": "`+name+`", "path": "`+path+`"}`)
+		out, err := callThrough(t, read, sys, `{"name": "`+name+`", "path": "`+path+`"}`)
 		if err != nil {
 			t.Fatalf("%s %s: %v", name, path, err)
 		}
@@ -214,7 +215,7 @@ func TestReadSkillResourceContainment(t *testing.T) {
 		{"missing.md", tools.CodeNotFound, "does not exist"},
 	}
 	for _, r := range refused {
-		out, err := call(t, read, sys, `{"name": "echo", "path": "`+r.path+`"}`)
+		out, err := callThrough(t, read, sys, `{"name": "echo", "path": "`+r.path+`"}`)
 		if err == nil {
 			t.Errorf("%s: read %v", r.path, out.Result["text"])
 			continue
@@ -232,4 +233,41 @@ func TestReadSkillResourceContainment(t *testing.T) {
 	// A skill the image may not discover is not readable.
 	_, err = call(t, read, &fakeSys{}, `{"name": "echo", "path": "SKILL.md"}`)
 	wantToolError(t, err, tools.CodeNotFound, "name:")
+}
+
+// discover_skills and activate_skill run inside a commit, so they show what
+// admission read of SKILL.md and read no file; read_skill_resource reads its
+// file as an outside effect, after that commit.
+func TestMetaToolsReadNoFileInTheirCommit(t *testing.T) {
+	dir, _ := resourcePackage(t)
+	c, err := catalog.LoadCatalog([]string{dir}, testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sys := &fakeSys{skills: c.Skills()}
+	if err := os.Rename(filepath.Join(dir, "SKILL.md"), filepath.Join(dir, "SKILL.md.gone")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := call(t, metaTool(t, "activate_skill"), sys, `{"name": "echo"}`)
+	if err != nil || !strings.HasPrefix(out.Result["manual"].(string), "\n# echo\n") {
+		t.Fatalf("activation with SKILL.md gone from the disk: %v %v", out.Result, err)
+	}
+	if out, err = call(t, metaTool(t, "discover_skills"), sys, `{}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range out.Result["skills"].([]map[string]any) {
+		if s["name"] == "echo" && s["metadata"] == nil {
+			t.Fatalf("discover: %v", s)
+		}
+	}
+	out, err = call(t, metaTool(t, "read_skill_resource"), sys, `{"name": "echo", "path": "docs/guide.md"}`)
+	if err != nil || out.Effect == nil || out.Result != nil {
+		t.Fatalf("read_skill_resource must read in an effect: %+v %v", out, err)
+	}
+	if err := os.Rename(filepath.Join(dir, "docs"), filepath.Join(dir, "docs.gone")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = out.Effect(context.Background())
+	wantToolError(t, err, tools.CodeNotFound, "docs/guide.md")
 }
