@@ -50,6 +50,9 @@ type txn struct {
 	// those once the commit is durable, and of nothing in between (a quantum
 	// that yields and goes on into its next call is never queued).
 	transitions []transition
+	// prepared are the calls of the reply this transaction dispatches,
+	// prepared before it began (preparedCall).
+	prepared map[string]preparedCall
 }
 
 // transition is the state a transaction left a process in, as the

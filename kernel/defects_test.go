@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -434,5 +435,36 @@ func TestSpawnOwnsTheHostsGrants(t *testing.T) {
 	}
 	if ok != 1 {
 		t.Fatalf("a one-shot of 1 use allowed %d calls", ok)
+	}
+}
+
+// A call prepared before its commit is used only for the same call: the same
+// id with another tool or other arguments is prepared again in the commit.
+func TestPreparedCallsServeOnlyTheirOwnCall(t *testing.T) {
+	h := newHarness(t, "")
+	k := h.rt
+	shanghai := json.RawMessage(`{"timezone":"Asia/Shanghai"}`)
+	pre := k.prepareCalls([]llm.ToolCall{
+		{ID: "c1", Name: "get_current_time", Arguments: shanghai},
+		{ID: "c2", Name: "no_such_tool", Arguments: json.RawMessage(`{}`)},
+	})
+	if _, kept := pre["c2"]; kept || len(pre) != 1 {
+		t.Fatalf("prepared %v: a refused call is made again in the commit, not kept", pre)
+	}
+	tx := &txn{prepared: pre}
+	for _, call := range []llm.ToolCall{
+		{ID: "c1", Name: "get_current_time", Arguments: slices.Clone(shanghai)},
+		{ID: "c1", Name: "get_current_time", Arguments: json.RawMessage(`{}`)},
+		{ID: "c1", Name: "sleep", Arguments: slices.Clone(shanghai)},
+		{ID: "c2", Name: "no_such_tool", Arguments: json.RawMessage(`{}`)},
+	} {
+		wantTool, wantArgs, wantErr := k.broker.Prepare(call.Name, call.Arguments)
+		gotTool, gotArgs, gotErr := k.prepare(tx, call)
+		if gotTool != wantTool || !bytes.Equal(gotArgs, wantArgs) || (gotErr == nil) != (wantErr == nil) {
+			t.Errorf("%s %s: prepared %v %s %v, want %v %s %v", call.Name, call.Arguments, gotTool, gotArgs, gotErr, wantTool, wantArgs, wantErr)
+		}
+	}
+	if _, args, _ := k.prepare(tx, llm.ToolCall{ID: "c1", Name: "get_current_time", Arguments: shanghai}); &args[0] != &pre["c1"].args[0] {
+		t.Fatal("the call prepared before the commit was prepared again")
 	}
 }

@@ -152,9 +152,49 @@ func (p phaseCall) run(ctx context.Context, k *Runtime, _ bool) (quantumPhase, e
 }
 
 func (p phaseResult) run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error) {
+	var prepared map[string]preparedCall
+	if p.perr == nil {
+		prepared = k.prepareCalls(p.resp.ToolCalls)
+	}
 	return k.commitResult(ctx, p.pid, goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
+		tx.prepared = prepared
 		return k.finishCall(ctx, tx, r, p.start, p.resp, p.perr)
 	})
+}
+
+// preparedCall is a reply's tool call checked against its tool's schema
+// before the commit that dispatches it. Broker.Prepare depends on the
+// catalog and the call alone, so the store's write lock need not wait for
+// it; a refusal is made again in the commit, where it is reported.
+type preparedCall struct {
+	name string
+	raw  json.RawMessage
+	tool *tools.Tool
+	args json.RawMessage
+}
+
+// prepareCalls runs Broker.Prepare on calls, outside any commit, and keeps
+// what it accepted by call id.
+func (k *Runtime) prepareCalls(calls []llm.ToolCall) map[string]preparedCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	out := make(map[string]preparedCall, len(calls))
+	for _, c := range calls {
+		if t, args, err := k.broker.Prepare(c.Name, c.Arguments); err == nil {
+			out[c.ID] = preparedCall{name: c.Name, raw: c.Arguments, tool: t, args: args}
+		}
+	}
+	return out
+}
+
+// prepare is Broker.Prepare of call: what prepareCalls found for the same
+// call before the commit, else made now.
+func (k *Runtime) prepare(tx *txn, call llm.ToolCall) (*tools.Tool, json.RawMessage, error) {
+	if p, ok := tx.prepared[call.ID]; ok && p.name == call.Name && bytes.Equal(p.raw, call.Arguments) {
+		return p.tool, p.args, nil
+	}
+	return k.broker.Prepare(call.Name, call.Arguments)
 }
 
 func (p phaseEffect) run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error) {
@@ -773,7 +813,7 @@ func (k *Runtime) invoke(ctx context.Context, tx *txn, r *procRecord, c *llmCont
 		}
 		return tools.Outcome{}, tools.Errorf(tools.CodeUnknownTool, "unknown tool %q: not in the tool table of this process (image %s)%s", call.Name, r.Image, hint)
 	}
-	t, args, err := k.broker.Prepare(call.Name, call.Arguments)
+	t, args, err := k.prepare(tx, call)
 	if err != nil {
 		return tools.Outcome{}, err
 	}
