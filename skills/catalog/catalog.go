@@ -436,6 +436,13 @@ func (c *Catalog) Skills() []tools.SkillInfo {
 	for i, e := range c.skills {
 		out[i] = e.info
 		out[i].Tools = slices.Clone(e.info.Tools)
+		if e.info.Metadata != nil {
+			// Every process is shown the same metadata: a caller gets its own.
+			out[i].Metadata = make(map[string]json.RawMessage, len(e.info.Metadata))
+			for k, v := range e.info.Metadata {
+				out[i].Metadata[k] = slices.Clone(v)
+			}
+		}
 	}
 	return out
 }

@@ -74,18 +74,6 @@ func call(t testing.TB, tl *tools.Tool, sys tools.Syscalls, raw string) (tools.O
 	return tl.Invoke(context.Background(), sys, args)
 }
 
-// callThrough is call, then the outcome's effect, run as the kernel runs
-// it after the commit that started it: its result or error is the call's.
-func callThrough(t testing.TB, tl *tools.Tool, sys tools.Syscalls, raw string) (tools.Outcome, error) {
-	t.Helper()
-	out, err := call(t, tl, sys, raw)
-	if err != nil || out.Effect == nil {
-		return out, err
-	}
-	res, err := out.Effect(context.Background())
-	return tools.Outcome{Result: res}, err
-}
-
 // wantToolError fails unless err is a tool error with code whose message
 // contains each of parts.
 func wantToolError(t testing.TB, err error, code string, parts ...string) *tools.Error {

@@ -28,8 +28,12 @@ const activationNote = "Activation shows these tools' schemas and grants nothing
 // read_skill_resource and unload_skill. They reach skills only through the
 // caller's Syscalls (the skills its image may discover and the set it
 // activated, with what admission read of each SKILL.md) and read resource
-// files from SkillInfo.Dir, as an outside effect, so they need no catalog of
-// their own and work unchanged without one (nothing is discoverable then).
+// files from SkillInfo.Dir, so they need no catalog of their own and work
+// unchanged without one (nothing is discoverable then).
+//
+// read_skill_resource reads its file inside the commit that runs it. As an
+// outside effect, its refusals (no such file, not text) would be reported
+// as effects that started and stay charged, which they are not.
 func MetaTools(tools.Config) []*tools.Tool {
 	return []*tools.Tool{discoverSkills(), activateSkill(), readSkillResource(), unloadSkill()}
 }
@@ -170,19 +174,15 @@ func readSkillResource() *tools.Tool {
 			if rule := resourcePathRule(args.Path); rule != "" {
 				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "path: %q %s", args.Path, rule)
 			}
-			// The file is read outside the commit, as an effect: a commit
-			// holds the store's write lock, which no disk read may stall.
-			// Reading changes nothing, so an error is one of an effect that
-			// did not start.
-			return tools.Outcome{Effect: func(context.Context) (map[string]any, error) {
-				data, err := readPackageFile(info.Dir, args.Path, MaxResourceBytes)
-				if err != nil {
-					return nil, resourceError(args.Path, err)
-				}
-				if !utf8.Valid(data) {
-					return nil, tools.Errorf(tools.CodeInvalidArguments, "path: %q is not UTF-8 text", args.Path)
-				}
-				return map[string]any{"name": info.Name, "path": args.Path, "bytes": len(data), "text": string(data)}, nil
+			data, err := readPackageFile(info.Dir, args.Path, MaxResourceBytes)
+			if err != nil {
+				return tools.Outcome{}, resourceError(args.Path, err)
+			}
+			if !utf8.Valid(data) {
+				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "path: %q is not UTF-8 text", args.Path)
+			}
+			return tools.Outcome{Result: map[string]any{
+				"name": info.Name, "path": args.Path, "bytes": len(data), "text": string(data),
 			}}, nil
 		}),
 	}

@@ -1,7 +1,6 @@
 package catalog_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -179,7 +178,7 @@ func TestReadSkillResourceContainment(t *testing.T) {
 	read := metaTool(t, "read_skill_resource")
 	ok := func(name, path, want string) {
 		t.Helper()
-		out, err := callThrough(t, read, sys, `{"name": "`+name+`", "path": "`+path+`"}`)
+		out, err := call(t, read, sys, `{"name": "`+name+`", "path": "`+path+`"}`)
 		if err != nil {
 			t.Fatalf("%s %s: %v", name, path, err)
 		}
@@ -215,7 +214,7 @@ func TestReadSkillResourceContainment(t *testing.T) {
 		{"missing.md", tools.CodeNotFound, "does not exist"},
 	}
 	for _, r := range refused {
-		out, err := callThrough(t, read, sys, `{"name": "echo", "path": "`+r.path+`"}`)
+		out, err := call(t, read, sys, `{"name": "echo", "path": "`+r.path+`"}`)
 		if err == nil {
 			t.Errorf("%s: read %v", r.path, out.Result["text"])
 			continue
@@ -236,10 +235,18 @@ func TestReadSkillResourceContainment(t *testing.T) {
 }
 
 // discover_skills and activate_skill run inside a commit, so they show what
-// admission read of SKILL.md and read no file; read_skill_resource reads its
-// file as an outside effect, after that commit.
+// admission read of SKILL.md and read no file; a caller changing the
+// metadata it was given changes no other caller's.
 func TestMetaToolsReadNoFileInTheirCommit(t *testing.T) {
 	dir, _ := resourcePackage(t)
+	md, err := os.ReadFile(filepath.Join(dir, "SKILL.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md = []byte(strings.Replace(string(md), "---\n", "---\nlinks: [\"https://example.com/echo\"]\n", 1))
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), md, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	c, err := catalog.LoadCatalog([]string{dir}, testOptions(t))
 	if err != nil {
 		t.Fatal(err)
@@ -256,18 +263,24 @@ func TestMetaToolsReadNoFileInTheirCommit(t *testing.T) {
 	if out, err = call(t, metaTool(t, "discover_skills"), sys, `{}`); err != nil {
 		t.Fatal(err)
 	}
+	var shown map[string]json.RawMessage
 	for _, s := range out.Result["skills"].([]map[string]any) {
-		if s["name"] == "echo" && s["metadata"] == nil {
-			t.Fatalf("discover: %v", s)
+		if s["name"] == "echo" {
+			shown = s["metadata"].(map[string]json.RawMessage)
 		}
 	}
-	out, err = call(t, metaTool(t, "read_skill_resource"), sys, `{"name": "echo", "path": "docs/guide.md"}`)
-	if err != nil || out.Effect == nil || out.Result != nil {
-		t.Fatalf("read_skill_resource must read in an effect: %+v %v", out, err)
+	if len(shown) == 0 {
+		t.Fatalf("discover shows no metadata of echo: %v", out.Result)
 	}
-	if err := os.Rename(filepath.Join(dir, "docs"), filepath.Join(dir, "docs.gone")); err != nil {
-		t.Fatal(err)
+	for k, v := range shown {
+		shown[k] = json.RawMessage(`"changed"`)
+		v[0] = 'X'
 	}
-	_, err = out.Effect(context.Background())
-	wantToolError(t, err, tools.CodeNotFound, "docs/guide.md")
+	for _, s := range c.Skills() {
+		for k, v := range s.Metadata {
+			if string(v) == `"changed"` || v[0] == 'X' {
+				t.Fatalf("a caller's change reached the catalog: %s = %s", k, v)
+			}
+		}
+	}
 }

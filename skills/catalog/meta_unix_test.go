@@ -23,6 +23,6 @@ func TestReadSkillResourceRefusesFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, err = callThrough(t, metaTool(t, "read_skill_resource"), &fakeSys{skills: c.Skills()}, `{"name": "echo", "path": "pipe"}`)
+	_, err = call(t, metaTool(t, "read_skill_resource"), &fakeSys{skills: c.Skills()}, `{"name": "echo", "path": "pipe"}`)
 	wantToolError(t, err, tools.CodeInvalidArguments, "path:", "not a regular file")
 }
