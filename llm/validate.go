@@ -183,32 +183,38 @@ func (m *argumentMemo) valid(args []byte) bool {
 	if len(args) > m.limit/64 {
 		return json.Valid(args)
 	}
+	// The text kept is always a copy that was itself found valid, or found
+	// among valid ones: args is a caller's buffer.
 	m.mu.Lock()
 	_, ok := m.cur[string(args)]
 	if !ok {
 		if _, ok = m.old[string(args)]; ok {
-			m.keepLocked(args)
+			text := string(args)
+			if _, ok = m.old[text]; ok {
+				m.keepLocked(text)
+			}
 		}
 	}
 	m.mu.Unlock()
 	if ok {
 		return true
 	}
-	if !json.Valid(args) {
+	own := bytes.Clone(args)
+	if !json.Valid(own) {
 		return false
 	}
 	m.mu.Lock()
-	m.keepLocked(args)
+	m.keepLocked(string(own))
 	m.mu.Unlock()
 	return true
 }
 
-func (m *argumentMemo) keepLocked(args []byte) {
-	if m.cur == nil || m.curBytes+len(args) > m.limit {
+func (m *argumentMemo) keepLocked(text string) {
+	if m.cur == nil || m.curBytes+len(text) > m.limit {
 		m.old, m.cur, m.curBytes = m.cur, make(map[string]struct{}), 0
 	}
-	m.cur[string(args)] = struct{}{}
-	m.curBytes += len(args)
+	m.cur[text] = struct{}{}
+	m.curBytes += len(text)
 }
 
 // isJSONObject reports whether raw is one valid JSON object.

@@ -102,36 +102,40 @@ func currentTime(sys tools.Caller, raw json.RawMessage) (tools.Outcome, error) {
 // not IANA zones ("" and "Local"). Answers are kept (zones).
 func LoadIANA(name string) (*time.Location, error) {
 	zones.Lock()
-	z, ok := zones.byName[name]
+	loc, known := zones.found[name]
+	err, refused := zones.refused[name]
 	zones.Unlock()
-	if ok {
-		return z.loc, z.err
+	if known || refused {
+		return loc, err
 	}
-	z.loc, z.err = loadIANA(name)
+	loc, err = loadIANA(name)
 	zones.Lock()
-	if len(zones.byName) < maxZones {
-		zones.byName[name] = z
+	switch {
+	case err == nil && len(zones.found) < maxZones:
+		zones.found[name] = loc
+	case err != nil && len(zones.refused) < maxRefusedZones:
+		zones.refused[name] = err
 	}
 	zones.Unlock()
-	return z.loc, z.err
+	return loc, err
 }
 
-// zones keeps what LoadIANA answered for each name, zone or refusal:
-// time.LoadLocation reads and parses the zone's file at every call, and
-// get_current_time runs inside a commit, under the store's write lock, where
-// no file is read. Past maxZones names (the IANA database has about 600), a
+// zones keeps what LoadIANA answered for each name: time.LoadLocation reads
+// and parses the zone's file at every call, and get_current_time runs
+// inside a commit, under the store's write lock, where no file is read.
+// Zones and refusals are bounded apart, so that made-up names cannot take
+// the room of real ones (the IANA database has about 600); past a bound, a
 // name is resolved at each call.
 var zones = struct {
 	sync.Mutex
-	byName map[string]zoneAnswer
-}{byName: map[string]zoneAnswer{}}
+	found   map[string]*time.Location
+	refused map[string]error
+}{found: map[string]*time.Location{}, refused: map[string]error{}}
 
-const maxZones = 1024
-
-type zoneAnswer struct {
-	loc *time.Location
-	err error
-}
+const (
+	maxZones        = 1024
+	maxRefusedZones = 256
+)
 
 func loadIANA(name string) (*time.Location, error) {
 	if name == "" || name == "Local" || strings.ContainsAny(name, " \\") {

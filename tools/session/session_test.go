@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -178,5 +179,16 @@ func TestZonesAreResolvedOnce(t *testing.T) {
 		if _, err := LoadIANA("Local"); err == nil {
 			t.Fatal("Local is not an IANA zone")
 		}
+	}
+	// Made-up names past every bound leave real zones their room.
+	for i := range maxZones + maxRefusedZones {
+		if _, err := LoadIANA(fmt.Sprintf("Mars/Crater_%d", i)); err == nil {
+			t.Fatal("a made-up zone resolved")
+		}
+	}
+	c, _ := LoadIANA("Europe/Paris")
+	d, err := LoadIANA("Europe/Paris")
+	if err != nil || c != d {
+		t.Fatalf("after many made-up names, a real zone is read at every call (%p, %p, %v)", c, d, err)
 	}
 }
