@@ -1032,8 +1032,8 @@ func requestDigest(system string, goalSum [sha256.Size]byte, c *llmContext) (str
 	return sha(slices.Concat(systemSum[:], goalSum[:], ctxSum[:])), nil
 }
 
-// promptGoal is a goal as the prompt shows it, with its digest for the
-// request's, read from version of the goal Object.
+// promptGoal is a goal as the prompt shows it, read from one version of the
+// goal Object, with the digest the request's digest is made of.
 type promptGoal struct {
 	oid     string
 	version uint64

@@ -104,13 +104,13 @@ func (tx *Txn) stage(key []byte, value []byte, deleted bool) {
 	tx.stageValue(key, sv)
 }
 
-// stageValue records sv under key; sv.value must not be shared with the
-// caller (values the package just built are handed over without a copy).
 // stagedKeysHint sizes a transaction's first staged write: a quantum's
 // commits stage about this many keys, which a map and an undo log grown
 // from empty reach in several allocations.
 const stagedKeysHint = 16
 
+// stageValue records sv under key; sv.value must not be shared with the
+// caller (values the package just built are handed over without a copy).
 func (tx *Txn) stageValue(key []byte, sv *stagedValue) {
 	if tx.writes == nil {
 		tx.writes = make(map[string]*stagedValue, stagedKeysHint)
