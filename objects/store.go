@@ -730,21 +730,17 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	s.pending.Store(nil)
 	s.applying.Add(int64(time.Since(applyStart)))
 	s.applyMu.Unlock()
-	if aerr != nil {
-		ferr := s.failedErr()
-		commit.finish(ferr)
-		return nil, fmt.Errorf("objects: update: %w", ferr)
+	failed := aerr != nil
+	if !failed {
+		if serr := batch.SyncWait(); serr != nil {
+			s.fail(fmt.Errorf("sync: %w", serr))
+			failed = true
+		}
+		// A log that failed before this commit's sync returned may not hold
+		// its record, whatever Pebble was told (storeFS).
+		failed = failed || s.fs.walDead.Load()
 	}
-
-	if serr := batch.SyncWait(); serr != nil {
-		s.fail(fmt.Errorf("sync: %w", serr))
-		ferr := s.failedErr()
-		commit.finish(ferr)
-		return nil, fmt.Errorf("objects: update: %w", ferr)
-	}
-	if s.fs.walDead.Load() {
-		// The log failed before this commit's sync returned: its record
-		// may not be on the disk, whatever Pebble was told (storeFS).
+	if failed {
 		ferr := s.failedErr()
 		commit.finish(ferr)
 		return nil, fmt.Errorf("objects: update: %w", ferr)
