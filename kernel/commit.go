@@ -53,6 +53,16 @@ type txn struct {
 	// prepared are the calls of the reply this transaction dispatches,
 	// prepared before it began (preparedCall).
 	prepared map[string]preparedCall
+	// started are the calls of other processes this transaction started on
+	// workers it claimed (Runtime.startWoken).
+	started []claimedStart
+}
+
+// claimedStart is a call a transaction started on a worker it claimed: the
+// worker runs it once the transaction is durable, or is given back.
+type claimedStart struct {
+	pool *workerPool
+	next next
 }
 
 // transition is the state a transaction left a process in, as the
@@ -165,6 +175,17 @@ func (tx *txn) stageContext(r *procRecord, c *llmContext) {
 		}
 	}
 	tx.dirty = append(tx.dirty, dirtyContext{r: r, c: c})
+}
+
+// holder is the record of pid that tx staged a context with, or nil: the
+// copy the commit saves last, which every change to pid in tx must reach.
+func (tx *txn) holder(pid int64) *procRecord {
+	for _, d := range tx.dirty {
+		if d.r.PID == pid {
+			return d.r
+		}
+	}
+	return nil
 }
 
 // stagedContext is r's context as this transaction changed it, or nil: a

@@ -103,17 +103,19 @@ func (h *harness) quantumOrder() []int64 {
 }
 
 // TestExitHandsTheWorkerToTheWokenParent checks that a child's exit hands
-// its worker to the parent it wakes: the parent's resume and next call
-// start in the exit's commit. Five calls (spawn, wait and exit of the
-// parent; a clock read and an exit of the child) take seven synced commits:
-// the two starts, and five results, each with the next call's start.
+// its worker to the parent it wakes (the parent's resume and next call
+// start in the exit's commit), and that the parent's spawn starts the
+// child's first call on a free worker. Five calls (spawn, wait and exit of
+// the parent; a clock read and an exit of the child) take six synced
+// commits: the parent's start, and five results, each with the next call's
+// start, the spawn's with the child's too.
 func TestExitHandsTheWorkerToTheWokenParent(t *testing.T) {
 	h := newHarness(t, parentChildScript)
 	parent := h.spawn(append(clockGrants(), spawnGrant()))
 	before := h.rt.Store().Stats().SyncedCommits
 	h.run()
-	if n := h.rt.Store().Stats().SyncedCommits - before; n != 7 {
-		t.Fatalf("five calls of a parent and its child took %d synced commits, want 7", n)
+	if n := h.rt.Store().Stats().SyncedCommits - before; n != 6 {
+		t.Fatalf("five calls of a parent and its child took %d synced commits, want 6", n)
 	}
 	if got := h.result(parent)["child_said"]; got != "hello from 2" {
 		t.Fatalf("parent result %v: the resume in the child's exit commit did not see the child's result", got)
@@ -305,9 +307,12 @@ func TestFailedHandOffKeepsTheResult(t *testing.T) {
 }
 
 // TestSpawnAndWaitInOneBatchKeepsTheParentsCharge checks that a parent
-// which spawns a child and waits for it in one batch keeps the charge of
-// the child's calls on its budget: its worker is not handed to the child,
-// whose start would charge a second copy of the parent's record.
+// which spawns a child and waits for it in one batch hands its worker to
+// the child and keeps the charge of the child's calls on its budget: the
+// child's start charges the parent through the record the parent's context
+// is saved with, not a second copy that save would undo. Four calls take
+// five synced commits: the parent's start, and four results, each with the
+// next call's start (the wait's, the child's first).
 func TestSpawnAndWaitInOneBatchKeepsTheParentsCharge(t *testing.T) {
 	h := newHarness(t, `
 processes:
@@ -323,7 +328,11 @@ processes:
       - tool_calls: [{name: process_exit, arguments: {message: hi}}]
 `)
 	parent := h.spawn(append(clockGrants(), spawnGrant()))
+	before := h.rt.Store().Stats().SyncedCommits
 	h.run()
+	if n := h.rt.Store().Stats().SyncedCommits - before; n != 5 {
+		t.Fatalf("four calls of a parent and its child took %d synced commits, want 5", n)
+	}
 	p, c := h.info(parent), h.info(2)
 	if p.Status != process.Exited || c.Status != process.Exited {
 		t.Fatalf("parent %s, child %s, want both exited", p.Status, c.Status)
@@ -368,5 +377,95 @@ func TestContextIsNotSavedWithAnOlderRecord(t *testing.T) {
 	}
 	if after := h.info(pid); after.Used != before.Used || after.Status != before.Status {
 		t.Fatalf("the failed commit changed pid %d: %+v, was %+v", pid, after, before)
+	}
+}
+
+// TestClaimedWorkers checks the scheduler's side of a call a commit starts
+// on a free worker: a claim counts as working and holds its process in
+// flight; none is made with no loop running, nor when the queued processes
+// want every free worker; a claim given back lands as a worker does,
+// queuing its process if it became runnable meanwhile.
+func TestClaimedWorkers(t *testing.T) {
+	h := newHarness(t, "", func(o *Options) { o.Workers = 2 })
+	s := h.rt.sched
+	ctx := t.Context()
+	if s.claimWorker(ctx, 1) != nil {
+		t.Fatal("a worker was claimed with no loop running")
+	}
+	pool := &workerPool{s: s}
+	s.mu.Lock()
+	s.pool = pool
+	s.mu.Unlock()
+	if s.claimWorker(ctx, 1) != pool {
+		t.Fatal("no worker claimed with two free")
+	}
+	s.enqueue(3)
+	if s.claimWorker(ctx, 2) != nil {
+		t.Fatal("a worker was claimed that the queued process wants")
+	}
+	s.enqueue(1) // runnable again while its claim is held
+	s.release(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pool = nil
+	if s.working != 0 || s.inflight[1] != 0 || !slices.Equal(s.queue, []int64{3, 1}) {
+		t.Fatalf("after the release: %d working, in flight %v, queue %v; want none working, pid 1 queued after 3", s.working, s.inflight, s.queue)
+	}
+}
+
+// TestFailedStartOfAWokenProcessGivesItsWorkerBack checks that a defect in
+// the resume of a process that a commit woke and started on a claimed
+// worker costs the waker nothing: the waker's result commits alone, the
+// worker is given back (a claim kept would hold the run open forever), and
+// the woken process fails in its own quantum. The child's message wakes the
+// parent while the child goes on, its sleep ending only once the parent
+// waits (the clock skips to a timer only when the runtime is idle).
+func TestFailedStartOfAWokenProcessGivesItsWorkerBack(t *testing.T) {
+	invalid := tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitTimer}}} // a timer without a time
+	tool := &tools.Tool{
+		Name:   "slow_echo",
+		Schema: schema.Object(map[string]*schema.Schema{"text": {Type: "string"}}, "text"),
+		Scopes: []string{"echo"},
+		Invoke: func(context.Context, tools.Syscalls, json.RawMessage) (tools.Outcome, error) {
+			return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitMessage, Filter: json.RawMessage(`{}`)}}}, nil
+		},
+		Resume: func(context.Context, tools.Syscalls, tools.Pending) (tools.Outcome, error) { return invalid, nil },
+	}
+	h := newHarness(t, `
+processes:
+  - image: echo:v0
+    turns:
+      - tool_calls:
+          - {name: spawn_child_process, arguments: {image: base:v0, goal: "child goal", capabilities: [{resource: "clock:now", rights: [read]}, {resource: "clock:sleep", rights: [read]}]}}
+      - tool_calls: [{name: slow_echo, arguments: {text: x}}]
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: sleep, arguments: {seconds: 5}}]
+      - tool_calls: [{name: send_process_message, arguments: {recipient_pid: 1, body: ping}}]
+      - tool_calls: [{name: get_current_time, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: child done}}]
+`, func(o *Options) {
+		o.Workers = 4
+		o.Skills = testCatalog{tools: []*tools.Tool{tool}}
+		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+	})
+	parent, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "g", Grants: append(clockGrants(), spawnGrant(),
+		capabilities.Grant{Resource: "image:base:v0", Rights: []capabilities.Right{capabilities.Read}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if p := h.info(parent); p.Status != process.Failed || !strings.Contains(p.Reason, "internal error in a quantum") {
+		t.Fatalf("parent %s (%s), want failed by its own defect", p.Status, p.Reason)
+	}
+	if res := h.toolResults(2); len(res) < 2 || res[1]["ok"] != true {
+		t.Fatalf("child results %v, want its message sent", res)
+	}
+	s := h.rt.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.working != 0 || len(s.inflight) != 0 {
+		t.Fatalf("after the run: %d working, in flight %v", s.working, s.inflight)
 	}
 }

@@ -41,7 +41,7 @@ func sha(b []byte) string {
 // call and its tool calls. It returns only infrastructure errors; a process's
 // own failures are recorded on the process.
 func (k *Runtime) quantum(ctx context.Context, pid int64) error {
-	_, err := k.runOnWorker(ctx, pid, false)
+	_, err := k.runOnWorker(ctx, phaseStart{pid: pid}, false)
 	return err
 }
 
@@ -50,11 +50,13 @@ func (k *Runtime) quantum(ctx context.Context, pid int64) error {
 // process's next call, or into the quantum of a process the commit woke. It
 // returns the process the worker ran last.
 func (k *Runtime) quanta(ctx context.Context, pid int64) (int64, error) {
-	return k.runOnWorker(ctx, pid, true)
+	return k.runOnWorker(ctx, phaseStart{pid: pid}, true)
 }
 
-func (k *Runtime) runOnWorker(ctx context.Context, pid int64, goOn bool) (int64, error) {
-	last, err := k.runQuantum(ctx, pid, goOn)
+// runOnWorker runs a quantum from its phase first, and with goOn the ones
+// its worker goes on into.
+func (k *Runtime) runOnWorker(ctx context.Context, first quantumPhase, goOn bool) (int64, error) {
+	last, err := k.runQuantum(ctx, first, goOn)
 	if err == nil || errors.Is(err, objects.ErrFailed) || errors.Is(err, objects.ErrClosed) {
 		return last, err
 	}
@@ -212,7 +214,7 @@ func (p phaseEffect) run(ctx context.Context, k *Runtime, goOn bool) (quantumPha
 // commit. finish then runs a second time, on the committed state, which a
 // failed commit left unchanged.
 func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish func(tx *txn, r *procRecord) (effectFunc, error)) (quantumPhase, error) {
-	attempt := func(goingOn bool) (nx next, finished bool, err error) {
+	attempt := func(goingOn bool) (nx next, started []claimedStart, finished bool, err error) {
 		err = k.update(func(tx *txn) error {
 			r, err := loadProc(tx, pid)
 			if err != nil {
@@ -225,16 +227,26 @@ func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish
 			}
 			finished = true
 			nx, err = k.goOn(ctx, tx, r)
+			started = tx.started
 			return err
 		})
-		return nx, finished, err
+		if err != nil {
+			for _, c := range started {
+				k.sched.release(c.next.pid)
+			}
+			started = nil
+		}
+		return nx, started, finished, err
 	}
-	nx, finished, err := attempt(goOn)
+	nx, started, finished, err := attempt(goOn)
 	if err != nil && finished && !errors.Is(err, objects.ErrFailed) && !errors.Is(err, objects.ErrClosed) {
-		nx, _, err = attempt(false)
+		nx, _, _, err = attempt(false)
 	}
 	if err != nil {
 		return nil, err
+	}
+	for _, c := range started {
+		c.pool.runClaimed(ctx, c.next.phase())
 	}
 	return nx.phase(), nil
 }
@@ -265,9 +277,11 @@ func (n next) phase() quantumPhase {
 // hands the worker to the first process the commit woke that it may take
 // (handOffTarget), which resumes and starts its call as a quantum's start
 // would. Either way a call costs no commit of its own and no trip through
-// the run queue. It returns no next step when the worker is done; the
-// commit then holds the result alone. An error in it fails the commit,
-// which commitResult then makes again without going on.
+// the run queue, and the other processes the commit left runnable start
+// their calls in it too, on free workers (startWoken). It returns no next
+// step when the worker is done; the commit then holds the result alone. An
+// error in it fails the commit, which commitResult then makes again without
+// going on.
 //
 // r is the record the result was produced with: the context that result
 // staged is saved with it when the transaction ends.
@@ -279,6 +293,9 @@ func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error
 		start, effect, err := k.startQuantum(ctx, tx, r, true)
 		if err == nil && effect != nil {
 			return next{}, fmt.Errorf("pid %d: going on into its next call started an outside effect", r.PID)
+		}
+		if err == nil {
+			err = k.startWoken(ctx, tx)
 		}
 		return next{pid: r.PID, start: start}, err
 	}
@@ -299,15 +316,55 @@ func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error
 	}
 	from := r.PID
 	tx.AfterCommit(func() { k.sched.handOff(from, woken) })
-	return next{pid: woken, start: start, effect: effect}, nil
+	return next{pid: woken, start: start, effect: effect}, k.startWoken(ctx, tx)
+}
+
+// startWoken starts, in tx, the calls of the processes tx left runnable
+// that a free worker can take (scheduler.claimWorker): each runs on the
+// worker claimed for it once tx is durable (commitResult), so the first call
+// of a child, or the resume of a process a message woke, costs no commit of
+// its own and no trip through the run queue. A worker is claimed only while
+// one stays free for each process queued before; a process whose context tx
+// staged is left to the queue (it is saved with another copy of its record).
+// If the commit fails, the workers it claimed are given back.
+func (k *Runtime) startWoken(ctx context.Context, tx *txn) error {
+	var woken []int64
+	for _, t := range tx.transitions {
+		if t.state == process.Runnable {
+			woken = append(woken, t.pid)
+		}
+	}
+	for _, pid := range woken {
+		w, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		if w.State != process.Runnable || tx.stagedContext(w) != nil {
+			continue
+		}
+		pool := k.sched.claimWorker(ctx, pid)
+		if pool == nil {
+			return nil
+		}
+		tx.started = append(tx.started, claimedStart{pool: pool, next: next{pid: pid}})
+		c := &tx.started[len(tx.started)-1]
+		c.next.start, c.next.effect, err = k.startQuantum(ctx, tx, w, false)
+		if err != nil {
+			return err
+		}
+		if c.next.start == nil && c.next.effect == nil {
+			tx.started = tx.started[:len(tx.started)-1]
+			k.sched.release(pid)
+		}
+	}
+	return nil
 }
 
 // handOffTarget is the first process tx woke or made runnable, other than
-// r, that r's worker can take in tx, or nil. Not one whose context tx
-// staged (it is saved with another copy of its record), nor a descendant
-// of r (its call's charge goes up its ancestors, r among them, to another
-// copy of r's record, which this commit saves with r's context: the commit
-// would fail with errRecordCopies and the result commit again alone).
+// r, that r's worker can take in tx, or nil: not one whose context tx
+// staged (it is saved with another copy of its record). A descendant of r
+// may be taken: its call's charge up its ancestors reaches r through the
+// record r's context was staged with (chain).
 func (k *Runtime) handOffTarget(tx *txn, r *procRecord) (*procRecord, error) {
 	for _, t := range tx.transitions {
 		if t.pid == r.PID || t.state != process.Runnable {
@@ -317,14 +374,7 @@ func (k *Runtime) handOffTarget(tx *txn, r *procRecord) (*procRecord, error) {
 		if err != nil {
 			return nil, err
 		}
-		if w.State != process.Runnable || tx.stagedContext(w) != nil {
-			continue
-		}
-		descends, err := descendsFrom(tx, w, r.PID)
-		if err != nil {
-			return nil, err
-		}
-		if !descends {
+		if w.State == process.Runnable && tx.stagedContext(w) == nil {
 			return w, nil
 		}
 	}
@@ -350,10 +400,10 @@ type callStart struct {
 	record callRecord
 }
 
-// runQuantum is one quantum of pid, and with goOn the next ones it goes on
-// into; see quantum and quanta.
-func (k *Runtime) runQuantum(ctx context.Context, pid int64, goOn bool) (last int64, err error) {
-	for phase := quantumPhase(phaseStart{pid: pid}); phase != nil && err == nil; {
+// runQuantum is one quantum from its phase first, and with goOn the next
+// ones it goes on into; see quantum and quanta.
+func (k *Runtime) runQuantum(ctx context.Context, first quantumPhase, goOn bool) (last int64, err error) {
+	for phase := first; phase != nil && err == nil; {
 		last = phase.process()
 		phase, err = phase.run(ctx, k, goOn)
 	}

@@ -365,33 +365,24 @@ func (k *Runtime) step(tx *txn, r *procRecord, in process.Input) error {
 	return saveProc(tx, r)
 }
 
-// chain returns the records of pid and its ancestors, nearest first.
+// chain returns the records of pid and its ancestors, nearest first. An
+// ancestor whose context tx staged is the very record the context was
+// staged with (txn.holder), so a charge made through it is saved with its
+// context instead of on a second copy that context's save would undo.
 func chain(tx *txn, r *procRecord) ([]*procRecord, error) {
 	out := []*procRecord{r}
 	for p := r.ParentPID; p != 0; {
-		a, err := loadProc(tx, p)
-		if err != nil {
-			return nil, err
+		a := tx.holder(p)
+		if a == nil {
+			var err error
+			if a, err = loadProc(tx, p); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, a)
 		p = a.ParentPID
 	}
 	return out, nil
-}
-
-// descendsFrom reports whether pid is one of r's ancestors.
-func descendsFrom(tx *txn, r *procRecord, pid int64) (bool, error) {
-	for p := r.ParentPID; p != 0; {
-		if p == pid {
-			return true, nil
-		}
-		a, err := loadProc(tx, p)
-		if err != nil {
-			return false, err
-		}
-		p = a.ParentPID
-	}
-	return false, nil
 }
 
 // charge adds delta to the budgets of r and every ancestor, all or nothing.

@@ -28,9 +28,13 @@ type scheduler struct {
 	// it: a worker handed a stale queue entry of a process that another
 	// worker runs (after a hand-off) holds it too, until its quantum skips.
 	inflight map[int64]int
-	// working counts the workers with a quantum to run: handed one by plan,
-	// not yet finished (a hand-off keeps the worker working).
+	// working counts the workers with a quantum to run: handed one by plan
+	// or claimed by a commit (claimWorker), not yet finished (a hand-off
+	// keeps the worker working).
 	working int
+	// pool is the running loop's workers; nil while no loop runs or once it
+	// is stopping, when no worker can be claimed.
+	pool    *workerPool
 	requeue map[int64]bool // became runnable while in flight
 	timers  timerHeap
 	kick    chan struct{}
@@ -108,6 +112,32 @@ func (s *scheduler) handOff(from, to int64) {
 	s.mu.Lock()
 	s.landedLocked(from)
 	s.inflight[to]++
+	s.mu.Unlock()
+	s.wake()
+}
+
+// claimWorker takes a free worker for pid, whose call a commit being built
+// starts (Runtime.startWoken), when one is free beyond those the queued
+// processes want. The commit then runs the call on it once durable
+// (workerPool.runClaimed), or gives it back (release). It returns nil when
+// no worker is free or no loop runs.
+func (s *scheduler) claimWorker(ctx context.Context, pid int64) *workerPool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pool == nil || ctx.Err() != nil || s.k.opts.Workers-s.working <= len(s.queue) {
+		return nil
+	}
+	s.working++
+	s.inflight[pid]++
+	return s.pool
+}
+
+// release gives back a worker claimed for pid by a commit that failed: pid
+// is queued if it became runnable meanwhile, as a worker's landing does.
+func (s *scheduler) release(pid int64) {
+	s.mu.Lock()
+	s.working--
+	s.landedLocked(pid)
 	s.mu.Unlock()
 	s.wake()
 }
@@ -202,6 +232,8 @@ type workerPool struct {
 
 func (s *scheduler) startWorkers(ctx context.Context) *workerPool {
 	n := s.k.opts.Workers
+	// results holds one answer for each worker that is working, planned or
+	// claimed, so a worker never waits to report.
 	p := &workerPool{s: s, size: n, work: make(chan int64, n), results: make(chan workResult, n)}
 	for i := 0; i < n; i++ {
 		p.wg.Add(1)
@@ -213,7 +245,23 @@ func (s *scheduler) startWorkers(ctx context.Context) *workerPool {
 			}
 		}()
 	}
+	s.mu.Lock()
+	s.pool = p
+	s.mu.Unlock()
 	return p
+}
+
+// runClaimed runs phase, the call a durable commit started, on the worker
+// that commit claimed for it (scheduler.claimWorker), going on as a worker
+// does. stop waits for it: the claim counts as working until its result is
+// taken.
+func (p *workerPool) runClaimed(ctx context.Context, phase quantumPhase) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		last, err := p.s.k.runOnWorker(ctx, phase, true)
+		p.results <- workResult{pid: last, err: err}
+	}()
 }
 
 // finish takes a quantum's end: its process is queued again if it became
@@ -268,6 +316,9 @@ func (p *workerPool) fire(due []timer) {
 
 // stop lets the quanta in flight end and the workers return.
 func (p *workerPool) stop() {
+	p.s.mu.Lock()
+	p.s.pool = nil
+	p.s.mu.Unlock()
 	close(p.work)
 	for p.s.busy() {
 		p.finish(<-p.results)
