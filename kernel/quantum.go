@@ -245,6 +245,14 @@ func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish
 	if err != nil {
 		return nil, err
 	}
+	// This worker runs now; a claimed one starts only once the Go runtime
+	// wakes a thread for it. The process the commit woke or spawned takes
+	// this worker, as a synchronous wake-up runs the wakee where the waker
+	// ran: its call is what the committing process most often waits for
+	// next (the answer to its message, its child's result).
+	if len(started) > 0 && nx.phase() != nil {
+		started[0].next, nx = nx, started[0].next
+	}
 	for _, c := range started {
 		c.pool.runClaimed(ctx, c.next.phase())
 	}
