@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,9 +10,9 @@ import (
 )
 
 // TestRecordCacheHoldsLiveRecords checks that a committed record of a live
-// process is what the next commit loads, that an ended process leaves the
-// cache, and that the check tests run with catches a cache that differs from
-// the store.
+// process is what the next commit loads, that an ended process moves to the
+// ended records, and that the check tests run with catches a cache that
+// differs from the store.
 func TestRecordCacheHoldsLiveRecords(t *testing.T) {
 	h := newHarness(t, clockScript)
 	pid := h.spawn(clockGrants())
@@ -21,7 +22,10 @@ func TestRecordCacheHoldsLiveRecords(t *testing.T) {
 	}
 	h.run()
 	if _, ok := h.rt.records.recs[pid]; ok {
-		t.Fatalf("pid %d is still cached after it exited", pid)
+		t.Fatalf("pid %d is still cached as live after it exited", pid)
+	}
+	if r := h.rt.records.ended[pid]; r == nil || r.State != process.Exited {
+		t.Fatalf("pid %d: ended record %v, want its exited record kept", pid, r)
 	}
 	if cached.State.Terminal() {
 		t.Fatal("a cached record was changed in place")
@@ -44,6 +48,55 @@ func TestRecordCacheBound(t *testing.T) {
 	}
 	if n := len(h.rt.records.recs); n != 2 {
 		t.Fatalf("cache holds %d records, want its limit 2", n)
+	}
+}
+
+// TestRecordCacheKeepsTheLastEnded checks that the records of ended
+// processes are kept up to endedKeep, the oldest leaving first, and that a
+// parent's wait for a child that ended before it loads the kept record.
+func TestRecordCacheKeepsTheLastEnded(t *testing.T) {
+	var script strings.Builder
+	script.WriteString("processes:\n")
+	for range endedKeep + 3 {
+		script.WriteString("  - image: base:v0\n    turns:\n      - tool_calls: [{name: process_exit, arguments: {message: done}}]\n")
+	}
+	h := newHarness(t, script.String(), func(o *Options) { o.Workers = 1 }) // they end in the order spawned
+	var pids []int64
+	for range endedKeep + 3 {
+		pids = append(pids, h.spawn(nil))
+	}
+	h.run()
+	c := h.rt.records
+	if len(c.ended) != endedKeep {
+		t.Fatalf("%d ended records kept, want %d", len(c.ended), endedKeep)
+	}
+	for i, pid := range pids {
+		if _, kept := c.ended[pid]; kept != (i >= 3) {
+			t.Fatalf("pid %d (ended %d of %d) kept %v", pid, i+1, len(pids), kept)
+		}
+	}
+
+	h = newHarness(t, parentChildScript)
+	parent := h.spawn(append(clockGrants(), spawnGrant()))
+	ctx := context.Background()
+	if err := h.rt.quantum(ctx, parent); err != nil { // the spawn
+		t.Fatal(err)
+	}
+	const child = 2
+	for range 2 {
+		if err := h.rt.quantum(ctx, child); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := h.rt.records.ended[child]
+	if kept == nil {
+		t.Fatal("the child's record is not kept after it exited")
+	}
+	kept.RetainSeq += 7 // a stale entry: the parent's wait must load it, and the check refuse it
+	h.run()
+	res := h.toolResults(parent)
+	if len(res) < 2 || !strings.Contains(fmt.Sprint(res[1]["error"]), "differs from the stored one") {
+		t.Fatalf("the parent's wait with a stale ended record answered %v, want the check to refuse it", res)
 	}
 }
 
