@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/internal/failpoint"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
@@ -74,12 +75,21 @@ type transition struct {
 	gen   uint64
 }
 
-// savepoint marks where a call's changes begin: in the store's batch and in
-// the records saved so far.
+// savepoint marks where a call's changes begin: in the store's batch, in
+// the records saved so far, and in the usage of the records contexts were
+// staged with, which a charge up a chain changes in place (chain).
 type savepoint struct {
 	store       objects.Savepoint
 	procs       map[int64]savedRecord
 	transitions []transition
+	held        []heldUsage
+}
+
+// heldUsage is the usage of a record a context was staged with, as it was
+// at a savepoint.
+type heldUsage struct {
+	r    *procRecord
+	used capabilities.Budget
 }
 
 // savedRecord is a record saved in a transaction: the copy taken at its
@@ -93,13 +103,20 @@ type savedRecord struct {
 
 // savepoint marks the changes made so far; rollbackTo undoes what came after.
 func (tx *txn) savepoint() savepoint {
-	return savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), transitions: slices.Clone(tx.transitions)}
+	sp := savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), transitions: slices.Clone(tx.transitions)}
+	for _, d := range tx.dirty {
+		sp.held = append(sp.held, heldUsage{r: d.r, used: d.r.Used})
+	}
+	return sp
 }
 
 func (tx *txn) rollbackTo(sp savepoint) {
 	tx.RollbackTo(sp.store)
 	tx.procs = sp.procs
 	tx.transitions = sp.transitions
+	for _, h := range sp.held {
+		h.r.Used = h.used
+	}
 }
 
 // errRecordCopies: a transaction saved a process's record from two copies,
@@ -177,11 +194,18 @@ func (tx *txn) stageContext(r *procRecord, c *llmContext) {
 	tx.dirty = append(tx.dirty, dirtyContext{r: r, c: c})
 }
 
-// holder is the record of pid that tx staged a context with, or nil: the
-// copy the commit saves last, which every change to pid in tx must reach.
+// holder is the record of pid that tx staged a context with, while it is
+// also the copy of pid that tx saved last (or tx saved none): the copy the
+// commit saves with the context, which a change to pid in tx may reach in
+// place. Otherwise nil: another copy was saved since (a wake, a kill), and a
+// change made through the holder would undo it, so the change goes to a
+// load of the last copy, and the commit fails with errRecordCopies.
 func (tx *txn) holder(pid int64) *procRecord {
 	for _, d := range tx.dirty {
 		if d.r.PID == pid {
+			if saved, ok := tx.procs[pid]; ok && saved.from != d.r {
+				return nil
+			}
 			return d.r
 		}
 	}

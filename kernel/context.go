@@ -272,6 +272,30 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	return c, nil
 }
 
+// maxContextDecodedInCommit bounds the payload of a context that a commit
+// of another process's quantum may decode under the store's write lock, to
+// start the quantum of the process it woke (contextAtHand).
+const maxContextDecodedInCommit = 16 << 10
+
+// contextAtHand reports whether r's context can be loaded in a commit of
+// another process's quantum without stalling every other commit: it is
+// cached at its committed version, or its payload is small (a new child's).
+// A larger one, or one a reopen lost, is left to r's own start, which
+// decodes or rebuilds it outside the lock first (prewarmContext).
+func (k *Runtime) contextAtHand(tx *txn, r *procRecord) (bool, error) {
+	if r.ContextOID == "" || tx.stagedContext(r) != nil {
+		return true, nil
+	}
+	meta, err := tx.Stat(r.ContextOID)
+	if err != nil {
+		return false, fmt.Errorf("context of pid %d: %w", r.PID, err)
+	}
+	if c := k.cachedContext(r.PID); c != nil && c.meta.Version == meta.Version && c.meta.OID == meta.OID {
+		return true, nil
+	}
+	return !meta.PayloadLost && meta.PayloadBytes <= maxContextDecodedInCommit, nil
+}
+
 // verifyCachedContext compares a cached context, its kept encoding and
 // digest with the stored payload (LIBOS_CHECK_CACHES=1): both encoded as a
 // commit would write them must be the same bytes, and the digest theirs. A

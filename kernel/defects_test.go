@@ -133,6 +133,56 @@ func TestRefusedCallThenEffectCrash(t *testing.T) {
 	}
 }
 
+// A process killed while its outside effect runs, then a crash before the
+// effect's result is recorded: the reopened runtime answers the call as
+// settlement_unknown on the killed process, never re-runs it, and keeps it
+// killed.
+func TestKilledDuringEffectThenCrash(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	var crashed *vfs.MemFS
+	var runs atomic.Int32
+	var pid int64
+	mutate := func(fs vfs.FS, during func()) func(*Options) {
+		return func(o *Options) {
+			o.FS = fs
+			o.Skills = testCatalog{tools: []*tools.Tool{effectTool(&runs, during)}}
+			o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+		}
+	}
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
+	h.open(refusedThenEffectScript, mutate(mem, func() {
+		if err := h.rt.Kill(pid, "host"); err != nil {
+			t.Error(err)
+		}
+		crashed = mem.CrashClone(vfs.CrashCloneCfg{})
+	}))
+	var err error
+	pid, err = h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	h.rt.Close()
+	if crashed == nil {
+		t.Fatal("the effect never ran")
+	}
+	h.open(refusedThenEffectScript, mutate(crashed, nil))
+	h.run()
+	if info := h.info(pid); info.Status != process.Killed {
+		t.Fatalf("after reopen: %s (%s), want killed", info.Status, info.Reason)
+	}
+	res := h.toolResults(pid)
+	if len(res) != 2 {
+		t.Fatalf("tool results %v, want the refused call's and the effect's", res)
+	}
+	if e, _ := res[1]["error"].(map[string]any); e["code"] != tools.CodeSettlementUnknown || res[1]["effect_started"] != true {
+		t.Fatalf("effect call after the crash: %v", res[1])
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("effect ran %d times", runs.Load())
+	}
+}
+
 // A refused wait started nothing, so it does not end the batch: the calls
 // after it run.
 func TestRefusedWaitDoesNotEndBatch(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/llm"
@@ -467,5 +468,183 @@ processes:
 	defer s.mu.Unlock()
 	if s.working != 0 || len(s.inflight) != 0 {
 		t.Fatalf("after the run: %d working, in flight %v", s.working, s.inflight)
+	}
+}
+
+// TestStartAfterAWakeKeepsTheWake checks that a charge through the record
+// a parent's context was staged with cannot undo a later copy of that
+// record: a parent spawns three children and waits for the second in one
+// batch; the second's start fails it (its token budget is below its first
+// call's reservation), which wakes the parent on another copy of its
+// record; the third's start then charges the parent. The parent must be
+// woken, not left waiting for a failed child.
+func TestStartAfterAWakeKeepsTheWake(t *testing.T) {
+	for _, workers := range []int{1, 4} {
+		h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - {name: spawn_child_process, arguments: {image: base:v0, goal: "c1", capabilities: [{resource: "clock:now", rights: [read]}]}}
+          - {name: spawn_child_process, arguments: {image: base:v0, goal: "c2", budget: {llm_tokens: 1}}}
+          - {name: spawn_child_process, arguments: {image: base:v0, goal: "c3", capabilities: [{resource: "clock:now", rights: [read]}]}}
+          - {name: wait_child_process, arguments: {child_pid: 3}}
+      - tool_calls: [{name: process_exit, arguments: {payload: {child_status: "${last.status}"}}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: get_current_time, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: c1}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {message: c2}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: get_current_time, arguments: {}}]
+      - tool_calls: [{name: process_exit, arguments: {message: c3}}]
+`, func(o *Options) { o.Workers = workers })
+		parent := h.spawn(append(clockGrants(), spawnGrant()))
+		h.run()
+		if c := h.info(3); c.Status != process.Failed {
+			t.Fatalf("%d workers: child 3 is %s, want failed at its start", workers, c.Status)
+		}
+		if p := h.info(parent); p.Status != process.Exited || h.result(parent)["child_status"] != "failed" {
+			t.Fatalf("%d workers: parent %s (waiting on %q), result %v; want exited with its child failed", workers, p.Status, p.WaitingOn, h.result(parent))
+		}
+	}
+}
+
+// TestRefusedCallLeavesNoChargeOnItsAncestors checks that a call refused
+// after its charge gives back the charge on an ancestor whose context the
+// same commit staged: a child's approved call is resumed and started in
+// its parent's commit (the parent resumes it with a signal), reaches the
+// parent's record in place, and is refused. The parent's usage must be the
+// same as when the child runs in a commit of its own (one worker).
+func TestRefusedCallLeavesNoChargeOnItsAncestors(t *testing.T) {
+	used := map[int]int64{}
+	for _, workers := range []int{1, 2} {
+		used[workers] = refusedApprovedCall(t, workers).ToolCalls
+	}
+	if used[1] != used[2] {
+		t.Fatalf("the parent used %d tool calls with one worker and %d with two: a refused call's charge stayed", used[1], used[2])
+	}
+}
+
+// refusedApprovedCall runs a parent whose child's call, held for approval
+// and approved while the child is paused, is refused after its charge once
+// the parent resumes the child; it returns the parent's usage.
+func refusedApprovedCall(t *testing.T, workers int) capabilities.Budget {
+	refusing := &tools.Tool{
+		Name:   "slow_echo",
+		Schema: schema.Object(map[string]*schema.Schema{"text": {Type: "string"}}, "text"),
+		Scopes: []string{"echo"},
+		Ops:    authority.RunnerOps,
+		Invoke: func(_ context.Context, sys tools.Syscalls, _ json.RawMessage) (tools.Outcome, error) {
+			if err := sys.Require(authority.ScopeUse, authority.Params{Scope: "echo"}); err != nil {
+				return tools.Outcome{}, err
+			}
+			return tools.Outcome{}, tools.Errorf(tools.CodeFailed, "refused after its charge")
+		},
+	}
+	h := newHarness(t, `
+processes:
+  - image: echo:v0
+    turns:
+      - tool_calls:
+          - {name: spawn_child_process, arguments: {image: echo:v0, goal: "child", capabilities: [{resource: "scope:echo", rights: [execute], effect: ask}]}}
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
+      - tool_calls: [{name: signal_child_process, arguments: {child_pid: 2, signal: resume}}]
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+  - image: echo:v0
+    turns:
+      - tool_calls: [{name: slow_echo, arguments: {text: x}}]
+      - tool_calls: [{name: process_exit, arguments: {message: child done}}]
+`, func(o *Options) {
+		o.Workers = workers
+		o.Skills = testCatalog{tools: []*tools.Tool{refusing}}
+		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+	})
+	parent, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "g", Grants: []capabilities.Grant{spawnGrant(),
+		{Resource: "image:echo:v0", Rights: []capabilities.Right{capabilities.Read}},
+		{Resource: "scope:echo", Rights: []capabilities.Right{capabilities.Execute}, Effect: capabilities.Ask}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	const child = 2
+	if c := h.info(child); c.Status != process.Waiting || c.WaitingOn != process.WaitApproval {
+		t.Fatalf("%d workers: child %s on %q, want waiting for approval", workers, c.Status, c.WaitingOn)
+	}
+	if _, err := h.rt.Signal(child, SignalPause); err != nil {
+		t.Fatal(err)
+	}
+	approvals, err := h.rt.Approvals()
+	if err != nil || len(approvals) != 1 {
+		t.Fatalf("approvals %v, %v", approvals, err)
+	}
+	if err := h.rt.Approve(child, approvals[0].CallID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: parent, From: "h", Body: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if res := h.toolResults(child); len(res) == 0 || res[0]["ok"] != false {
+		t.Fatalf("%d workers: child results %v, want the approved call refused", workers, res)
+	}
+	return h.info(parent).Used
+}
+
+// TestContextAtHand checks when a commit of another process's quantum may
+// start a process's quantum: its context is small, or cached at its
+// committed version; a large one the cache let go waits for the process's
+// own start, which decodes it outside the store's write lock.
+func TestContextAtHand(t *testing.T) {
+	h := newHarness(t, "")
+	pid := h.spawn(clockGrants())
+	atHand := func() bool {
+		t.Helper()
+		var ok bool
+		err := h.rt.update(func(tx *txn) error {
+			r, err := loadProc(tx, pid)
+			if err != nil {
+				return err
+			}
+			ok, err = h.rt.contextAtHand(tx, r)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	h.rt.dropCachedContext(pid)
+	if !atHand() {
+		t.Fatal("a new process's small context is not at hand")
+	}
+	err := h.rt.update(func(tx *txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		c, err := h.rt.loadContext(tx, r)
+		if err != nil {
+			return err
+		}
+		return h.rt.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: strings.Repeat("x", maxContextDecodedInCommit)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !atHand() {
+		t.Fatal("a large context cached by the commit that wrote it is not at hand")
+	}
+	h.rt.dropCachedContext(pid)
+	if atHand() {
+		t.Fatal("a large context the cache let go is at hand")
+	}
+	h.rt.prewarmContext(pid)
+	if !atHand() {
+		t.Fatal("a large context decoded by a prewarm is not at hand")
 	}
 }

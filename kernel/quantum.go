@@ -332,9 +332,10 @@ func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error
 // worker claimed for it once tx is durable (commitResult), so the first call
 // of a child, or the resume of a process a message woke, costs no commit of
 // its own and no trip through the run queue. A worker is claimed only while
-// one stays free for each process queued before; a process whose context tx
-// staged is left to the queue (it is saved with another copy of its record).
-// If the commit fails, the workers it claimed are given back.
+// one stays free for each process queued before. A process whose context tx
+// staged is left to the queue (it is saved with another copy of its record),
+// and so is one whose context is not at hand (contextAtHand). If the commit
+// fails, the workers it claimed are given back.
 func (k *Runtime) startWoken(ctx context.Context, tx *txn) error {
 	var woken []int64
 	for _, t := range tx.transitions {
@@ -348,6 +349,12 @@ func (k *Runtime) startWoken(ctx context.Context, tx *txn) error {
 			return err
 		}
 		if w.State != process.Runnable || tx.stagedContext(w) != nil {
+			continue
+		}
+		if ok, err := k.contextAtHand(tx, w); err != nil || !ok {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		pool := k.sched.claimWorker(ctx, pid)
@@ -370,9 +377,10 @@ func (k *Runtime) startWoken(ctx context.Context, tx *txn) error {
 
 // handOffTarget is the first process tx woke or made runnable, other than
 // r, that r's worker can take in tx, or nil: not one whose context tx
-// staged (it is saved with another copy of its record). A descendant of r
-// may be taken: its call's charge up its ancestors reaches r through the
-// record r's context was staged with (chain).
+// staged (it is saved with another copy of its record), nor one whose
+// context is not at hand (contextAtHand). A descendant of r may be taken:
+// its call's charge up its ancestors reaches r through the record r's
+// context was staged with (chain).
 func (k *Runtime) handOffTarget(tx *txn, r *procRecord) (*procRecord, error) {
 	for _, t := range tx.transitions {
 		if t.pid == r.PID || t.state != process.Runnable {
@@ -382,8 +390,11 @@ func (k *Runtime) handOffTarget(tx *txn, r *procRecord) (*procRecord, error) {
 		if err != nil {
 			return nil, err
 		}
-		if w.State == process.Runnable && tx.stagedContext(w) == nil {
-			return w, nil
+		if w.State != process.Runnable || tx.stagedContext(w) != nil {
+			continue
+		}
+		if ok, err := k.contextAtHand(tx, w); err != nil || ok {
+			return w, err
 		}
 	}
 	return nil, nil

@@ -214,9 +214,12 @@ func saveProc(tx *txn, r *procRecord) error {
 	return nil
 }
 
-// setLive keeps r's entry in the index of live processes.
+// setLive keeps r's entry in the index of live processes. A process that
+// ended while its outside effect ran keeps its entry until the effect's
+// result is recorded: if the runtime stops first, recovery must answer the
+// call.
 func setLive(tx *txn, r *procRecord) error {
-	if r.State.Terminal() {
+	if r.State.Terminal() && r.Dispatch == nil {
 		return tx.Delete(liveKey(r.PID))
 	}
 	b, err := liveEntryOf(r).appendJSON(make([]byte, 0, 64))
@@ -305,7 +308,7 @@ func scanLive(tx *txn, fn func(e liveEntry) error) error {
 
 // liveIndexVersion marks the index's format; a directory whose index is
 // older (or missing) is indexed again at open.
-const liveIndexVersion = "2"
+const liveIndexVersion = "3"
 
 // buildLiveIndex indexes the live processes of a directory whose index is
 // missing or older, once.
@@ -366,9 +369,11 @@ func (k *Runtime) step(tx *txn, r *procRecord, in process.Input) error {
 }
 
 // chain returns the records of pid and its ancestors, nearest first. An
-// ancestor whose context tx staged is the very record the context was
-// staged with (txn.holder), so a charge made through it is saved with its
-// context instead of on a second copy that context's save would undo.
+// ancestor whose context tx staged, and of which tx saved no other copy
+// since, is the very record the context was staged with (txn.holder): a
+// charge made through it is saved with its context, not on a second copy
+// that the context's save would undo. A savepoint's rollback gives that
+// charge back (txn.rollbackTo).
 func chain(tx *txn, r *procRecord) ([]*procRecord, error) {
 	out := []*procRecord{r}
 	for p := r.ParentPID; p != 0; {

@@ -33,7 +33,7 @@ func (k *Runtime) recover() error {
 			// A provider wait without a time waits for the Host: a reopen is
 			// the Host trying again. A backoff keeps its time.
 			providerHeld := e.Wait == process.WaitProvider && e.Until.IsZero() && e.State == process.Waiting
-			if e.State == process.Running || sleeping || providerHeld {
+			if e.State == process.Running || e.State.Terminal() || sleeping || providerHeld {
 				pids = append(pids, e.PID)
 			}
 			return nil
@@ -48,8 +48,17 @@ func (k *Runtime) recover() error {
 			if err != nil {
 				return err
 			}
-			switch r.State {
-			case process.Running:
+			switch {
+			case r.State.Terminal():
+				// It ended while its outside effect ran (killed by the Host or
+				// with an ancestor), and the runtime stopped before recording
+				// the effect's result: the call is answered as for a running
+				// process, and the process stays as it ended.
+				if r.Dispatch == nil {
+					return nil
+				}
+				return k.settleInterruptedEffect(tx, r)
+			case r.State == process.Running:
 				if r.Dispatch != nil {
 					return k.recoverEffect(tx, r)
 				}
@@ -70,7 +79,7 @@ func (k *Runtime) recover() error {
 					return err
 				}
 				return k.step(tx, r, process.Input{Kind: process.Recover})
-			case process.Waiting, process.Paused:
+			case r.State == process.Waiting, r.State == process.Paused:
 				if r.Wait.Kind == process.WaitProvider {
 					r.ProviderFailures = 0
 					if err := k.emit(tx, Event{Kind: EventRecovered, PID: pid, Reason: "provider wait: asking the provider again"}); err != nil {
@@ -165,6 +174,16 @@ func (k *Runtime) recoveredGoal(tx *txn, r *procRecord) (string, error) {
 // ran: the call is answered with an unknown settlement (the effect may have
 // happened), later calls of the batch as not started; nothing is re-run.
 func (k *Runtime) recoverEffect(tx *txn, r *procRecord) error {
+	if err := k.settleInterruptedEffect(tx, r); err != nil {
+		return err
+	}
+	return k.step(tx, r, process.Input{Kind: process.Recover})
+}
+
+// settleInterruptedEffect answers r's call whose outside effect was in
+// flight when the runtime stopped as of unknown settlement, and the calls
+// after it as not started.
+func (k *Runtime) settleInterruptedEffect(tx *txn, r *procRecord) error {
 	b := r.Dispatch
 	r.Dispatch = nil
 	c, err := k.loadContext(tx, r)
@@ -178,8 +197,5 @@ func (k *Runtime) recoverEffect(tx *txn, r *procRecord) error {
 	if _, err := k.dispatch(context.Background(), tx, r, c, im, b, quantum.Input{Kind: quantum.Crashed}); err != nil {
 		return err
 	}
-	if err := k.emit(tx, Event{Kind: EventRecovered, PID: r.PID, Reason: "outside effect interrupted; settlement unknown"}); err != nil {
-		return err
-	}
-	return k.step(tx, r, process.Input{Kind: process.Recover})
+	return k.emit(tx, Event{Kind: EventRecovered, PID: r.PID, Reason: "outside effect interrupted; settlement unknown"})
 }
