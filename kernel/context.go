@@ -274,8 +274,10 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 
 // maxContextDecodedInCommit bounds the payload of a context that a commit
 // of another process's quantum may decode under the store's write lock, to
-// start the quantum of the process it woke (contextAtHand).
-const maxContextDecodedInCommit = 16 << 10
+// start the quantum of the process it woke (contextAtHand): a new child's,
+// a short conversation's. Decoding runs at about 70 MB/s, so 16 KiB would
+// hold every other commit for about a quarter of a millisecond.
+const maxContextDecodedInCommit = 4 << 10
 
 // contextAtHand reports whether r's context can be loaded in a commit of
 // another process's quantum without stalling every other commit: it is
