@@ -463,11 +463,12 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 		started[id] = true
 	}
 	r.Dispatch = nil
-	if old.State == process.Running {
-		// Captured mid-quantum: like a crash, the call's settlement is
-		// unknown to the restored process. Calls of its batch that ran
-		// after the capture are answered as started, the others as not.
-		r.InterruptedTurn = true
+	if old.State == process.Running || old.Dispatch != nil {
+		// Captured mid-quantum, or ended while its outside effect ran: like
+		// a crash, the call's settlement is unknown to the restored process.
+		// Calls of its batch that ran after the capture are answered as
+		// started, the others as not.
+		r.InterruptedTurn = old.State == process.Running
 		if err := k.answerUnanswered(tx, &r, started, "the process was restored from a checkpoint taken during this batch"); err != nil {
 			return 0, err
 		}
@@ -761,7 +762,7 @@ func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpoint
 			return err
 		}
 	}
-	if waited || old.State == process.Running {
+	if waited || old.State == process.Running || old.Dispatch != nil {
 		if err := k.answerUnanswered(tx, &r, map[string]bool{old.Dispatch.EffectCallID(): true}, "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
 			return err
 		}

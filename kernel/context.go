@@ -282,8 +282,9 @@ const maxContextDecodedInCommit = 4 << 10
 // contextAtHand reports whether r's context can be loaded in a commit of
 // another process's quantum without stalling every other commit: it is
 // cached at its committed version, or its payload is small (a new child's).
-// A larger one, or one a reopen lost, is left to r's own start, which
-// decodes or rebuilds it outside the lock first (prewarmContext).
+// A larger one is left to r's own start, which decodes it outside the lock
+// first (prewarmContext); one a reopen lost is rebuilt in r's own start
+// commit, not in another process's.
 func (k *Runtime) contextAtHand(tx *txn, r *procRecord) (bool, error) {
 	if r.ContextOID == "" || tx.stagedContext(r) != nil {
 		return true, nil

@@ -136,7 +136,8 @@ func TestRefusedCallThenEffectCrash(t *testing.T) {
 // A process killed while its outside effect runs, then a crash before the
 // effect's result is recorded: the reopened runtime answers the call as
 // settlement_unknown on the killed process, never re-runs it, and keeps it
-// killed.
+// killed; it does so without the process's image, which the Host no longer
+// configures.
 func TestKilledDuringEffectThenCrash(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	var crashed *vfs.MemFS
@@ -166,7 +167,7 @@ func TestKilledDuringEffectThenCrash(t *testing.T) {
 	if crashed == nil {
 		t.Fatal("the effect never ran")
 	}
-	h.open(refusedThenEffectScript, mutate(crashed, nil))
+	h.open(refusedThenEffectScript, func(o *Options) { o.FS = crashed })
 	h.run()
 	if info := h.info(pid); info.Status != process.Killed {
 		t.Fatalf("after reopen: %s (%s), want killed", info.Status, info.Reason)
@@ -180,6 +181,48 @@ func TestKilledDuringEffectThenCrash(t *testing.T) {
 	}
 	if runs.Load() != 1 {
 		t.Fatalf("effect ran %d times", runs.Load())
+	}
+	if live := livePIDs(t, h); len(live) != 0 {
+		t.Fatalf("live index after recovery: %v, want the killed process gone from it", live)
+	}
+}
+
+// A process killed while its outside effect runs, then checkpointed and
+// restored before the effect returns: the restore answers the call as
+// started with an unknown settlement, as a crash would, and the effect's
+// late result changes nothing.
+func TestRestoreOfAProcessKilledDuringItsEffect(t *testing.T) {
+	var runs atomic.Int32
+	var pid int64
+	var h *harness
+	h = newHarness(t, refusedThenEffectScript, func(o *Options) {
+		o.Skills = testCatalog{tools: []*tools.Tool{effectTool(&runs, func() {
+			if err := h.rt.Kill(pid, "host"); err != nil {
+				t.Error(err)
+			}
+			cp, err := h.rt.CreateCheckpoint(pid)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := h.rt.RestoreCheckpoint(cp.ID); err != nil {
+				t.Error(err)
+			}
+		})}}
+		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+	})
+	var err error
+	pid, err = h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	res := h.toolResults(pid)
+	if len(res) != 2 {
+		t.Fatalf("tool results %v: the effect ran %d times and its call must be answered once", res, runs.Load())
+	}
+	if e, _ := res[1]["error"].(map[string]any); e["code"] != tools.CodeSettlementUnknown || res[1]["effect_started"] != true {
+		t.Fatalf("effect call after the restore: %v", res[1])
 	}
 }
 

@@ -853,9 +853,12 @@ func (k *Runtime) finishEffect(ctx context.Context, tx *txn, r *procRecord, res 
 	if err != nil {
 		return nil, err
 	}
-	im, err := k.image(r.Image)
-	if err != nil {
-		return nil, err
+	// A process killed meanwhile invokes nothing more, so it needs no image.
+	var im *images.Image
+	if r.State == process.Running {
+		if im, err = k.image(r.Image); err != nil {
+			return nil, err
+		}
 	}
 	return k.dispatch(ctx, tx, r, c, im, b, quantum.Input{Kind: quantum.EffectDone, Running: r.State == process.Running})
 }

@@ -25,9 +25,11 @@ const (
 	prefixRetain  = "k/io/"
 	prefixToolRec = "k/tc/"
 	keyMeta       = "k/meta"
-	// prefixLive indexes the processes that are not terminal, so that a
-	// reopen reads only what recovery and scheduling need however many
-	// processes ever ran; keyLiveIndex marks a directory whose index is built.
+	// prefixLive indexes the processes that are not terminal (and those
+	// that ended while their outside effect ran, until its result is
+	// recorded: setLive), so that a reopen reads only what recovery and
+	// scheduling need however many processes ever ran; keyLiveIndex marks a
+	// directory whose index is built.
 	prefixLive   = "k/live/"
 	keyLiveIndex = "k/live-index"
 )
@@ -214,12 +216,16 @@ func saveProc(tx *txn, r *procRecord) error {
 	return nil
 }
 
+// indexedLive reports whether r has an entry in the index of live
+// processes (setLive).
+func (r *procRecord) indexedLive() bool { return !r.State.Terminal() || r.Dispatch != nil }
+
 // setLive keeps r's entry in the index of live processes. A process that
 // ended while its outside effect ran keeps its entry until the effect's
 // result is recorded: if the runtime stops first, recovery must answer the
 // call.
 func setLive(tx *txn, r *procRecord) error {
-	if r.State.Terminal() && r.Dispatch == nil {
+	if !r.indexedLive() {
 		return tx.Delete(liveKey(r.PID))
 	}
 	b, err := liveEntryOf(r).appendJSON(make([]byte, 0, 64))
@@ -274,7 +280,9 @@ func liveEntryOf(r *procRecord) liveEntry {
 
 // mayBeLive reports whether pid may not be terminal in tx: it is saved in
 // tx, or the live index holds it. A process that ended before tx has no
-// entry, so telling that costs a key lookup instead of a record's decoding.
+// entry (but one whose outside effect was in flight when it ended, until the
+// effect's result is recorded), so telling that costs a key lookup instead
+// of a record's decoding.
 func mayBeLive(tx *txn, pid int64) (bool, error) {
 	if _, ok := tx.procs[pid]; ok {
 		return true, nil
@@ -291,7 +299,8 @@ func mayBeLive(tx *txn, pid int64) (bool, error) {
 }
 
 // scanLive calls fn with the index entry of every process that is not
-// terminal, in pid order.
+// terminal, and of every one that ended with its outside effect in flight,
+// in pid order.
 func scanLive(tx *txn, fn func(e liveEntry) error) error {
 	return tx.Scan([]byte(prefixLive), func(key, v []byte) error {
 		var e liveEntry
@@ -335,6 +344,9 @@ func (k *Runtime) buildLiveIndex() error {
 			var r procRecord
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("decode process record: %w", err)
+			}
+			if !r.indexedLive() {
+				return nil // the stale entries are deleted above
 			}
 			return setLive(tx, &r)
 		})

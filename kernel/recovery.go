@@ -50,10 +50,10 @@ func (k *Runtime) recover() error {
 			}
 			switch {
 			case r.State.Terminal():
-				// It ended while its outside effect ran (killed by the Host or
-				// with an ancestor), and the runtime stopped before recording
-				// the effect's result: the call is answered as for a running
-				// process, and the process stays as it ended.
+				// It was killed while its outside effect ran, and the runtime
+				// stopped before recording the effect's result: the call is
+				// answered as for a running process, and the process stays
+				// killed.
 				if r.Dispatch == nil {
 					return nil
 				}
@@ -190,11 +190,9 @@ func (k *Runtime) settleInterruptedEffect(tx *txn, r *procRecord) error {
 	if err != nil {
 		return err
 	}
-	im, err := k.image(r.Image)
-	if err != nil {
-		return err
-	}
-	if _, err := k.dispatch(context.Background(), tx, r, c, im, b, quantum.Input{Kind: quantum.Crashed}); err != nil {
+	// A crashed batch invokes nothing, so it needs no image: one the Host no
+	// longer configures does not keep the directory from opening.
+	if _, err := k.dispatch(context.Background(), tx, r, c, nil, b, quantum.Input{Kind: quantum.Crashed}); err != nil {
 		return err
 	}
 	return k.emit(tx, Event{Kind: EventRecovered, PID: r.PID, Reason: "outside effect interrupted; settlement unknown"})
