@@ -89,6 +89,16 @@ func TestRefusedCallThenEffectInOneBatch(t *testing.T) {
 	}
 }
 
+// effectOn is the options of a runtime on fs whose echo:v0 image has
+// effectTool, counting its runs and calling during while it runs.
+func effectOn(fs vfs.FS, runs *atomic.Int32, during func()) func(*Options) {
+	return func(o *Options) {
+		o.FS = fs
+		o.Skills = testCatalog{tools: []*tools.Tool{effectTool(runs, during)}}
+		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+	}
+}
+
 // The crash variant: the runtime dies while the effect runs. The reopened
 // runtime answers the call as settlement_unknown, never re-runs it, and the
 // refused call keeps its single answer.
@@ -96,15 +106,8 @@ func TestRefusedCallThenEffectCrash(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	var crashed *vfs.MemFS
 	var runs atomic.Int32
-	mutate := func(fs vfs.FS, during func()) func(*Options) {
-		return func(o *Options) {
-			o.FS = fs
-			o.Skills = testCatalog{tools: []*tools.Tool{effectTool(&runs, during)}}
-			o.Images = map[string]*images.Image{"echo:v0": echoImage()}
-		}
-	}
 	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
-	h.open(refusedThenEffectScript, mutate(mem, func() {
+	h.open(refusedThenEffectScript, effectOn(mem, &runs, func() {
 		crashed = mem.CrashClone(vfs.CrashCloneCfg{})
 	}))
 	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
@@ -116,7 +119,7 @@ func TestRefusedCallThenEffectCrash(t *testing.T) {
 	if crashed == nil {
 		t.Fatal("the effect never ran")
 	}
-	h.open(refusedThenEffectScript, mutate(crashed, nil))
+	h.open(refusedThenEffectScript, effectOn(crashed, &runs, nil))
 	h.run()
 	if info := h.info(pid); info.Status != process.Exited {
 		t.Fatalf("after reopen: %s (%s)", info.Status, info.Reason)
@@ -143,15 +146,8 @@ func TestKilledDuringEffectThenCrash(t *testing.T) {
 	var crashed *vfs.MemFS
 	var runs atomic.Int32
 	var pid int64
-	mutate := func(fs vfs.FS, during func()) func(*Options) {
-		return func(o *Options) {
-			o.FS = fs
-			o.Skills = testCatalog{tools: []*tools.Tool{effectTool(&runs, during)}}
-			o.Images = map[string]*images.Image{"echo:v0": echoImage()}
-		}
-	}
 	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
-	h.open(refusedThenEffectScript, mutate(mem, func() {
+	h.open(refusedThenEffectScript, effectOn(mem, &runs, func() {
 		if err := h.rt.Kill(pid, "host"); err != nil {
 			t.Error(err)
 		}

@@ -251,21 +251,28 @@ func failingWaitTool(resumeFails bool) *tools.Tool {
 // echoParentRun runs an echo:v0 parent of script (turns of pid 1, then a
 // base:v0 child that reads the clock and exits) and returns its pid.
 func echoParentRun(t *testing.T, tool *tools.Tool, parentTurns string) (*harness, int64) {
-	h := newHarness(t, "processes:\n  - image: echo:v0\n    turns:\n"+parentTurns+`
+	h, pid := echoParent(t, tool, "processes:\n  - image: echo:v0\n    turns:\n"+parentTurns+`
   - image: base:v0
     turns:
       - tool_calls: [{name: get_current_time, arguments: {}}]
       - tool_calls: [{name: process_exit, arguments: {message: hi}}]
-`, func(o *Options) {
+`)
+	h.run()
+	return h, pid
+}
+
+// echoParent opens script, whose echo:v0 image has tool, and spawns its
+// first process, which may spawn base:v0 children; it returns its pid.
+func echoParent(t *testing.T, tool *tools.Tool, script string, mutate ...func(*Options)) (*harness, int64) {
+	h := newHarness(t, script, append([]func(*Options){func(o *Options) {
 		o.Skills = testCatalog{tools: []*tools.Tool{tool}}
 		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
-	})
+	}}, mutate...)...)
 	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "g", Grants: append(clockGrants(), spawnGrant(),
 		capabilities.Grant{Resource: "image:base:v0", Rights: []capabilities.Right{capabilities.Read}})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.run()
 	return h, pid
 }
 
@@ -352,15 +359,8 @@ func TestContextIsNotSavedWithAnOlderRecord(t *testing.T) {
 	pid := h.spawn(clockGrants())
 	before := h.info(pid)
 	err := h.rt.update(func(tx *txn) error {
-		r, err := loadProc(tx, pid)
+		r, err := h.stageNotice(tx, pid, "staged with r")
 		if err != nil {
-			return err
-		}
-		c, err := h.rt.loadContext(tx, r)
-		if err != nil {
-			return err
-		}
-		if err := h.rt.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: "staged with r"}); err != nil {
 			return err
 		}
 		if err := saveProc(tx, r); err != nil {
@@ -432,7 +432,7 @@ func TestFailedStartOfAWokenProcessGivesItsWorkerBack(t *testing.T) {
 		},
 		Resume: func(context.Context, tools.Syscalls, tools.Pending) (tools.Outcome, error) { return invalid, nil },
 	}
-	h := newHarness(t, `
+	h, parent := echoParent(t, tool, `
 processes:
   - image: echo:v0
     turns:
@@ -446,16 +446,7 @@ processes:
       - tool_calls: [{name: send_process_message, arguments: {recipient_pid: 1, body: ping}}]
       - tool_calls: [{name: get_current_time, arguments: {}}]
       - tool_calls: [{name: process_exit, arguments: {message: child done}}]
-`, func(o *Options) {
-		o.Workers = 4
-		o.Skills = testCatalog{tools: []*tools.Tool{tool}}
-		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
-	})
-	parent, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "g", Grants: append(clockGrants(), spawnGrant(),
-		capabilities.Grant{Resource: "image:base:v0", Rights: []capabilities.Right{capabilities.Read}})})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, func(o *Options) { o.Workers = 4 })
 	h.run()
 	if p := h.info(parent); p.Status != process.Failed || !strings.Contains(p.Reason, "internal error in a quantum") {
 		t.Fatalf("parent %s (%s), want failed by its own defect", p.Status, p.Reason)
@@ -623,15 +614,8 @@ func TestContextAtHand(t *testing.T) {
 		t.Fatal("a new process's small context is not at hand")
 	}
 	err := h.rt.update(func(tx *txn) error {
-		r, err := loadProc(tx, pid)
-		if err != nil {
-			return err
-		}
-		c, err := h.rt.loadContext(tx, r)
-		if err != nil {
-			return err
-		}
-		return h.rt.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: strings.Repeat("x", maxContextDecodedInCommit)})
+		_, err := h.stageNotice(tx, pid, strings.Repeat("x", maxContextDecodedInCommit))
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -647,4 +631,18 @@ func TestContextAtHand(t *testing.T) {
 	if !atHand() {
 		t.Fatal("a large context decoded by a prewarm is not at hand")
 	}
+}
+
+// stageNotice loads pid's record and context in tx and appends a notice of
+// content to the context, staged with the record it returns.
+func (h *harness) stageNotice(tx *txn, pid int64, content string) (*procRecord, error) {
+	r, err := loadProc(tx, pid)
+	if err != nil {
+		return nil, err
+	}
+	c, err := h.rt.loadContext(tx, r)
+	if err != nil {
+		return nil, err
+	}
+	return r, h.rt.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: content})
 }
