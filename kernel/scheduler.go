@@ -132,8 +132,9 @@ func (s *scheduler) claimWorker(ctx context.Context, pid int64) *workerPool {
 	return s.pool
 }
 
-// release gives back a worker claimed for pid by a commit that failed: pid
-// is queued if it became runnable meanwhile, as a worker's landing does.
+// release gives back a worker claimed for pid, by a commit that failed or
+// whose start of pid had nothing to run: pid is queued if it became
+// runnable meanwhile, as a worker's landing does.
 func (s *scheduler) release(pid int64) {
 	s.mu.Lock()
 	s.working--
