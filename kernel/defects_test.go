@@ -184,41 +184,51 @@ func TestKilledDuringEffectThenCrash(t *testing.T) {
 }
 
 // A process killed while its outside effect runs, then checkpointed and
-// restored before the effect returns: the restore answers the call as
-// started with an unknown settlement, as a crash would, and the effect's
-// late result changes nothing.
+// restored (or forked) before the effect returns: the restored process (or
+// the fork) has the call answered as started with an unknown settlement, as
+// a crash would, and the effect's late result changes nothing.
 func TestRestoreOfAProcessKilledDuringItsEffect(t *testing.T) {
-	var runs atomic.Int32
-	var pid int64
-	var h *harness
-	h = newHarness(t, refusedThenEffectScript, func(o *Options) {
-		o.Skills = testCatalog{tools: []*tools.Tool{effectTool(&runs, func() {
-			if err := h.rt.Kill(pid, "host"); err != nil {
-				t.Error(err)
-			}
-			cp, err := h.rt.CreateCheckpoint(pid)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if _, err := h.rt.RestoreCheckpoint(cp.ID); err != nil {
-				t.Error(err)
-			}
-		})}}
-		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
-	})
-	var err error
-	pid, err = h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.run()
-	res := h.toolResults(pid)
-	if len(res) != 2 {
-		t.Fatalf("tool results %v: the effect ran %d times and its call must be answered once", res, runs.Load())
-	}
-	if e, _ := res[1]["error"].(map[string]any); e["code"] != tools.CodeSettlementUnknown || res[1]["effect_started"] != true {
-		t.Fatalf("effect call after the restore: %v", res[1])
+	for _, fork := range []bool{false, true} {
+		var runs atomic.Int32
+		var pid, answered int64
+		var h *harness
+		h = newHarness(t, refusedThenEffectScript, func(o *Options) {
+			o.Skills = testCatalog{tools: []*tools.Tool{effectTool(&runs, func() {
+				if err := h.rt.Kill(pid, "host"); err != nil {
+					t.Error(err)
+				}
+				cp, err := h.rt.CreateCheckpoint(pid)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !fork {
+					answered = pid
+					_, err = h.rt.RestoreCheckpoint(cp.ID)
+				} else {
+					var rep ForkReport
+					rep, err = h.rt.ForkCheckpoint(cp.ID)
+					answered = rep.PIDs[pid]
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			})}}
+			o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+		})
+		var err error
+		pid, err = h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.run()
+		res := h.toolResults(answered)
+		if len(res) < 2 {
+			t.Fatalf("fork %v: pid %d's tool results %v: the effect ran %d times and its call must be answered", fork, answered, res, runs.Load())
+		}
+		if e, _ := res[1]["error"].(map[string]any); e["code"] != tools.CodeSettlementUnknown || res[1]["effect_started"] != true {
+			t.Fatalf("fork %v: the effect call after the checkpoint: %v", fork, res[1])
+		}
 	}
 }
 
