@@ -112,7 +112,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		opts.Parallel = 4
 	}
 	var selected []*task
-	for _, t := range allTasks {
+	for _, t := range allTasks() {
 		if opts.Match == nil || opts.Match.MatchString(t.Name) {
 			selected = append(selected, t)
 		}
