@@ -351,10 +351,11 @@ func (k *Runtime) startWoken(ctx context.Context, tx *txn) error {
 		if w.State != process.Runnable || tx.stagedContext(w) != nil {
 			continue
 		}
-		if ok, err := k.contextAtHand(tx, w); err != nil || !ok {
-			if err != nil {
-				return err
-			}
+		atHand, err := k.contextAtHand(tx, w)
+		if err != nil {
+			return err
+		}
+		if !atHand {
 			continue
 		}
 		pool := k.sched.claimWorker(ctx, pid)
