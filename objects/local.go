@@ -107,8 +107,8 @@ type localChange struct {
 // publish installs the changes of one commit about to be applied, in the
 // order commits are applied. Every version a change replaces stays in its
 // chain until applied runs: a View that begins meanwhile may have taken its
-// snapshot before Pebble had this commit. Caller holds the store's apply
-// lock.
+// snapshot before Pebble had this commit. Caller has its batch's turn to be
+// applied (Store.applyTurn).
 func (l *localStore) publish(changes map[string]*localChange) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -132,8 +132,8 @@ func (l *localStore) publish(changes map[string]*localChange) {
 }
 
 // applied drops, once Pebble has the commit that published changes, the
-// versions it superseded that no open View can read. Caller holds the
-// store's apply lock.
+// versions it superseded that no open View can read. Caller has its batch's
+// turn to be applied.
 func (l *localStore) applied(changes map[string]*localChange) {
 	if len(changes) == 0 {
 		return

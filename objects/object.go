@@ -544,12 +544,17 @@ func (tx *Txn) localPayload(sm *storedMeta, version uint64) (payload, error) {
 		return c.data, nil
 	}
 	if !tx.readOnly {
-		// An Update may read a payload of the batch being applied, which
-		// is published once Pebble has the batch.
-		if p := tx.s.pending.Load(); p != nil {
+		// An Update may read a payload of a batch not yet applied, which
+		// is published just before Pebble has the batch.
+		var found *localChange
+		tx.s.pending.Load().newestFirst(func(p *pendingBatch) bool {
 			if c, ok := p.locals[sm.OID]; ok && !c.removed && c.version == version && c.sha256 == sm.PayloadSHA256 {
-				return c.data, nil
+				found = c
 			}
+			return found == nil
+		})
+		if found != nil {
+			return found.data, nil
 		}
 	}
 	if data, ok := tx.s.locals.lookup(sm.OID, version, sm.PayloadSHA256); ok {

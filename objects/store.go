@@ -63,12 +63,10 @@ type Stats struct {
 	// commits share syncs.
 	WALSyncs uint64
 	// WriteLockHeld is the total wall time Update has held the write lock:
-	// running transaction functions and building their batches, which no
-	// other commit can overlap.
+	// running transaction functions, which no other commit can overlap.
 	WriteLockHeld time.Duration
 	// Applying is the total wall time batches took to be applied to Pebble
-	// (the apply lock held), one at a time, each beside the next Update's
-	// function.
+	// in their turn, one at a time, beside the next Updates' functions.
 	Applying time.Duration
 }
 
@@ -92,22 +90,32 @@ type Store struct {
 	checkHandoffs bool
 
 	// writeMu gives one Update at a time exclusive write access: its
-	// function runs, its batch is built and the caches below take its
-	// writes under it. Applying the batch to Pebble does not: the next
-	// Update's function runs meanwhile, reading this batch's writes from
-	// pending. applyMu keeps batches applied one at a time in writeMu's
-	// order; an Update takes it before it lets writeMu go (so at most one
-	// batch is pending) and keeps it while it publishes its runtime-local
-	// payloads and then applies its batch (see localStore). The WAL sync
-	// wait holds neither.
+	// function runs and the caches below take its writes under it. Building
+	// the batch and applying it to Pebble do not: the next Updates'
+	// functions run meanwhile, reading the writes of the batches not yet
+	// applied from pending. Each batch waits for its turn (applyTurn), so
+	// batches are applied one at a time in writeMu's order, each publishing
+	// its runtime-local payloads just before (see localStore); an Update
+	// need not wait for the batch before it to be applied to let writeMu
+	// go, since applying is the slower of the two. The WAL sync wait holds
+	// nothing.
 	writeMu sync.Mutex
-	applyMu sync.Mutex
-	// pending is the batch being applied (nil: none): what an Update reads
-	// before Pebble, because Pebble may not have it yet. Set under writeMu
-	// and applyMu, cleared under applyMu; its maps are never modified.
-	pending atomic.Pointer[pendingBatch]
-	// lastEventSeq is the highest event seq applied to Pebble. Written under
-	// applyMu, read atomically.
+	// pending holds the batches handed on and not yet in Pebble, oldest
+	// first: what an Update reads before Pebble, because Pebble may not have
+	// them yet. The list is replaced, never modified: a batch is appended
+	// under writeMu and pendingMu, and dropped, once Pebble has it, under
+	// pendingMu; its maps are never modified.
+	pending   atomic.Pointer[pendingList]
+	pendingMu sync.Mutex
+	// applyTurn is closed when the batch handed on last has been applied
+	// (or given up after a failure): the next batch waits for it, so batches
+	// reach Pebble one at a time in writeMu's order. Guarded by writeMu.
+	applyTurn chan struct{}
+	// beforeApply, set only by tests, runs in each batch's turn before it
+	// is published and applied.
+	beforeApply func()
+	// lastEventSeq is the highest event seq applied to Pebble. Written by the
+	// batch whose turn it is, read atomically.
 	lastEventSeq atomic.Uint64
 	// publishedEventSeq is the highest event seq of a batch handed on: the
 	// next Update's events follow it. Guarded by writeMu.
@@ -698,22 +706,32 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	if n := len(tx.events); n > 0 {
 		s.publishedEventSeq = tx.events[n-1].Seq
 	}
-	s.applyMu.Lock()
-	s.pending.Store(&pendingBatch{writes: tx.writes, locals: tx.locals})
+	pb := &pendingBatch{writes: tx.writes, locals: tx.locals}
+	s.addPending(pb)
+	turn, done := s.applyTurn, make(chan struct{})
+	s.applyTurn = done
 	s.unlockWrite(held)
 	locked = false
 
+	// The batch is built out of the write lock and before this batch's
+	// turn, while earlier ones are applied: the next Update reads this
+	// one's writes from pending, not from the batch, and only reads them,
+	// as this does.
+	batch, berr := tx.buildBatch()
+	if turn != nil {
+		<-turn
+	}
+	if s.beforeApply != nil {
+		s.beforeApply()
+	}
 	applyStart := time.Now()
 	// A failed store publishes and applies nothing more: the commit before
 	// may not be in Pebble, and publishing counts it as applied. Otherwise
 	// published first, so a View whose snapshot holds this batch finds its
-	// payloads. The batch is built here, out of the write lock: the next
-	// Update reads this one's writes from pending, not from the batch, and
-	// only reads them, as this does.
+	// payloads.
 	aerr := s.failedErr()
-	var batch *pebble.Batch
 	if aerr == nil {
-		batch, aerr = tx.buildBatch()
+		aerr = berr
 	}
 	if aerr == nil {
 		s.locals.publish(tx.locals)
@@ -727,9 +745,9 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	} else {
 		s.fail(aerr)
 	}
-	s.pending.Store(nil)
+	s.dropPending(pb)
 	s.applying.Add(int64(time.Since(applyStart)))
-	s.applyMu.Unlock()
+	close(done)
 	failed := aerr != nil
 	if !failed {
 		if serr := batch.SyncWait(); serr != nil {
@@ -756,6 +774,52 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 type pendingBatch struct {
 	writes map[string]*stagedValue
 	locals map[string]*localChange
+}
+
+// pendingList is the batches not yet in Pebble, oldest first.
+type pendingList struct{ batches []*pendingBatch }
+
+// newestFirst calls fn on each batch, newest first, until it returns false.
+func (l *pendingList) newestFirst(fn func(*pendingBatch) bool) {
+	if l == nil {
+		return
+	}
+	for i := len(l.batches) - 1; i >= 0; i-- {
+		if !fn(l.batches[i]) {
+			return
+		}
+	}
+}
+
+// addPending appends pb to the pending list. Caller holds writeMu.
+func (s *Store) addPending(pb *pendingBatch) {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	var batches []*pendingBatch
+	if l := s.pending.Load(); l != nil {
+		batches = make([]*pendingBatch, 0, len(l.batches)+1)
+		batches = append(batches, l.batches...)
+	}
+	s.pending.Store(&pendingList{batches: append(batches, pb)})
+}
+
+// dropPending removes pb from the pending list once Pebble has it (or the
+// store failed). Batches are applied in order, so pb is the oldest.
+func (s *Store) dropPending(pb *pendingBatch) {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	l := s.pending.Load()
+	if len(l.batches) == 1 {
+		s.pending.Store(nil)
+		return
+	}
+	kept := make([]*pendingBatch, 0, len(l.batches)-1)
+	for _, b := range l.batches {
+		if b != pb {
+			kept = append(kept, b)
+		}
+	}
+	s.pending.Store(&pendingList{batches: kept})
 }
 
 // apply hands the batch to Pebble without waiting for the sync. Pebble

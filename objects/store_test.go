@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -668,5 +669,145 @@ func TestCommitAfterFailedApplyPublishesNothing(t *testing.T) {
 	wantErr(t, errB, ErrFailed)
 	for range 2 { // the first View's end prunes what no View needs
 		wantFirstVersion(t, s, m.OID, "a View after a failed apply")
+	}
+}
+
+// TestUpdatesRunWhileEarlierBatchesWait: an Update need not wait for the
+// batch before it to be applied. While the first batch's apply is held,
+// two more commit behind it; the last one's function reads, from the two
+// batches still waiting, each key as the newest of them left it (a delete
+// hides an older write, a scan merges them, a runtime-local payload is
+// found), and all three reach Pebble in order. If the first apply fails,
+// the batches behind it fail too and none reaches Pebble.
+func TestUpdatesRunWhileEarlierBatchesWait(t *testing.T) {
+	for _, failFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("first apply fails=%v", failFirst), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTest(t, dir, nil)
+			m := create(t, s, CreateSpec{Namespace: "ns", Name: "x", Kind: "k", Payload: []byte("v1")})
+			mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("raw/gone"), []byte("0")) })
+
+			// Holding the first batch in its turn holds every batch behind it.
+			release := make(chan struct{})
+			var turns atomic.Int32
+			s.beforeApply = func() {
+				if turns.Add(1) == 1 {
+					<-release
+				}
+			}
+			held := true
+			defer func() {
+				if held {
+					close(release)
+				}
+			}()
+			var wg sync.WaitGroup
+			errs := make([]error, 3)
+			commit := func(i int, fn func(tx *Txn) error) {
+				handedOn := make(chan struct{})
+				wg.Go(func() {
+					errs[i] = s.Update(func(tx *Txn) error {
+						tx.OnApplied(func() { close(handedOn) })
+						return fn(tx)
+					})
+				})
+				<-handedOn
+			}
+			commit(0, func(tx *Txn) error {
+				if _, err := tx.Write(m.OID, 1, WriteSpec{Payload: []byte("v2")}); err != nil {
+					return err
+				}
+				for _, k := range []string{"raw/a", "raw/c", "raw/d"} {
+					if err := tx.Set([]byte(k), []byte("1")); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			commit(1, func(tx *Txn) error {
+				for _, k := range []string{"raw/gone", "raw/d"} {
+					if err := tx.Delete([]byte(k)); err != nil {
+						return err
+					}
+				}
+				if err := tx.Set([]byte("raw/a"), []byte("2")); err != nil {
+					return err
+				}
+				return tx.Set([]byte("raw/b"), []byte("1"))
+			})
+			var seen, reads []string
+			var waiting int
+			var payload []byte
+			commit(2, func(tx *Txn) error {
+				waiting = len(s.pending.Load().batches)
+				for _, k := range []string{"raw/c", "raw/d"} {
+					v, err := tx.Get([]byte(k))
+					if errors.Is(err, ErrNotFound) {
+						v = []byte("absent")
+					} else if err != nil {
+						return err
+					}
+					reads = append(reads, k+"="+string(v))
+				}
+				if err := tx.Scan([]byte("raw/"), func(k, v []byte) error {
+					seen = append(seen, string(k)+"="+string(v))
+					return nil
+				}); err != nil {
+					return err
+				}
+				_, data, err := tx.Read(m.OID)
+				if err != nil {
+					return err
+				}
+				payload = data
+				return tx.Set([]byte("raw/a"), []byte("3"))
+			})
+			if waiting != 2 {
+				t.Fatalf("the third function ran with %d batches waiting, want 2", waiting)
+			}
+			if got, want := strings.Join(reads, " "), "raw/c=1 raw/d=absent"; got != want {
+				t.Fatalf("reads behind two waiting batches = %q, want %q", got, want)
+			}
+			if got, want := strings.Join(seen, " "), "raw/a=2 raw/b=1 raw/c=1"; got != want {
+				t.Fatalf("scan behind two waiting batches = %q, want %q", got, want)
+			}
+			if string(payload) != "v2" {
+				t.Fatalf("payload behind two waiting batches = %q, want v2", payload)
+			}
+			if failFirst {
+				s.fail(errors.New("injected"))
+			}
+			close(release)
+			held = false
+			wg.Wait()
+			for i, err := range errs {
+				if failFirst {
+					wantErr(t, err, ErrFailed)
+				} else if err != nil {
+					t.Fatalf("commit %d: %v", i, err)
+				}
+			}
+			if s.pending.Load() != nil {
+				t.Fatal("batches still pending after every Update returned")
+			}
+			if failFirst {
+				_ = s.Close()
+				s = openTest(t, dir, nil)
+			}
+			defer closeTest(t, s)
+			want := map[string]string{"raw/a": "3", "raw/b": "1", "raw/c": "1"}
+			if failFirst {
+				want = map[string]string{"raw/gone": "0"}
+			}
+			got := map[string]string{}
+			if err := s.View(func(tx *Txn) error {
+				return tx.Scan([]byte("raw/"), func(k, v []byte) error { got[string(k)] = string(v); return nil })
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, want) {
+				t.Fatalf("Pebble holds %v, want %v", got, want)
+			}
+		})
 	}
 }

@@ -172,15 +172,15 @@ func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
 	return append(make([]byte, 0, len(r.value)), r.value...), true, nil
 }
 
-// pendingRead reads key from the batch being applied, which Pebble may not
-// have yet (Store.pending). Only an Update reads it.
+// pendingRead reads key from the newest batch not yet applied that wrote it,
+// which Pebble may not have yet (Store.pending). Only an Update reads it.
 func (tx *Txn) pendingRead(key []byte) (storedRead, bool) {
-	p := tx.s.pending.Load()
-	if p == nil {
-		return storedRead{}, false
-	}
-	sv, ok := p.writes[string(key)]
-	if !ok {
+	var sv *stagedValue
+	tx.s.pending.Load().newestFirst(func(p *pendingBatch) bool {
+		sv = p.writes[string(key)]
+		return sv == nil
+	})
+	if sv == nil {
 		return storedRead{}, false
 	}
 	if sv.deleted {
@@ -348,14 +348,21 @@ type rawKV struct {
 }
 
 // stagedRange returns the staged writes in [lower, upper), sorted
-// ascending: the transaction's own, and for an Update those of the batch
-// being applied that it did not overwrite.
+// ascending: the transaction's own, and for an Update those of the batches
+// being applied, each key as its newest write left it.
 func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) []rawKV {
 	var out []rawKV
-	add := func(writes map[string]*stagedValue, shadow map[string]*stagedValue) {
+	var seen map[string]struct{} // keys a newer write already gave
+	add := func(writes map[string]*stagedValue, more bool) {
 		for k, sv := range writes {
-			if _, ok := shadow[k]; ok {
+			if _, ok := seen[k]; ok {
 				continue
+			}
+			if more {
+				if seen == nil {
+					seen = make(map[string]struct{})
+				}
+				seen[k] = struct{}{}
 			}
 			kb := []byte(k)
 			if lower != nil && bytes.Compare(kb, lower) < 0 {
@@ -370,11 +377,18 @@ func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) []rawKV {
 			out = append(out, rawKV{key: kb, value: sv.value, deleted: sv.deleted})
 		}
 	}
-	add(tx.writes, nil)
+	var pending *pendingList
 	if !tx.readOnly {
-		if p := tx.s.pending.Load(); p != nil {
-			add(p.writes, tx.writes)
-		}
+		pending = tx.s.pending.Load()
+	}
+	add(tx.writes, pending != nil)
+	if pending != nil {
+		n := len(pending.batches)
+		pending.newestFirst(func(p *pendingBatch) bool {
+			n--
+			add(p.writes, n > 0)
+			return true
+		})
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].key, out[j].key) < 0 })
 	return out
