@@ -678,6 +678,12 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	err := fn(tx)
 	tx.finished = true
 	if err != nil {
+		if ferr := s.failedErr(); ferr != nil {
+			// A batch fn read from pending failed meanwhile and was
+			// dropped, so fn may have read a state torn between it and
+			// Pebble: its error is not to be acted on.
+			return nil, fmt.Errorf("objects: update: %w (the transaction's own error: %v)", ferr, err)
+		}
 		return nil, err
 	}
 
@@ -697,7 +703,8 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	// The caches take this batch's writes now, and pending holds them until
 	// Pebble has them: the next Update reads them from there, so it can run
 	// while this batch is applied. If the apply fails, the store fails and
-	// refuses every later Update, so none acts on what was not written.
+	// refuses every later Update, and every Update whose function ran
+	// meanwhile fails too, so none acts on what was not written.
 	tx.publishMetas()
 	s.reads.applied(tx.writes)
 	for _, fn := range tx.applied {
@@ -717,7 +724,11 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	// turn, while earlier ones are applied: the next Update reads this
 	// one's writes from pending, not from the batch, and only reads them,
 	// as this does.
-	batch, berr := tx.buildBatch()
+	var batch *pebble.Batch
+	berr := s.failedErr()
+	if berr == nil {
+		batch, berr = tx.buildBatch()
+	}
 	if turn != nil {
 		<-turn
 	}
@@ -758,12 +769,14 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 		// its record, whatever Pebble was told (storeFS).
 		failed = failed || s.fs.walDead.Load()
 	}
+	if batch != nil {
+		_ = batch.Close()
+	}
 	if failed {
 		ferr := s.failedErr()
 		commit.finish(ferr)
 		return nil, fmt.Errorf("objects: update: %w", ferr)
 	}
-	_ = batch.Close()
 	s.syncedCommits.Add(1)
 	commit.finish(nil)
 	return tx, nil

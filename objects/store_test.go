@@ -811,3 +811,49 @@ func TestUpdatesRunWhileEarlierBatchesWait(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateRunningWhileABatchFailsFails: a function that read a batch
+// still waiting to be applied, which then fails and is dropped, may read a
+// state torn between that batch and Pebble; whatever it returns, its
+// Update fails with the store's failure.
+func TestUpdateRunningWhileABatchFailsFails(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer func() { _ = s.Close() }()
+	m := create(t, s, CreateSpec{Namespace: "ns", Name: "x", Kind: "k", Payload: []byte("v1")})
+	release := make(chan struct{})
+	var once sync.Once
+	s.beforeApply = func() { once.Do(func() { <-release }) }
+	var wg sync.WaitGroup
+	handedOn := make(chan struct{})
+	wg.Go(func() {
+		_ = s.Update(func(tx *Txn) error {
+			tx.OnApplied(func() { close(handedOn) })
+			_, err := tx.Write(m.OID, 1, WriteSpec{Payload: []byte("v2")})
+			return err
+		})
+	})
+	<-handedOn
+	read, dropped := make(chan struct{}), make(chan struct{})
+	var uerr error
+	wg.Go(func() {
+		uerr = s.Update(func(tx *Txn) error {
+			if _, _, err := tx.Read(m.OID); err != nil {
+				return err
+			}
+			close(read)
+			<-dropped
+			// Version 2's payload was dropped with its batch.
+			_, _, err := tx.Read(m.OID)
+			return err
+		})
+	})
+	<-read
+	s.fail(errors.New("injected"))
+	close(release)
+	for s.pending.Load() != nil {
+		runtime.Gosched()
+	}
+	close(dropped)
+	wg.Wait()
+	wantErr(t, uerr, ErrFailed)
+}

@@ -575,7 +575,8 @@ func (tx *Txn) AfterCommit(fn func()) {
 // fast and must not use the store. It does not run if the transaction
 // function returns an error, nothing was staged, or a RollbackTo undoes the
 // point where it was registered. If the apply or the sync then fails, the
-// store refuses every later Update, so no Update can act on such a cache.
+// store refuses every later Update, and one whose function ran meanwhile
+// fails too, so no Update can act on such a cache.
 // Only an Update may register it.
 func (tx *Txn) OnApplied(fn func()) {
 	if tx.finished {
