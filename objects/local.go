@@ -72,9 +72,13 @@ type localStore struct {
 	appliedGen uint64
 	views      map[uint64]int      // recorded gen of each open View -> count
 	chained    map[string]struct{} // oids whose chain has entries to prune later
-	// last is the most recent commit handed to Pebble; a read-only operation
-	// waits for it so it never reports state that is not yet durable.
+	// last is the most recent commit handed on: a read-only Update, which
+	// reads the batches not yet applied too, waits for it so it never
+	// reports state that is not yet durable.
 	last *commitWait
+	// published is the commit published last (at gen): a View, whose
+	// snapshot holds no later one, waits for it.
+	published *commitWait
 	// spill holds payloads moved out of memory (nil: none are).
 	spill *localSpill
 	// spillWanted are oids asked to spill while an open View kept an older
@@ -91,6 +95,8 @@ func newLocalStore() *localStore {
 		views:   make(map[uint64]int),
 		chained: make(map[string]struct{}),
 		last:    doneCommit(),
+
+		published: doneCommit(),
 
 		spillWanted: make(map[string]struct{}),
 	}
@@ -109,9 +115,10 @@ type localChange struct {
 // chain until applied runs: a View that begins meanwhile may have taken its
 // snapshot before Pebble had this commit. Caller has its batch's turn to be
 // applied (Store.applyTurn).
-func (l *localStore) publish(changes map[string]*localChange) {
+func (l *localStore) publish(changes map[string]*localChange, commit *commitWait) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.published = commit
 	// A commit is published once the one before is applied: the store
 	// publishes nothing more after a failed apply.
 	l.appliedGen = l.gen
@@ -149,13 +156,15 @@ func (l *localStore) applied(changes map[string]*localChange) {
 }
 
 // beginView registers an open View, runs snapshot with no commit published
-// meanwhile, and returns the generation it must pass to endView.
-func (l *localStore) beginView(snapshot func()) uint64 {
+// meanwhile, and returns the generation it must pass to endView and the
+// commit it must wait for: the last one published, which the snapshot may
+// hold, and no later one.
+func (l *localStore) beginView(snapshot func()) (uint64, *commitWait) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.views[l.gen]++
 	snapshot()
-	return l.gen
+	return l.gen, l.published
 }
 
 func (l *localStore) endView(gen uint64) {
@@ -299,9 +308,8 @@ func (l *localStore) wantSpill(oid string, e *localEntry) {
 	}
 }
 
-// setLast records the commit about to be applied. It is set before the
-// batch becomes visible so that any reader that can see the batch also sees
-// this commit (or a later one) as the one to wait for.
+// setLast records the commit handed on, before any Update can read its
+// batch.
 func (l *localStore) setLast(c *commitWait) {
 	l.mu.Lock()
 	l.last = c
@@ -312,6 +320,14 @@ func (l *localStore) lastCommit() *commitWait {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.last
+}
+
+// publishedCommit returns the commit published last: a reader of Pebble
+// that began before this call can see no later one.
+func (l *localStore) publishedCommit() *commitWait {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.published
 }
 
 // commitWait completes when a commit's batch is durable (or failed).

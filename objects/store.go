@@ -745,7 +745,7 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 		aerr = berr
 	}
 	if aerr == nil {
-		s.locals.publish(tx.locals)
+		s.locals.publish(tx.locals, commit)
 		aerr = s.apply(batch)
 	}
 	if aerr == nil {
@@ -902,10 +902,9 @@ func (s *Store) read(fn func(tx *Txn) error, durable bool) (*Txn, error) {
 	}
 	defer s.ops.Done()
 	var snap *pebble.Snapshot
-	gen := s.locals.beginView(func() { snap = s.db.NewSnapshot() })
+	gen, wait := s.locals.beginView(func() { snap = s.db.NewSnapshot() })
 	defer s.locals.endView(gen)
 	defer snap.Close()
-	wait := s.locals.lastCommit()
 
 	tx := newTxn(s, snap, true)
 	err := fn(tx)
@@ -959,7 +958,8 @@ func (s *Store) scanEvents(lower, upper []byte, limit int, reverse bool) (events
 	if reverse {
 		first, next = it.Last, it.Prev
 	}
-	wait := s.locals.lastCommit()
+	// Taken after the iterator: it can see no commit published later.
+	wait := s.locals.publishedCommit()
 	for ok := first(); ok && (limit == 0 || len(events) < limit); ok = next() {
 		seq, derr := eventSeqFromKey(it.Key())
 		if derr != nil {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -856,4 +857,57 @@ func TestUpdateRunningWhileABatchFailsFails(t *testing.T) {
 	close(dropped)
 	wg.Wait()
 	wantErr(t, uerr, ErrFailed)
+}
+
+// TestViewWaitsOnlyForWhatItCanSee: a View, a Peek and an event read wait
+// for the durability of the commits their snapshot may hold, not for a batch
+// still waiting for its turn, which none of them can see.
+func TestViewWaitsOnlyForWhatItCanSee(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("raw/a"), []byte("1")) })
+	release := make(chan struct{})
+	var once sync.Once
+	s.beforeApply = func() { once.Do(func() { <-release }) }
+	handedOn := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = s.Update(func(tx *Txn) error {
+			tx.OnApplied(func() { close(handedOn) })
+			if err := tx.Set([]byte("raw/a"), []byte("2")); err != nil {
+				return err
+			}
+			_, err := tx.AppendEvent("held", nil)
+			return err
+		})
+	})
+	<-handedOn
+	reads := make(chan string, 1)
+	go func() {
+		var got []byte
+		err := s.View(func(tx *Txn) error {
+			var err error
+			got, err = tx.Get([]byte("raw/a"))
+			return err
+		})
+		if err == nil {
+			var evs []Event
+			evs, err = s.Events(0, 0)
+			got = fmt.Appendf(got, " %d events", len(evs))
+		}
+		if err != nil {
+			got = []byte(err.Error())
+		}
+		reads <- string(got)
+	}()
+	select {
+	case got := <-reads:
+		if got != "1 0 events" {
+			t.Errorf("reads behind a held batch = %q, want the value before it and no event", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a View waited for a batch its snapshot cannot hold")
+	}
+	close(release)
+	wg.Wait()
 }
