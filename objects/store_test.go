@@ -859,9 +859,9 @@ func TestUpdateRunningWhileABatchFailsFails(t *testing.T) {
 	wantErr(t, uerr, ErrFailed)
 }
 
-// TestViewWaitsOnlyForWhatItCanSee: a View, a Peek and an event read wait
-// for the durability of the commits their snapshot may hold, not for a batch
-// still waiting for its turn, which none of them can see.
+// TestViewWaitsOnlyForWhatItCanSee: a View and an event read wait for the
+// durability of the commits their snapshot may hold, not for a batch still
+// waiting for its turn, which neither can see.
 func TestViewWaitsOnlyForWhatItCanSee(t *testing.T) {
 	s := openTest(t, t.TempDir(), nil)
 	defer closeTest(t, s)
@@ -906,8 +906,27 @@ func TestViewWaitsOnlyForWhatItCanSee(t *testing.T) {
 			t.Errorf("reads behind a held batch = %q, want the value before it and no event", got)
 		}
 	case <-time.After(10 * time.Second):
-		t.Error("a View waited for a batch its snapshot cannot hold")
+		t.Error("a View or an event read waited for a batch it cannot see")
 	}
 	close(release)
 	wg.Wait()
+}
+
+// TestEventsAfterFailedSyncFail: an event read that may see an event whose
+// commit failed to sync reports the failure, as a View does.
+func TestEventsAfterFailedSyncFail(t *testing.T) {
+	fault := walFault(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
+	s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, fault)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	fault.On()
+	defer fault.Off()
+	err = s.Update(func(tx *Txn) error { _, err := tx.AppendEvent("lost", nil); return err })
+	wantErr(t, err, ErrFailed)
+	_, err = s.Events(0, 0)
+	wantErr(t, err, ErrFailed)
+	_, err = s.EventsBefore(0, 0)
+	wantErr(t, err, ErrFailed)
 }
