@@ -91,11 +91,10 @@ type localStore struct {
 
 func newLocalStore() *localStore {
 	return &localStore{
-		head:    make(map[string]*localEntry),
-		views:   make(map[uint64]int),
-		chained: make(map[string]struct{}),
-		last:    doneCommit(),
-
+		head:      make(map[string]*localEntry),
+		views:     make(map[uint64]int),
+		chained:   make(map[string]struct{}),
+		last:      doneCommit(),
 		published: doneCommit(),
 
 		spillWanted: make(map[string]struct{}),
