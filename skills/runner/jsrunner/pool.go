@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -350,37 +351,53 @@ func (t *stderrLog) String() string {
 const workerMallocEnv = "MALLOC_ARENA_MAX=1"
 
 func (p *Pool) startWorker() (*workerProc, error) {
-	inR, inW, err := os.Pipe()
+	inR, inW, err := blockingPipe()
 	if err != nil {
 		return nil, fmt.Errorf("%w: stdin pipe: %w", ErrWorkerStart, err)
 	}
-	outR, outW, err := os.Pipe()
+	outR, outW, err := blockingPipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
 		return nil, fmt.Errorf("%w: stdout pipe: %w", ErrWorkerStart, err)
 	}
-	tail := &stderrLog{}
+	errR, errW, err := blockingPipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("%w: stderr pipe: %w", ErrWorkerStart, err)
+	}
 	cmd := exec.Command(p.opts.Executable, workerGuardArg)
 	cmd.Env = []string{WorkerEnv + "=1", workerMallocEnv}
 	cmd.Dir = "/"
 	cmd.Stdin = inR
 	cmd.Stdout = outW
-	cmd.Stderr = tail
+	// A file, not a writer: os/exec would make the pipe itself, in the
+	// poller (see blockingPipe).
+	cmd.Stderr = errW
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
+		for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
+			f.Close()
+		}
 		return nil, fmt.Errorf("%w: start %s: %w", ErrWorkerStart, p.opts.Executable, err)
 	}
 	inR.Close()
 	outW.Close()
+	errW.Close()
+	tail := &stderrLog{}
+	stderrDone := make(chan struct{})
+	go func() {
+		// The worker's exit closes its end, and nothing else holds it.
+		_, _ = io.Copy(tail, errR)
+		errR.Close()
+		close(stderrDone)
+	}()
 	// A blocking read wakes straight from the kernel when the answer
 	// arrives, without the poller's hand-off. It cannot hang: every path
 	// that stops waiting first ends the worker, which closes the pipe.
-	outR.Fd()
 	wp := &workerProc{
 		cmd:      cmd,
 		stdin:    inW,
@@ -394,6 +411,8 @@ func (p *Pool) startWorker() (*workerProc, error) {
 	wp.overstay.Stop()
 	go func() {
 		wp.waitErr = cmd.Wait()
+		// Whoever waits for the exit reads what the worker said last.
+		<-stderrDone
 		close(wp.exited)
 	}()
 	p.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -517,5 +518,26 @@ func TestNewPoolRejectsANonWorkerExecutable(t *testing.T) {
 		if _, err := NewPool(opts); err == nil {
 			t.Fatalf("NewPool(%+v) accepted a negative option", opts)
 		}
+	}
+}
+
+// TestWorkerStartFailureQuotesItsStderr starts a program that is not a
+// worker: the error names what it wrote to stderr before it exited.
+func TestWorkerStartFailureQuotesItsStderr(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatalf("no sh: %v", err)
+	}
+	p, err := NewPool(PoolOptions{Workers: 1, Executable: sh, StartTimeout: 10 * time.Second})
+	if err == nil {
+		p.Close()
+		t.Fatal("a pool of sh started")
+	}
+	if !errors.Is(err, ErrWorkerStart) {
+		t.Fatalf("err = %v, want ErrWorkerStart", err)
+	}
+	_, said, ok := strings.Cut(err.Error(), "worker stderr: ")
+	if !ok || !strings.Contains(said, "option") {
+		t.Fatalf("err = %v, want the complaint of sh about its option quoted", err)
 	}
 }
