@@ -251,7 +251,7 @@ func BenchmarkContextExtend(b *testing.B) {
 				if err := k.appendEntries(&txn{}, r, start, entry); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, err := start.encode(0); err != nil {
+				if _, _, err := start.encode(0, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -274,7 +274,7 @@ func BenchmarkContextExtend(b *testing.B) {
 				if err := k.appendEntries(&txn{}, r, c, entry); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, err := c.encode(len(c.entries)); err != nil {
+				if _, _, err := c.encode(len(c.entries), nil); err != nil {
 					b.Fatal(err)
 				}
 				c.owned = false // committed: the cache shares the arrays

@@ -106,7 +106,9 @@ const contextPayloadStart = `{"entries":[`
 // entries[from:] for their evidence. The body grows encoded's array in
 // place when no other extension has written past it and it has room, so a
 // commit costs what the context grew by; no earlier payload's bytes change.
-func (c *llmContext) encode(from int) (body []byte, fresh [][]byte, err error) {
+// Otherwise it moves to room's array when room was made for this encoding
+// (roomForReply), else to a new one.
+func (c *llmContext) encode(from int, room *contextRoom) (body []byte, fresh [][]byte, err error) {
 	c.keepValidEncoding()
 	added, err := c.encodeNew()
 	if err != nil {
@@ -116,7 +118,7 @@ func (c *llmContext) encode(from int) (body []byte, fresh [][]byte, err error) {
 	for _, b := range added {
 		size += len(b) + 1
 	}
-	buf, _ := roomPast(c.encoded, &c.grown, size-len(c.encoded), func(n int) int { return n + n/2 + 256 })
+	buf, _ := roomPast(c.encoded, &c.grown, size-len(c.encoded), contextCapacity, room.spareFor(c.encoded))
 	digest := c.prefixDigest()
 	for j, b := range added {
 		start := len(buf)
@@ -316,7 +318,7 @@ func verifyCachedContext(tx *txn, cached *llmContext) error {
 		return err
 	}
 	fromStore.dropEncoding()
-	want, _, err := fromStore.encode(0)
+	want, _, err := fromStore.encode(0, nil)
 	if err != nil {
 		return err
 	}
@@ -324,7 +326,7 @@ func verifyCachedContext(tx *txn, cached *llmContext) error {
 	// A copy that takes a new array: checking writes nothing others share.
 	c := *cached
 	c.grown = nil
-	got, _, err := c.encode(len(c.entries))
+	got, _, err := c.encode(len(c.entries), nil)
 	if err != nil {
 		return err
 	}
@@ -399,7 +401,7 @@ func (k *Runtime) appendEntries(tx *txn, r *procRecord, c *llmContext, add ...En
 	}
 	// The cache and a call in flight may hold a prefix of the array; a
 	// doubled capacity keeps appends amortized across commits.
-	entries, fresh := roomPast(c.entries, &c.entriesGrown, len(add), func(n int) int { return 2 * n })
+	entries, fresh := roomPast(c.entries, &c.entriesGrown, len(add), func(n int) int { return 2 * n }, nil)
 	c.entries = append(entries, add...)
 	*c.entriesGrown = len(c.entries)
 	c.owned = c.owned || fresh
@@ -410,19 +412,86 @@ func (k *Runtime) appendEntries(tx *txn, r *procRecord, c *llmContext, add ...En
 // roomPast returns s with room for need more elements appended past its
 // length, such that no other holder of a prefix of s's array sees its
 // elements change: s itself when no append has written past len(s) (*mark
-// says how far appends wrote into the array) and the array has room; else a
-// copy in a new array of capacity capacity(len(s)+need), with a new mark
-// (fresh). The caller appends, then sets the mark to its new length. Marks
-// are read and written only in Update transactions, under the store's write
-// lock.
-func roomPast[T any](s []T, mark **int, need int, capacity func(int) int) (out []T, fresh bool) {
+// says how far appends wrote into the array) and the array has room; else
+// spare, a copy of s already made in an array with room (nil: none), or a
+// copy in a new array of capacity capacity(len(s)+need); either with a new
+// mark (fresh). The caller appends, then sets the mark to its new length.
+// Marks are read and written only in Update transactions, under the store's
+// write lock.
+func roomPast[T any](s []T, mark **int, need int, capacity func(int) int, spare []T) (out []T, fresh bool) {
 	if *mark != nil && **mark == len(s) && cap(s)-len(s) >= need {
 		return s, false
 	}
-	out = make([]T, len(s), capacity(len(s)+need))
-	copy(out, s)
+	if spare != nil && len(spare) == len(s) && cap(spare)-len(spare) >= need {
+		out = spare
+	} else {
+		out = make([]T, len(s), capacity(len(s)+need))
+		copy(out, s)
+	}
 	*mark = new(int)
 	return out, true
+}
+
+// contextCapacity is the capacity a context's encoding moves to when it
+// needs n bytes: room to spare, so most commits extend it in place.
+func contextCapacity(n int) int { return n + n/2 + 256 }
+
+// contextRoom is a copy of a cached context's kept encoding in a larger
+// array, made outside the store's write lock for the commit that extends it
+// next (roomForReply): that commit then moves the encoding into it instead
+// of copying the whole context, and touching new memory, under the lock.
+// from and n say which encoding was copied: the first byte of its array and
+// its length.
+type contextRoom struct {
+	from *byte
+	n    int
+	buf  []byte
+}
+
+// spareFor returns r's copy when r was made from encoded, else nil.
+func (r *contextRoom) spareFor(encoded []byte) []byte {
+	if r == nil || len(encoded) == 0 || r.n != len(encoded) || r.from != &encoded[0] {
+		return nil
+	}
+	return r.buf
+}
+
+// roomForReply makes room, outside the store's write lock, for the entries
+// the result commit of resp appends to pid's cached context, when its array
+// looks short of it, or returns nil. The estimate counts the reply's text
+// and arguments as they are and half a kilobyte for each tool call's result;
+// when the commit needs more (escaping, a large result) it moves the
+// encoding itself. The bytes copied belong to committed versions and never
+// change, and the cached context is never modified, so reading both here is
+// safe.
+func (k *Runtime) roomForReply(pid int64, resp llm.Response) *contextRoom {
+	c := k.cachedContext(pid)
+	if c == nil {
+		return nil
+	}
+	need := len(resp.Text) + 256
+	for _, call := range resp.ToolCalls {
+		need += len(call.Arguments) + len(call.Name) + len(call.ID) + 512
+	}
+	return c.roomFor(need)
+}
+
+// minContextRoom is the smallest encoding worth moving outside the lock:
+// copying a smaller one in the commit costs less than making room for it
+// when the estimate proves too high.
+const minContextRoom = 8 << 10
+
+// roomFor copies c's kept encoding into an array with room for need more
+// bytes, unless its own array has that room past its length, the two make
+// less than minContextRoom, or it keeps none.
+func (c *llmContext) roomFor(need int) *contextRoom {
+	n := len(c.encoded)
+	if n == 0 || cap(c.encoded)-n >= need || n+need < minContextRoom {
+		return nil
+	}
+	buf := make([]byte, n, contextCapacity(n+need))
+	copy(buf, c.encoded)
+	return &contextRoom{from: &c.encoded[0], n: n, buf: buf}
 }
 
 // share returns a copy of c for another holder (the cache, a later
@@ -502,7 +571,11 @@ func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries 
 // writeContext stores c's entries with a compare-and-swap on the version c
 // was read at.
 func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
-	body, fresh, err := c.encode(r.RetainedEntries)
+	var room *contextRoom
+	if tx.room != nil && tx.room.pid == r.PID {
+		room = tx.room.room
+	}
+	body, fresh, err := c.encode(r.RetainedEntries, room)
 	if err != nil {
 		return fmt.Errorf("encode context of pid %d: %w", r.PID, err)
 	}

@@ -59,7 +59,7 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 				c.dropEncoding()
 			}
 		case 3: // read back from its payload
-			body, _, err := c.encode(0)
+			body, _, err := c.encode(0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,20 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 		shared := *c
 		from := rng.IntN(len(c.entries) + 1)
 		before := c.encodedN
-		body, fresh, err := c.encode(from)
+		var room *contextRoom
+		switch rng.IntN(3) {
+		case 0: // made outside the lock for this encoding (roomForReply)
+			room = c.roomFor(1 + rng.IntN(4<<10))
+		case 1: // made for another encoding (garbage, if it were used)
+			if stale := c.roomFor(1 << 10); stale != nil {
+				for i := range stale.buf {
+					stale.buf[i] = 'x'
+				}
+				stale.n--
+				room = stale
+			}
+		}
+		body, fresh, err := c.encode(from, room)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +119,7 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 		if rng.IntN(4) == 0 { // the shared copy extends otherwise, and does not commit
 			stale := shared
 			stale.entries = append(slices.Clip(stale.entries[:min(stale.encodedN, len(stale.entries))]), entry(n+1e6))
-			if _, _, err := stale.encode(0); err != nil {
+			if _, _, err := stale.encode(0, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -296,5 +309,58 @@ func TestAppendEntriesLeavesSharedPrefixes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestContextRoomMadeOutsideTheLock checks that an encoding that outgrows its
+// array moves into the room made for it ahead (roomForReply), copying
+// nothing more, and that room made for another encoding is left unused.
+func TestContextRoomMadeOutsideTheLock(t *testing.T) {
+	c := &llmContext{}
+	for i := range 3 {
+		c.entries = append(c.entries, Entry{Role: llm.RoleUser, Content: fmt.Sprint("message ", i)})
+	}
+	if _, _, err := c.encode(0, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.encoded = slices.Clip(c.encoded) // no spare capacity: the reply cannot fit in place
+	big := Entry{Role: llm.RoleAssistant, Content: strings.Repeat("lorem ipsum ", 1000)}
+	cached := *c // what the cache holds and roomForReply reads
+	room := cached.roomFor(len(big.Content) + 256)
+	if room == nil {
+		t.Fatal("no room made for a reply larger than the encoding's spare capacity")
+	}
+
+	elsewhere := slices.Clone(room.buf)
+	copyRoom := func() []byte { return append(make([]byte, 0, cap(room.buf)), room.buf...) }
+	for _, other := range []*contextRoom{
+		{from: room.from, n: room.n - 1, buf: copyRoom()}, // of another length
+		{from: &elsewhere[0], n: room.n, buf: copyRoom()}, // of another array
+	} {
+		stale := *c
+		stale.entries = append(slices.Clip(stale.entries), big)
+		body, _, err := stale.encode(0, other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &body[0] == &other.buf[:1][0] {
+			t.Fatalf("room made for another encoding (%d bytes) was used", other.n)
+		}
+	}
+
+	c.entries = append(slices.Clip(c.entries), big)
+	body, _, err := c.encode(0, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &body[0] != &room.buf[:1][0] {
+		t.Fatal("the encoding moved to a new array, not into the room made for it")
+	}
+	want, _ := json.Marshal(contextDoc{Entries: c.entries})
+	if got := append(slices.Clone(body), contextPayloadEnd...); !bytes.Equal(got, want) {
+		t.Fatalf("payload\n%s\nwant\n%s", got, want)
+	}
+	if string(cached.encoded) != string(room.buf[:room.n]) {
+		t.Fatal("the cached encoding changed")
 	}
 }

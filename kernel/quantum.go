@@ -154,12 +154,18 @@ func (p phaseCall) run(ctx context.Context, k *Runtime, _ bool) (quantumPhase, e
 }
 
 func (p phaseResult) run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error) {
-	var prepared map[string]preparedCall
+	var (
+		prepared map[string]preparedCall
+		room     *pidRoom
+	)
 	if p.perr == nil {
 		prepared = k.prepareCalls(p.resp.ToolCalls)
+		if cr := k.roomForReply(p.pid, p.resp); cr != nil {
+			room = &pidRoom{pid: p.pid, room: cr}
+		}
 	}
 	return k.commitResult(ctx, p.pid, goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
-		tx.prepared = prepared
+		tx.prepared, tx.room = prepared, room
 		return k.finishCall(ctx, tx, r, p.start, p.resp, p.perr)
 	})
 }
