@@ -12,7 +12,8 @@ import (
 
 // TestContextsReadWhileTheyGrow reads contexts through the Host's views (the
 // decoded context the cache shares, and the context Object's payload) while
-// quanta extend them in place, and checks every read is a whole, consistent
+// quanta extend them in place or move them to room made for them outside the
+// lock, and checks every read is a whole, consistent
 // context: a payload that is JSON with the digest its metadata names, and
 // entries that only grow. Run with -race, it also checks that an extension
 // writes no byte a reader of an earlier version reads.
@@ -23,7 +24,9 @@ func TestContextsReadWhileTheyGrow(t *testing.T) {
 	for range procs {
 		script.WriteString("  - image: base:v0\n    turns:\n")
 		for range turns {
-			script.WriteString("      - tool_calls: [{name: get_current_time, arguments: {}}]\n")
+			// Text makes the contexts outgrow their arrays, so that commits
+			// also move into room made outside the lock (roomForReply).
+			script.WriteString("      - {text: \"" + strings.Repeat("lorem ipsum ", 50) + "\", tool_calls: [{name: get_current_time, arguments: {}}]}\n")
 		}
 		script.WriteString("      - tool_calls: [{name: process_exit, arguments: {}}]\n")
 	}
