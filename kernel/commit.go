@@ -57,15 +57,9 @@ type txn struct {
 	// started are the calls of other processes this transaction started on
 	// workers it claimed (Runtime.startWoken).
 	started []claimedStart
-	// room is room made before the transaction for the context of the
-	// process whose reply it settles (Runtime.roomForReply), or nil.
-	room *pidRoom
-}
-
-// pidRoom is a process's contextRoom.
-type pidRoom struct {
-	pid  int64
-	room *contextRoom
+	// reply is what was prepared before the transaction for the context of
+	// the process whose reply it settles (Runtime.prepareReply), or nil.
+	reply *replyAhead
 }
 
 // claimedStart is a call a transaction started on a worker it claimed: the

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +95,11 @@ type llmContext struct {
 	// yet, as after a load); like encoded it is shared with the cache and
 	// never written once set: an extension clones it.
 	digest hash.Hash
+	// ahead is the encoding of the entry at ahead.index made before the
+	// transaction (replyAhead), which encodeNew uses if that entry is still
+	// the one encoded; nil when none. Only the transaction that staged it
+	// sees it (share drops it).
+	ahead *entryAhead
 }
 
 // contextPayloadStart is how a context payload begins: the encoding of a
@@ -107,7 +113,7 @@ const contextPayloadStart = `{"entries":[`
 // place when no other extension has written past it and it has room, so a
 // commit costs what the context grew by; no earlier payload's bytes change.
 // Otherwise it moves to room's array when room was made for this encoding
-// (roomForReply), else to a new one.
+// (Runtime.prepareReply), else to a new one.
 func (c *llmContext) encode(from int, room *contextRoom) (body []byte, fresh [][]byte, err error) {
 	c.keepValidEncoding()
 	added, err := c.encodeNew()
@@ -159,6 +165,10 @@ func (c *llmContext) keepValidEncoding() {
 func (c *llmContext) encodeNew() ([][]byte, error) {
 	added := make([][]byte, 0, len(c.entries)-c.encodedN)
 	for i := c.encodedN; i < len(c.entries); i++ {
+		if b := c.ahead.encodingOf(i, &c.entries[i]); b != nil {
+			added = append(added, b)
+			continue
+		}
 		b, err := json.Marshal(&c.entries[i])
 		if err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i, err)
@@ -438,7 +448,7 @@ func contextCapacity(n int) int { return n + n/2 + 256 }
 
 // contextRoom is a copy of a cached context's kept encoding in a larger
 // array, made outside the store's write lock for the commit that extends it
-// next (roomForReply): that commit then moves the encoding into it instead
+// next (Runtime.prepareReply): that commit then moves the encoding into it instead
 // of copying the whole context, and touching new memory, under the lock.
 // from and n say which encoding was copied: the first byte of its array and
 // its length.
@@ -456,24 +466,103 @@ func (r *contextRoom) spareFor(encoded []byte) []byte {
 	return r.buf
 }
 
-// roomForReply makes room, outside the store's write lock, for the entries
-// the result commit of resp appends to pid's cached context, when its array
-// looks short of it, or returns nil. The estimate counts the reply's text
-// and arguments as they are and half a kilobyte for each tool call's result;
+// replyAhead is what the result phase prepares for its commit outside the
+// store's write lock (Runtime.prepareReply): room for the context to grow
+// into, and the encoding of the reply's entry.
+type replyAhead struct {
+	pid  int64
+	room *contextRoom
+	// entry is the reply's entry (replyEntry) with no token count, and
+	// start the encoding of its evidence up to that count: the count is
+	// estimated in the commit (entryTokens), which completes the encoding
+	// in start's spare capacity (entryAhead.encodingOf).
+	entry Entry
+	start []byte
+}
+
+// entryAhead places a replyAhead's entry in a context: at index.
+type entryAhead struct {
+	index int
+	reply *replyAhead
+	// evidence is the evidence encoding completed last (encodingOf).
+	evidence []byte
+}
+
+// evidenceEntryStart is how the evidence of an entry begins: the encoding
+// of retained{Kind: evidenceKindEntry} up to the entry's.
+const evidenceEntryStart = `{"kind":"` + evidenceKindEntry + `","entry":`
+
+// tokensEnd is how an entry's encoding ends with no token count.
+const tokensEnd = `"tokens":0}`
+
+// prepareReply prepares, outside the store's write lock, what the result
+// commit of resp adds to pid's context: the encoding of the reply's entry,
+// and room for the context's encoding when the cached one's array looks
+// short of it (roomFor). The room's estimate counts the reply's text and
+// arguments as they are and half a kilobyte for each tool call's result;
 // when the commit needs more (escaping, a large result) it moves the
 // encoding itself. The bytes copied belong to committed versions and never
 // change, and the cached context is never modified, so reading both here is
 // safe.
-func (k *Runtime) roomForReply(pid int64, resp llm.Response) *contextRoom {
-	c := k.cachedContext(pid)
-	if c == nil {
+func (k *Runtime) prepareReply(pid int64, resp llm.Response) *replyAhead {
+	a := newReplyAhead(pid, resp)
+	if c := k.cachedContext(pid); c != nil {
+		need := len(resp.Text) + 256
+		for _, call := range resp.ToolCalls {
+			need += len(call.Arguments) + len(call.Name) + len(call.ID) + 512
+		}
+		a.room = c.roomFor(need)
+	}
+	return a
+}
+
+// newReplyAhead encodes resp's entry ahead of pid's result commit.
+func newReplyAhead(pid int64, resp llm.Response) *replyAhead {
+	a := &replyAhead{pid: pid, entry: replyEntry(resp)}
+	if enc, err := json.Marshal(&a.entry); err == nil && bytes.HasSuffix(enc, []byte(tokensEnd)) {
+		enc = enc[:len(enc)-len(tokensEnd)+len(`"tokens":`)]
+		// Room for the count, and the closing bytes of entry and evidence.
+		a.start = make([]byte, 0, len(evidenceEntryStart)+len(enc)+24)
+		a.start = append(append(a.start, evidenceEntryStart...), enc...)
+	}
+	return a
+}
+
+// replyEntry is the context entry of a model's reply.
+func replyEntry(resp llm.Response) Entry {
+	e := Entry{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}
+	if e.Content == "" && len(e.ToolCalls) == 0 {
+		// Servers refuse an empty assistant message in a later request.
+		e.Content = "(empty reply)"
+	}
+	return e
+}
+
+// encodingOf returns the encoding of e, the entry at index i, completed
+// from the one made ahead, if that was made for i and for this entry; else
+// nil.
+func (a *entryAhead) encodingOf(i int, e *Entry) []byte {
+	if a == nil || a.index != i || a.reply.start == nil {
 		return nil
 	}
-	need := len(resp.Text) + 256
-	for _, call := range resp.ToolCalls {
-		need += len(call.Arguments) + len(call.Name) + len(call.ID) + 512
+	counted := a.reply.entry
+	counted.Tokens = e.Tokens
+	if !reflect.DeepEqual(&counted, e) {
+		return nil
 	}
-	return c.roomFor(need)
+	b := strconv.AppendInt(a.reply.start, int64(e.Tokens), 10)
+	a.evidence = append(b, "}}"...)
+	return a.evidence[len(evidenceEntryStart) : len(a.evidence)-1 : len(a.evidence)-1]
+}
+
+// evidenceOf returns the evidence encoding encodingOf completed with entry,
+// the entry's encoding it returned; else nil.
+func (a *entryAhead) evidenceOf(entry []byte) []byte {
+	if a == nil || len(a.evidence) == 0 || len(entry) != len(a.evidence)-len(evidenceEntryStart)-1 ||
+		&entry[0] != &a.evidence[len(evidenceEntryStart)] {
+		return nil
+	}
+	return a.evidence
 }
 
 // minContextRoom is the smallest encoding worth moving outside the lock:
@@ -499,7 +588,7 @@ func (c *llmContext) roomFor(need int) *contextRoom {
 // neither in place.
 func (c *llmContext) share() *llmContext {
 	s := *c
-	s.owned, s.newGeneration = false, 0
+	s.owned, s.newGeneration, s.ahead = false, 0, nil
 	return &s
 }
 
@@ -572,8 +661,8 @@ func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries 
 // was read at.
 func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 	var room *contextRoom
-	if tx.room != nil && tx.room.pid == r.PID {
-		room = tx.room.room
+	if tx.reply != nil && tx.reply.pid == r.PID {
+		room = tx.reply.room
 	}
 	body, fresh, err := c.encode(r.RetainedEntries, room)
 	if err != nil {
@@ -641,8 +730,13 @@ func retainEntries(tx *txn, r *procRecord, c *llmContext, fresh [][]byte) error 
 		key := retainKey(r.PID, r.RetainSeq)
 		var err error
 		if j := r.RetainedEntries - (len(c.entries) - len(fresh)); j >= 0 {
-			// The encoding of retained{Kind: evidenceKindEntry, Entry: e}.
-			err = tx.SetHandoff(key, slices.Concat([]byte(`{"kind":"`+evidenceKindEntry+`","entry":`), fresh[j], []byte("}")))
+			// The encoding of retained{Kind: evidenceKindEntry, Entry: e},
+			// made with the entry's before the transaction when it was.
+			evidence := c.ahead.evidenceOf(fresh[j])
+			if evidence == nil {
+				evidence = slices.Concat([]byte(evidenceEntryStart), fresh[j], []byte("}"))
+			}
+			err = tx.SetHandoff(key, evidence)
 		} else {
 			err = putJSON(tx, key, retained{Kind: evidenceKindEntry, Entry: &c.entries[r.RetainedEntries]})
 		}

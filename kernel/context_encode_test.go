@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -75,6 +76,15 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 				c.entries = append(c.entries, entry(n))
 				n++
 			}
+			if rng.IntN(2) == 0 { // a reply's entry encoded before its commit
+				last := c.entries[len(c.entries)-1]
+				resp := llm.Response{Text: last.Content, ToolCalls: last.ToolCalls}
+				if rng.IntN(3) == 0 {
+					resp.Text += " (another reply)" // made for another entry: unused
+				}
+				c.ahead = &entryAhead{index: len(c.entries) - 1, reply: newReplyAhead(1, resp)}
+				c.entries[len(c.entries)-1].Role = llm.RoleAssistant
+			}
 		}
 		want, _ := json.Marshal(contextDoc{Entries: c.entries})
 		if len(c.entries) == 0 {
@@ -94,7 +104,7 @@ func TestContextEncodeMatchesWholeEncoding(t *testing.T) {
 		before := c.encodedN
 		var room *contextRoom
 		switch rng.IntN(3) {
-		case 0: // made outside the lock for this encoding (roomForReply)
+		case 0: // made outside the lock for this encoding (prepareReply)
 			room = c.roomFor(1 + rng.IntN(4<<10))
 		case 1: // made for another encoding (garbage, if it were used)
 			if stale := c.roomFor(1 << 10); stale != nil {
@@ -313,7 +323,7 @@ func TestAppendEntriesLeavesSharedPrefixes(t *testing.T) {
 }
 
 // TestContextRoomMadeOutsideTheLock checks that an encoding that outgrows its
-// array moves into the room made for it ahead (roomForReply), copying
+// array moves into the room made for it ahead (prepareReply), copying
 // nothing more, and that room made for another encoding is left unused.
 func TestContextRoomMadeOutsideTheLock(t *testing.T) {
 	c := &llmContext{}
@@ -325,7 +335,7 @@ func TestContextRoomMadeOutsideTheLock(t *testing.T) {
 	}
 	c.encoded = slices.Clip(c.encoded) // no spare capacity: the reply cannot fit in place
 	big := Entry{Role: llm.RoleAssistant, Content: strings.Repeat("lorem ipsum ", 1000)}
-	cached := *c // what the cache holds and roomForReply reads
+	cached := *c // what the cache holds and prepareReply reads
 	room := cached.roomFor(len(big.Content) + 256)
 	if room == nil {
 		t.Fatal("no room made for a reply larger than the encoding's spare capacity")
@@ -362,5 +372,64 @@ func TestContextRoomMadeOutsideTheLock(t *testing.T) {
 	}
 	if string(cached.encoded) != string(room.buf[:room.n]) {
 		t.Fatal("the cached encoding changed")
+	}
+}
+
+// TestReplyEncodedAhead checks the encoding of a reply's entry made before
+// its commit (prepareReply): completed with the token count the commit
+// estimates, it is the entry's encoding, in the context's payload and in
+// its evidence, which is the one evidence encoding made ahead; made for
+// another entry, or for another place, it is not used.
+func TestReplyEncodedAhead(t *testing.T) {
+	resp := llm.Response{Text: "a reply \"quoted\" <b>\n" + strings.Repeat("é", 100),
+		ToolCalls: []llm.ToolCall{{ID: "call_1", Name: "t", Arguments: json.RawMessage(`{"a":1}`)}}}
+	for _, tc := range []struct {
+		name  string
+		index func(n int) int
+		entry func() Entry
+		used  bool
+	}{
+		{"made for it", func(n int) int { return n - 1 }, func() Entry { return replyEntry(resp) }, true},
+		{"another entry", func(n int) int { return n - 1 }, func() Entry { e := replyEntry(resp); e.Content += "!"; return e }, false},
+		{"another place", func(n int) int { return n - 2 }, func() Entry { return replyEntry(resp) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &llmContext{entries: []Entry{{Role: llm.RoleUser, Content: "goal", Tokens: 3}}}
+			if _, _, err := c.encode(0, nil); err != nil {
+				t.Fatal(err)
+			}
+			e := tc.entry()
+			e.Tokens = 12345
+			c.entries = append(c.entries, e)
+			c.ahead = &entryAhead{index: tc.index(len(c.entries)), reply: newReplyAhead(1, resp)}
+			body, fresh, err := c.encode(1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(contextDoc{Entries: c.entries})
+			if got := append(slices.Clone(body), contextPayloadEnd...); !bytes.Equal(got, want) {
+				t.Fatalf("payload\n%s\nwant\n%s", got, want)
+			}
+			last, _ := json.Marshal(&c.entries[1])
+			if len(fresh) != 1 || !bytes.Equal(fresh[0], last) {
+				t.Fatalf("fresh encodings %q, want the reply's\n%s", fresh, last)
+			}
+			evidence := c.ahead.evidenceOf(fresh[0])
+			if (evidence != nil) != tc.used {
+				t.Fatalf("encoding made ahead used: %v, want %v", evidence != nil, tc.used)
+			}
+			if evidence != nil {
+				if want := slices.Concat([]byte(evidenceEntryStart), last, []byte("}")); !bytes.Equal(evidence, want) {
+					t.Fatalf("evidence\n%s\nwant\n%s", evidence, want)
+				}
+				var r retained
+				if err := json.Unmarshal(evidence, &r); err != nil || r.Kind != evidenceKindEntry || r.Entry == nil || !reflect.DeepEqual(*r.Entry, c.entries[1]) {
+					t.Fatalf("evidence %s reads as %+v (%v)", evidence, r, err)
+				}
+			}
+			if c.ahead.evidenceOf(slices.Clone(fresh[0])) != nil {
+				t.Fatal("a copy of the entry's encoding matched the evidence made ahead")
+			}
+		})
 	}
 }

@@ -25,7 +25,7 @@ func TestContextsReadWhileTheyGrow(t *testing.T) {
 		script.WriteString("  - image: base:v0\n    turns:\n")
 		for range turns {
 			// Text makes the contexts outgrow their arrays, so that commits
-			// also move into room made outside the lock (roomForReply).
+			// also move into room made outside the lock (prepareReply).
 			script.WriteString("      - {text: \"" + strings.Repeat("lorem ipsum ", 50) + "\", tool_calls: [{name: get_current_time, arguments: {}}]}\n")
 		}
 		script.WriteString("      - tool_calls: [{name: process_exit, arguments: {}}]\n")

@@ -156,16 +156,14 @@ func (p phaseCall) run(ctx context.Context, k *Runtime, _ bool) (quantumPhase, e
 func (p phaseResult) run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error) {
 	var (
 		prepared map[string]preparedCall
-		room     *pidRoom
+		reply    *replyAhead
 	)
 	if p.perr == nil {
 		prepared = k.prepareCalls(p.resp.ToolCalls)
-		if cr := k.roomForReply(p.pid, p.resp); cr != nil {
-			room = &pidRoom{pid: p.pid, room: cr}
-		}
+		reply = k.prepareReply(p.pid, p.resp)
 	}
 	return k.commitResult(ctx, p.pid, goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
-		tx.prepared, tx.room = prepared, room
+		tx.prepared, tx.reply = prepared, reply
 		return k.finishCall(ctx, tx, r, p.start, p.resp, p.perr)
 	})
 }
@@ -592,13 +590,11 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, r *procRecord, start 
 	if err != nil {
 		return nil, err
 	}
-	assistant := Entry{Role: llm.RoleAssistant, Content: resp.Text, ToolCalls: resp.ToolCalls}
-	if assistant.Content == "" && len(assistant.ToolCalls) == 0 {
-		// Servers refuse an empty assistant message in a later request.
-		assistant.Content = "(empty reply)"
-	}
-	if err := k.appendEntries(tx, r, c, assistant); err != nil {
+	if err := k.appendEntries(tx, r, c, replyEntry(resp)); err != nil {
 		return nil, err
+	}
+	if tx.reply != nil && tx.reply.pid == r.PID {
+		c.ahead = &entryAhead{index: len(c.entries) - 1, reply: tx.reply}
 	}
 	r.Replies++
 	calls := make([]quantum.Call, len(resp.ToolCalls))
