@@ -133,7 +133,11 @@ func (w *jsonWriter) detail(name string, v any) {
 }
 
 // object writes m with its keys sorted, as encoding/json does; nil is null.
-func (w *jsonWriter) object(m map[string]any) {
+func (w *jsonWriter) object(m map[string]any) { w.objectWith(m, "", nil) }
+
+// objectWith is object, with encoded written as the value of key when it is
+// not nil: the encoding of m[key], made before.
+func (w *jsonWriter) objectWith(m map[string]any, key string, encoded []byte) {
 	if m == nil {
 		w.buf = append(w.buf, "null"...)
 		return
@@ -152,6 +156,10 @@ func (w *jsonWriter) object(m map[string]any) {
 		w.string(k)
 		w.buf = append(w.buf, ':')
 		w.more = true
+		if encoded != nil && k == key {
+			w.buf = append(w.buf, encoded...)
+			continue
+		}
 		w.any(m[k])
 	}
 	w.close()
@@ -511,7 +519,12 @@ func (e *Event) appendJSON(buf []byte) ([]byte, error) {
 	w.strOmit("code", e.Code)
 	w.strOmit("summary", e.Summary)
 	if e.Detail != nil {
-		w.detail("detail", e.Detail)
+		if m, ok := e.Detail.(map[string]any); ok && e.text != nil && m["text"] == any(e.textOf) {
+			w.key("detail")
+			w.objectWith(m, "text", e.text)
+		} else {
+			w.detail("detail", e.Detail)
+		}
 	}
 	w.close()
 	return w.buf, w.err

@@ -41,13 +41,18 @@ type Event struct {
 	Code    string    `json:"code,omitempty"`    // error code of a failed tool call
 	Summary string    `json:"summary,omitempty"` // short summary of a result or error
 	Detail  any       `json:"detail,omitempty"`
+	// text is the encoding of the detail's "text", a reply's words, made
+	// before the commit (replyAhead) for textOf; the event's encoding uses
+	// it when the detail's text is still textOf.
+	text   []byte
+	textOf string
 }
 
 // emit appends ev to the durable log in tx and hands it to OnEvent after
 // the commit.
 func (k *Runtime) emit(tx *txn, ev Event) error {
 	ev.Time = k.clock.Now()
-	data, err := ev.appendJSON(make([]byte, 0, eventEncodingSize))
+	data, err := ev.appendJSON(make([]byte, 0, eventEncodingSize+len(ev.text)))
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", ev.Kind, err)
 	}

@@ -573,7 +573,11 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, r *procRecord, start 
 	if err := putRecord(tx, callKey(pid, turn), &cr); err != nil {
 		return nil, err
 	}
-	if err := k.emit(tx, providerEvent(pid, turn, attempt, cr, nil, &resp)); err != nil {
+	ev := providerEvent(pid, turn, attempt, cr, nil, &resp)
+	if tx.reply != nil && tx.reply.pid == pid {
+		ev.text, ev.textOf = tx.reply.text, resp.Text
+	}
+	if err := k.emit(tx, ev); err != nil {
 		return nil, err
 	}
 	// Settle the reservation to the reported usage. Going over the token
