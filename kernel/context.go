@@ -479,8 +479,8 @@ type replyAhead struct {
 	entry Entry
 	start []byte
 	// text is the encoding of the reply's text as the provider event's
-	// detail writes it (Event.text).
-	text []byte
+	// detail writes it, nil for none.
+	text *encodedText
 }
 
 // entryAhead places a replyAhead's entry in a context: at index.
@@ -522,6 +522,12 @@ func (k *Runtime) prepareReply(pid int64, resp llm.Response) *replyAhead {
 // newReplyAhead encodes resp's entry ahead of pid's result commit.
 func newReplyAhead(pid int64, resp llm.Response) *replyAhead {
 	a := &replyAhead{pid: pid, entry: replyEntry(resp)}
+	// Its own tool calls: the entry the commit appends shares resp's, and
+	// reflect.DeepEqual would find a change made to them in place equal.
+	a.entry.ToolCalls = slices.Clone(a.entry.ToolCalls)
+	for i := range a.entry.ToolCalls {
+		a.entry.ToolCalls[i].Arguments = slices.Clone(a.entry.ToolCalls[i].Arguments)
+	}
 	if enc, err := json.Marshal(&a.entry); err == nil && bytes.HasSuffix(enc, []byte(tokensEnd)) {
 		enc = enc[:len(enc)-len(tokensEnd)+len(`"tokens":`)]
 		// Room for the count, and the closing bytes of entry and evidence.
@@ -531,7 +537,7 @@ func newReplyAhead(pid int64, resp llm.Response) *replyAhead {
 	if resp.Text != "" {
 		w := jsonWriter{buf: make([]byte, 0, len(resp.Text)+2)}
 		if w.string(resp.Text); w.err == nil {
-			a.text = w.buf
+			a.text = &encodedText{of: resp.Text, json: w.buf}
 		}
 	}
 	return a

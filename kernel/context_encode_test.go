@@ -381,27 +381,43 @@ func TestContextRoomMadeOutsideTheLock(t *testing.T) {
 // its evidence, which is the one evidence encoding made ahead; made for
 // another entry, or for another place, it is not used.
 func TestReplyEncodedAhead(t *testing.T) {
-	resp := llm.Response{Text: "a reply \"quoted\" <b>\n" + strings.Repeat("é", 100),
-		ToolCalls: []llm.ToolCall{{ID: "call_1", Name: "t", Arguments: json.RawMessage(`{"a":1}`)}}}
+	// A response of its own for each case: one changes it in place.
+	response := func() llm.Response {
+		return llm.Response{Text: "a reply \"quoted\" <b>\n" + strings.Repeat("é", 100),
+			ToolCalls: []llm.ToolCall{{ID: "call_1", Name: "t", Arguments: json.RawMessage(`{"a":1}`)}}}
+	}
 	for _, tc := range []struct {
 		name  string
 		index func(n int) int
-		entry func() Entry
+		// entry is the entry the commit appends, made from resp after the
+		// encoding ahead was.
+		entry func(resp llm.Response) Entry
 		used  bool
 	}{
-		{"made for it", func(n int) int { return n - 1 }, func() Entry { return replyEntry(resp) }, true},
-		{"another entry", func(n int) int { return n - 1 }, func() Entry { e := replyEntry(resp); e.Content += "!"; return e }, false},
-		{"another place", func(n int) int { return n - 2 }, func() Entry { return replyEntry(resp) }, false},
+		{"made for it", func(n int) int { return n - 1 }, replyEntry, true},
+		{"another entry", func(n int) int { return n - 1 }, func(resp llm.Response) Entry {
+			e := replyEntry(resp)
+			e.Content += "!"
+			return e
+		}, false},
+		{"another place", func(n int) int { return n - 2 }, replyEntry, false},
+		{"its arguments changed in place", func(n int) int { return n - 1 }, func(resp llm.Response) Entry {
+			e := replyEntry(resp)
+			e.ToolCalls[0].Arguments[2] = 'b'
+			return e
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &llmContext{entries: []Entry{{Role: llm.RoleUser, Content: "goal", Tokens: 3}}}
 			if _, _, err := c.encode(0, nil); err != nil {
 				t.Fatal(err)
 			}
-			e := tc.entry()
+			resp := response()
+			ahead := newReplyAhead(1, resp)
+			e := tc.entry(resp)
 			e.Tokens = 12345
 			c.entries = append(c.entries, e)
-			c.ahead = &entryAhead{index: tc.index(len(c.entries)), reply: newReplyAhead(1, resp)}
+			c.ahead = &entryAhead{index: tc.index(len(c.entries)), reply: ahead}
 			body, fresh, err := c.encode(1, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -449,18 +465,15 @@ func TestReplyTextEncodedAhead(t *testing.T) {
 			t.Fatalf("event %s is not JSON", want)
 		}
 		a := newReplyAhead(7, resp)
-		ahead := providerEvent(7, 2, 1, callRecord{Status: "completed"}, nil, &resp)
-		ahead.text, ahead.textOf = a.text, resp.Text
-		got, err := ahead.appendJSON(nil)
+		got, err := plain.appendJSONWith(nil, a.text)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("with the text encoded ahead\n%s\nwant\n%s", got, want)
 		}
-		other := providerEvent(7, 2, 1, callRecord{Status: "completed"}, nil, &resp)
-		other.text, other.textOf = []byte(`"another text"`), "another text"
-		if got, _ := other.appendJSON(nil); !bytes.Equal(got, want) {
+		other := &encodedText{of: "another text", json: []byte(`"another text"`)}
+		if got, _ := plain.appendJSONWith(nil, other); !bytes.Equal(got, want) {
 			t.Fatalf("an encoding made for another text was used:\n%s", got)
 		}
 	}

@@ -495,7 +495,11 @@ const (
 )
 
 // appendJSON appends e as json.Marshal encodes it.
-func (e *Event) appendJSON(buf []byte) ([]byte, error) {
+func (e *Event) appendJSON(buf []byte) ([]byte, error) { return e.appendJSONWith(buf, nil) }
+
+// appendJSONWith is appendJSON, writing text's encoding as the detail's
+// "text" when that is the text it was made of.
+func (e *Event) appendJSONWith(buf []byte, text *encodedText) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
 	w.uint("seq", e.Seq)
@@ -519,9 +523,9 @@ func (e *Event) appendJSON(buf []byte) ([]byte, error) {
 	w.strOmit("code", e.Code)
 	w.strOmit("summary", e.Summary)
 	if e.Detail != nil {
-		if m, ok := e.Detail.(map[string]any); ok && e.text != nil && m["text"] == any(e.textOf) {
+		if m, ok := e.Detail.(map[string]any); ok && text != nil && m["text"] == any(text.of) {
 			w.key("detail")
-			w.objectWith(m, "text", e.text)
+			w.objectWith(m, "text", text.json)
 		} else {
 			w.detail("detail", e.Detail)
 		}

@@ -41,18 +41,28 @@ type Event struct {
 	Code    string    `json:"code,omitempty"`    // error code of a failed tool call
 	Summary string    `json:"summary,omitempty"` // short summary of a result or error
 	Detail  any       `json:"detail,omitempty"`
-	// text is the encoding of the detail's "text", a reply's words, made
-	// before the commit (replyAhead) for textOf; the event's encoding uses
-	// it when the detail's text is still textOf.
-	text   []byte
-	textOf string
+}
+
+// encodedText is the encoding of a detail's "text", a reply's words, made
+// before the commit (replyAhead) for the text of: an event's encoding uses it
+// when its detail's text is still of (Event.appendJSONWith).
+type encodedText struct {
+	of   string
+	json []byte
 }
 
 // emit appends ev to the durable log in tx and hands it to OnEvent after
 // the commit.
-func (k *Runtime) emit(tx *txn, ev Event) error {
+func (k *Runtime) emit(tx *txn, ev Event) error { return k.emitWith(tx, ev, nil) }
+
+// emitWith is emit, with the detail's text encoded before (nil: none).
+func (k *Runtime) emitWith(tx *txn, ev Event, text *encodedText) error {
 	ev.Time = k.clock.Now()
-	data, err := ev.appendJSON(make([]byte, 0, eventEncodingSize+len(ev.text)))
+	size := eventEncodingSize
+	if text != nil {
+		size += len(text.json)
+	}
+	data, err := ev.appendJSONWith(make([]byte, 0, size), text)
 	if err != nil {
 		return fmt.Errorf("encode %s event: %w", ev.Kind, err)
 	}

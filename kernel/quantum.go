@@ -573,11 +573,11 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, r *procRecord, start 
 	if err := putRecord(tx, callKey(pid, turn), &cr); err != nil {
 		return nil, err
 	}
-	ev := providerEvent(pid, turn, attempt, cr, nil, &resp)
+	var text *encodedText
 	if tx.reply != nil && tx.reply.pid == pid {
-		ev.text, ev.textOf = tx.reply.text, resp.Text
+		text = tx.reply.text
 	}
-	if err := k.emit(tx, ev); err != nil {
+	if err := k.emitWith(tx, providerEvent(pid, turn, attempt, cr, nil, &resp), text); err != nil {
 		return nil, err
 	}
 	// Settle the reservation to the reported usage. Going over the token
