@@ -176,7 +176,7 @@ func TestCLIToolEnvelopes(t *testing.T) {
 			name: "timeout", runner: "stubborn", status: StatusFailure, code: CodeResourceLimit,
 			members: "schema,status,output,stdout_bytes,stdout_sha256,stderr,duration_ms,error",
 			check: func(t *testing.T, env Envelope) {
-				if !strings.Contains(env.Error.Message, "timed out after 300ms") {
+				if !strings.Contains(env.Error.Message, "timed out after 1s") {
 					t.Fatalf("message = %q", env.Error.Message)
 				}
 			},
