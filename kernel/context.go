@@ -676,8 +676,8 @@ func (k *Runtime) replaceContext(tx *txn, r *procRecord, c *llmContext, entries 
 // was read at.
 func (k *Runtime) writeContext(tx *txn, r *procRecord, c *llmContext) error {
 	var room *contextRoom
-	if tx.reply != nil && tx.reply.pid == r.PID {
-		room = tx.reply.room
+	if c.ahead != nil {
+		room = c.ahead.reply.room
 	}
 	body, fresh, err := c.encode(r.RetainedEntries, room)
 	if err != nil {

@@ -573,9 +573,14 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, r *procRecord, start 
 	if err := putRecord(tx, callKey(pid, turn), &cr); err != nil {
 		return nil, err
 	}
+	// What the result phase prepared for this reply (phaseResult.run).
+	reply := tx.reply
+	if reply != nil && reply.pid != pid {
+		reply = nil
+	}
 	var text *encodedText
-	if tx.reply != nil && tx.reply.pid == pid {
-		text = tx.reply.text
+	if reply != nil {
+		text = reply.text
 	}
 	if err := k.emitWith(tx, providerEvent(pid, turn, attempt, cr, nil, &resp), text); err != nil {
 		return nil, err
@@ -597,8 +602,8 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, r *procRecord, start 
 	if err := k.appendEntries(tx, r, c, replyEntry(resp)); err != nil {
 		return nil, err
 	}
-	if tx.reply != nil && tx.reply.pid == r.PID {
-		c.ahead = &entryAhead{index: len(c.entries) - 1, reply: tx.reply}
+	if reply != nil {
+		c.ahead = &entryAhead{index: len(c.entries) - 1, reply: reply}
 	}
 	r.Replies++
 	calls := make([]quantum.Call, len(resp.ToolCalls))
