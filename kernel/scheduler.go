@@ -227,6 +227,10 @@ type workerPool struct {
 	size    int
 	work    chan int64
 	results chan workResult
+	// claims hands a claimed run to an idle goroutine of runClaims; stopped
+	// ends them.
+	claims  chan claimedRun
+	stopped chan struct{}
 	wg      sync.WaitGroup
 	fatal   error // the error that ends the run
 }
@@ -235,7 +239,8 @@ func (s *scheduler) startWorkers(ctx context.Context) *workerPool {
 	n := s.k.opts.Workers
 	// results holds one answer for each worker that is working, planned or
 	// claimed, so a worker never waits to report.
-	p := &workerPool{s: s, size: n, work: make(chan int64, n), results: make(chan workResult, n)}
+	p := &workerPool{s: s, size: n, work: make(chan int64, n), results: make(chan workResult, n),
+		claims: make(chan claimedRun), stopped: make(chan struct{})}
 	for i := 0; i < n; i++ {
 		p.wg.Add(1)
 		go func() {
@@ -256,13 +261,40 @@ func (s *scheduler) startWorkers(ctx context.Context) *workerPool {
 // that commit claimed for it (scheduler.claimWorker), going on as a worker
 // does. stop waits for it: the claim counts as working until its result is
 // taken.
+//
+// A claimed run goes to a goroutine that ran one before and waits for the
+// next, when there is one: a new goroutine would grow its stack, copying it
+// each time it doubles, to the depth of a quantum on every claim.
 func (p *workerPool) runClaimed(ctx context.Context, phase quantumPhase) {
+	select {
+	case p.claims <- claimedRun{ctx: ctx, phase: phase}:
+		return
+	default:
+	}
 	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		last, err := p.s.k.runOnWorker(ctx, phase, true)
+	go p.runClaims(claimedRun{ctx: ctx, phase: phase})
+}
+
+// claimedRun is a call a commit started on a worker it claimed.
+type claimedRun struct {
+	ctx   context.Context
+	phase quantumPhase
+}
+
+// runClaims runs c, then the claimed runs handed to it, until the pool
+// stops: stop closes stopped only once every claim's result is in, so no
+// claim is handed over after that.
+func (p *workerPool) runClaims(c claimedRun) {
+	defer p.wg.Done()
+	for {
+		last, err := p.s.k.runOnWorker(c.ctx, c.phase, true)
 		p.results <- workResult{pid: last, err: err}
-	}()
+		select {
+		case c = <-p.claims:
+		case <-p.stopped:
+			return
+		}
+	}
 }
 
 // finish takes a quantum's end: its process is queued again if it became
@@ -324,6 +356,7 @@ func (p *workerPool) stop() {
 	for p.s.busy() {
 		p.finish(<-p.results)
 	}
+	close(p.stopped)
 	p.wg.Wait()
 }
 
