@@ -414,6 +414,40 @@ func TestClaimedWorkers(t *testing.T) {
 	}
 }
 
+// TestClaimedRunsReuseTheirGoroutines checks that the goroutines started
+// to run claimed calls wait for the next claim instead of ending: a parent
+// spawning and waiting for ten children in a row, each child's first call on
+// a claimed worker, starts no more of them than there are workers. (A new
+// goroutine per claim grows its stack to a quantum's depth every time.)
+func TestClaimedRunsReuseTheirGoroutines(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("processes:\n  - image: base:v0\n    turns:\n")
+	const children = 10
+	for range children {
+		b.WriteString("      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: g}}]\n")
+		b.WriteString("      - tool_calls: [{name: wait_child_process, arguments: {child_pid: \"${last.pid}\"}}]\n")
+	}
+	b.WriteString("      - tool_calls: [{name: process_exit, arguments: {message: done}}]\n")
+	for range children {
+		b.WriteString("  - image: base:v0\n    turns:\n      - tool_calls: [{name: process_exit, arguments: {message: child}}]\n")
+	}
+	const workers = 4
+	h := newHarness(t, b.String(), func(o *Options) { o.Workers = workers })
+	parent := h.spawn([]capabilities.Grant{spawnGrant()})
+	h.run()
+	if got := h.info(parent).Status; got != process.Exited {
+		t.Fatalf("parent %s, want exited", got)
+	}
+	s := h.rt.sched
+	runs, runners := s.claimedRuns.Load(), s.claimRunners.Load()
+	if runs < children {
+		t.Fatalf("%d calls ran on claimed workers, want at least one for each of the %d children", runs, children)
+	}
+	if runners > workers {
+		t.Fatalf("%d goroutines started for %d claimed calls, want at most one for each of the %d workers", runners, runs, workers)
+	}
+}
+
 // TestFailedStartOfAWokenProcessGivesItsWorkerBack checks that a defect in
 // the resume of a process that a commit woke and started on a claimed
 // worker costs the waker nothing: the waker's result commits alone, the

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libos/libos/clock"
@@ -41,6 +42,10 @@ type scheduler struct {
 	running bool
 	cancel  context.CancelFunc
 	done    chan struct{}
+
+	// claimedRuns counts the calls run on claimed workers, and
+	// claimRunners the goroutines started to run them.
+	claimedRuns, claimRunners atomic.Int64
 }
 
 type timer struct {
@@ -266,11 +271,13 @@ func (s *scheduler) startWorkers(ctx context.Context) *workerPool {
 // next, when there is one: a new goroutine would grow its stack, copying it
 // each time it doubles, to the depth of a quantum on every claim.
 func (p *workerPool) runClaimed(ctx context.Context, phase quantumPhase) {
+	p.s.claimedRuns.Add(1)
 	select {
 	case p.claims <- claimedRun{ctx: ctx, phase: phase}:
 		return
 	default:
 	}
+	p.s.claimRunners.Add(1)
 	p.wg.Add(1)
 	go p.runClaims(claimedRun{ctx: ctx, phase: phase})
 }
