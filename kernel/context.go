@@ -478,9 +478,6 @@ type replyAhead struct {
 	// in start's spare capacity (entryAhead.encodingOf).
 	entry Entry
 	start []byte
-	// text is the encoding of the reply's text as the provider event's
-	// detail writes it, nil for none.
-	text *encodedText
 }
 
 // entryAhead places a replyAhead's entry in a context: at index.
@@ -533,12 +530,6 @@ func newReplyAhead(pid int64, resp llm.Response) *replyAhead {
 		// Room for the count, and the closing bytes of entry and evidence.
 		a.start = make([]byte, 0, len(evidenceEntryStart)+len(enc)+24)
 		a.start = append(append(a.start, evidenceEntryStart...), enc...)
-	}
-	if resp.Text != "" {
-		w := jsonWriter{buf: make([]byte, 0, len(resp.Text)+2)}
-		if w.string(resp.Text); w.err == nil {
-			a.text = &encodedText{of: resp.Text, json: w.buf}
-		}
 	}
 	return a
 }

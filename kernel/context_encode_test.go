@@ -449,32 +449,3 @@ func TestReplyEncodedAhead(t *testing.T) {
 		})
 	}
 }
-
-// TestReplyTextEncodedAhead checks that a provider event encodes the same
-// with its reply's text encoded before the commit (replyAhead.text) as
-// without, and that an encoding made for another text is not used.
-func TestReplyTextEncodedAhead(t *testing.T) {
-	for _, text := range []string{"plain words", "a \"quoted\" <b> & é\n\t\u2028 reply"} {
-		resp := llm.Response{Text: text, ToolCalls: []llm.ToolCall{{ID: "c", Name: "t", Arguments: json.RawMessage(`{}`)}}}
-		plain := providerEvent(7, 2, 1, callRecord{Status: "completed"}, nil, &resp)
-		want, err := plain.appendJSON(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !json.Valid(want) {
-			t.Fatalf("event %s is not JSON", want)
-		}
-		a := newReplyAhead(7, resp)
-		got, err := plain.appendJSONWith(nil, a.text)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("with the text encoded ahead\n%s\nwant\n%s", got, want)
-		}
-		other := &encodedText{of: "another text", json: []byte(`"another text"`)}
-		if got, _ := plain.appendJSONWith(nil, other); !bytes.Equal(got, want) {
-			t.Fatalf("an encoding made for another text was used:\n%s", got)
-		}
-	}
-}

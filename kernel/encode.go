@@ -133,11 +133,7 @@ func (w *jsonWriter) detail(name string, v any) {
 }
 
 // object writes m with its keys sorted, as encoding/json does; nil is null.
-func (w *jsonWriter) object(m map[string]any) { w.objectWith(m, "", nil) }
-
-// objectWith is object, with encoded written as the value of key when it is
-// not nil: the encoding of m[key], made before.
-func (w *jsonWriter) objectWith(m map[string]any, key string, encoded []byte) {
+func (w *jsonWriter) object(m map[string]any) {
 	if m == nil {
 		w.buf = append(w.buf, "null"...)
 		return
@@ -156,10 +152,6 @@ func (w *jsonWriter) objectWith(m map[string]any, key string, encoded []byte) {
 		w.string(k)
 		w.buf = append(w.buf, ':')
 		w.more = true
-		if encoded != nil && k == key {
-			w.buf = append(w.buf, encoded...)
-			continue
-		}
 		w.any(m[k])
 	}
 	w.close()
@@ -495,11 +487,7 @@ const (
 )
 
 // appendJSON appends e as json.Marshal encodes it.
-func (e *Event) appendJSON(buf []byte) ([]byte, error) { return e.appendJSONWith(buf, nil) }
-
-// appendJSONWith is appendJSON, writing text's encoding as the detail's
-// "text" when that is the text it was made of.
-func (e *Event) appendJSONWith(buf []byte, text *encodedText) ([]byte, error) {
+func (e *Event) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
 	w.uint("seq", e.Seq)
@@ -523,12 +511,7 @@ func (e *Event) appendJSONWith(buf []byte, text *encodedText) ([]byte, error) {
 	w.strOmit("code", e.Code)
 	w.strOmit("summary", e.Summary)
 	if e.Detail != nil {
-		if m, ok := e.Detail.(map[string]any); ok && text != nil && m["text"] == any(text.of) {
-			w.key("detail")
-			w.objectWith(m, "text", text.json)
-		} else {
-			w.detail("detail", e.Detail)
-		}
+		w.detail("detail", e.Detail)
 	}
 	w.close()
 	return w.buf, w.err

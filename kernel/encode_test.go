@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -268,5 +269,39 @@ func object(rng *rand.Rand, depth int, value func(int) any) map[string]any {
 }
 
 // Event stays a comparable type: a Host may compare events or key a map by
-// them, so what only the runtime needs stays off it (encodedText).
+// them, so what only the runtime needs stays off it.
 var _ = Event{} == Event{}
+
+// TestEventsEncodedAfterTheirCommitsFunction checks that an event's bytes
+// are those of the event as it was emitted, though it is encoded after the
+// transaction's function returns: with LIBOS_CHECK_CACHES=1 (as in every
+// kernel test), a detail changed after its emit fails the commit, and the
+// store with it, instead of being logged as changed.
+func TestEventsEncodedAfterTheirCommitsFunction(t *testing.T) {
+	h := newHarness(t, "")
+	detail := map[string]any{"n": 1}
+	if err := h.rt.update(func(tx *txn) error {
+		return h.rt.emit(tx, Event{Kind: EventCheckpoint, Reason: "kept", Detail: detail})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	detail["n"] = 2 // after the commit: the log is not concerned
+	evs, err := h.rt.Store().Events(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"detail":{"n":1}`) {
+		t.Fatalf("the log holds %v, want the event as emitted", evs)
+	}
+	err = h.rt.update(func(tx *txn) error {
+		changed := map[string]any{"n": 1}
+		if err := h.rt.emit(tx, Event{Kind: EventCheckpoint, Reason: "changed", Detail: changed}); err != nil {
+			return err
+		}
+		changed["n"] = 3
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "changed after it was emitted") {
+		t.Fatalf("a detail changed in its commit after the emit: %v, want the commit refused", err)
+	}
+}

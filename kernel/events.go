@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -43,35 +44,42 @@ type Event struct {
 	Detail  any       `json:"detail,omitempty"`
 }
 
-// encodedText is the encoding of a detail's "text", a reply's words, made
-// before the commit (replyAhead) for the text of: an event's encoding uses it
-// when its detail's text is still of (Event.appendJSONWith).
-type encodedText struct {
-	of   string
-	json []byte
-}
-
 // emit appends ev to the durable log in tx and hands it to OnEvent after
 // the commit.
-func (k *Runtime) emit(tx *txn, ev Event) error { return k.emitWith(tx, ev, nil) }
-
-// emitWith is emit, with the detail's text encoded before (nil: none).
-func (k *Runtime) emitWith(tx *txn, ev Event, text *encodedText) error {
+//
+// The event is encoded when the commit's batch is built, after the store's
+// write lock is let go: its values are never changed once emitted (a
+// detail is built for its event; what it holds of a record, the record
+// gives up or copies before it changes it), as the OnEvent hook after the
+// commit relies on too. With LIBOS_CHECK_CACHES=1 it is also encoded here,
+// and the later encoding must be the same bytes.
+func (k *Runtime) emit(tx *txn, ev Event) error {
 	ev.Time = k.clock.Now()
-	size := eventEncodingSize
-	if text != nil {
-		size += len(text.json)
+	var now []byte
+	if k.records.check {
+		var err error
+		if now, err = ev.appendJSON(make([]byte, 0, eventEncodingSize)); err != nil {
+			return fmt.Errorf("encode %s event: %w", ev.Kind, err)
+		}
 	}
-	data, err := ev.appendJSONWith(make([]byte, 0, size), text)
-	if err != nil {
-		return fmt.Errorf("encode %s event: %w", ev.Kind, err)
-	}
-	seq, err := tx.AppendEventJSON(ev.Kind, data)
+	seq, err := tx.AppendEventFunc(ev.Kind, func(dst []byte) ([]byte, error) {
+		data, err := ev.appendJSON(dst)
+		switch {
+		case now != nil && (err != nil || !bytes.Equal(data[len(dst):], now)):
+			return nil, fmt.Errorf("%s event changed after it was emitted: %s, then %s (%v)", ev.Kind, now, data[len(dst):], err)
+		case err != nil:
+			// A detail value the encoder refuses (a defect the check above
+			// finds in tests): the event is kept, saying so.
+			bare := ev
+			bare.Detail = map[string]any{"encoding_error": err.Error()}
+			return bare.appendJSON(dst)
+		}
+		return data, nil
+	})
 	if err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
 	}
 	if k.opts.OnEvent != nil {
-		// A copy for the hook, so that ev itself stays off the heap.
 		done := ev
 		done.Seq = seq
 		tx.AfterCommit(func() { k.opts.OnEvent(done) })

@@ -573,16 +573,7 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, r *procRecord, start 
 	if err := putRecord(tx, callKey(pid, turn), &cr); err != nil {
 		return nil, err
 	}
-	// What the result phase prepared for this reply (phaseResult.run).
-	reply := tx.reply
-	if reply != nil && reply.pid != pid {
-		reply = nil
-	}
-	var text *encodedText
-	if reply != nil {
-		text = reply.text
-	}
-	if err := k.emitWith(tx, providerEvent(pid, turn, attempt, cr, nil, &resp), text); err != nil {
+	if err := k.emit(tx, providerEvent(pid, turn, attempt, cr, nil, &resp)); err != nil {
 		return nil, err
 	}
 	// Settle the reservation to the reported usage. Going over the token
@@ -602,7 +593,8 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, r *procRecord, start 
 	if err := k.appendEntries(tx, r, c, replyEntry(resp)); err != nil {
 		return nil, err
 	}
-	if reply != nil {
+	// What the result phase prepared for this reply (phaseResult.run).
+	if reply := tx.reply; reply != nil && reply.pid == pid {
 		c.ahead = &entryAhead{index: len(c.entries) - 1, reply: reply}
 	}
 	r.Replies++

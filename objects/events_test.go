@@ -3,6 +3,9 @@ package objects
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +58,112 @@ func TestObjectEventJSONMatchesMarshal(t *testing.T) {
 				t.Fatalf("objectEventJSON(%q) = %s, want %s", id, got, want)
 			}
 		}
+	}
+}
+
+// TestEventsEncodedWhenTheBatchIsBuilt checks AppendEventFunc: the data is
+// written by the encoder, run once after the transaction's function
+// returns and with the write lock let go, in its place in the log among
+// events appended as they are; a rollback drops it unrun; a nil encoder is
+// refused with nothing staged; an encoder's error fails the commit and the
+// store.
+func TestEventsEncodedWhenTheBatchIsBuilt(t *testing.T) {
+	s := openTest(t, t.TempDir(), newFakeClock())
+	defer closeTest(t, s)
+	var returned bool
+	runs := 0
+	encode := func(n int) func([]byte) ([]byte, error) {
+		return func(dst []byte) ([]byte, error) {
+			runs++
+			if !returned {
+				t.Error("an event was encoded before the transaction's function returned")
+			}
+			if !s.writeMu.TryLock() {
+				t.Error("an event was encoded under the write lock")
+			} else {
+				s.writeMu.Unlock()
+			}
+			return fmt.Appendf(dst, `{"n":%d}`, n), nil
+		}
+	}
+	mustUpdate(t, s, func(tx *Txn) error {
+		if _, err := tx.AppendEvent("now", map[string]int{"n": 1}); err != nil {
+			return err
+		}
+		if _, err := tx.AppendEventFunc("later", encode(2)); err != nil {
+			return err
+		}
+		sp := tx.Savepoint()
+		if _, err := tx.AppendEventFunc("dropped", encode(99)); err != nil {
+			return err
+		}
+		tx.RollbackTo(sp)
+		if _, err := tx.AppendEventFunc("", encode(0)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("an event without a kind: %v", err)
+		}
+		if _, err := tx.AppendEventFunc("nil", nil); !errors.Is(err, ErrInvalid) {
+			t.Errorf("a nil encoder: %v", err)
+		}
+		if _, err := tx.AppendEvent("now", map[string]int{"n": 3}); err != nil {
+			return err
+		}
+		returned = true
+		return nil
+	})
+	if runs != 1 {
+		t.Fatalf("the encoders ran %d times, want once (the rolled-back one not at all)", runs)
+	}
+	evs, err := s.Events(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		got = append(got, fmt.Sprintf("%d %s %s", e.Seq, e.Kind, e.Data))
+	}
+	if want := []string{`1 now {"n":1}`, `2 later {"n":2}`, `3 now {"n":3}`}; !slices.Equal(got, want) {
+		t.Fatalf("the log holds %q, want %q", got, want)
+	}
+
+	returned = false
+	err = s.Update(func(tx *Txn) error {
+		_, err := tx.AppendEventFunc("broken", func([]byte) ([]byte, error) { return nil, errors.New("no encoding") })
+		return err
+	})
+	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "no encoding") {
+		t.Fatalf("a failing encoder: %v, want the store failed by its error", err)
+	}
+	if err := s.Update(func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v")) }); !errors.Is(err, ErrFailed) {
+		t.Fatalf("an update after a failed encoding: %v, want ErrFailed", err)
+	}
+}
+
+// TestEventEncodedLaterMustBeJSON checks that a store opened with
+// LIBOS_CHECK_CACHES=1 fails the commit of an event whose encoder wrote
+// what is not JSON, and writes none of it.
+func TestEventEncodedLaterMustBeJSON(t *testing.T) {
+	t.Setenv("LIBOS_CHECK_CACHES", "1")
+	s := openTest(t, t.TempDir(), newFakeClock())
+	defer closeTest(t, s)
+	err := s.Update(func(tx *Txn) error {
+		if err := tx.Set([]byte("k"), []byte("v")); err != nil {
+			return err
+		}
+		_, err := tx.AppendEventFunc("bad", func(dst []byte) ([]byte, error) { return append(dst, `{"n":`...), nil })
+		return err
+	})
+	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "must be valid JSON") {
+		t.Fatalf("an event encoded as %q: %v, want the commit failed", `{"n":`, err)
+	}
+	if evs, err := s.Events(0, 0); err != nil || len(evs) != 0 {
+		t.Fatalf("the log holds %v (%v), want nothing", evs, err)
+	}
+	if err := s.View(func(tx *Txn) error {
+		if _, err := tx.Get([]byte("k")); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the failed commit's key: %v, want not found", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

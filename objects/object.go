@@ -96,6 +96,9 @@ type Event struct {
 	Time time.Time       `json:"time"`
 	Kind string          `json:"kind"`
 	Data json.RawMessage `json:"data"`
+
+	// encode writes Data when the batch is built (Txn.AppendEventFunc).
+	encode func(dst []byte) ([]byte, error)
 }
 
 // Event kinds appended by object operations.

@@ -537,6 +537,50 @@ func (tx *Txn) AppendEventJSON(kind string, data []byte) (uint64, error) {
 	return tx.appendEvent(kind, data), nil
 }
 
+// AppendEventFunc is AppendEventJSON for data encoded later, by encode,
+// when the batch is built: after the write lock is let go, while later
+// transactions run. encode appends the data to dst and returns it; it must
+// write valid JSON, as json.Marshal writes it, and read only what nobody
+// changes once it is handed over. An error from encode, or (with
+// LIBOS_CHECK_CACHES=1) data that is not valid JSON, fails the commit and
+// the store with it, as a failed apply does: later transactions may
+// already have read this one's writes.
+func (tx *Txn) AppendEventFunc(kind string, encode func(dst []byte) ([]byte, error)) (uint64, error) {
+	if err := tx.canAppendEvent(kind); err != nil {
+		return 0, err
+	}
+	if encode == nil {
+		return 0, fmt.Errorf("objects: append event %s: %w: encode: must not be nil", kind, ErrInvalid)
+	}
+	seq := tx.appendEvent(kind, nil)
+	tx.events[len(tx.events)-1].encode = encode
+	return seq, nil
+}
+
+// encodeEvents runs the encoders of the events appended with
+// AppendEventFunc.
+func (tx *Txn) encodeEvents() error {
+	for i := range tx.events {
+		e := &tx.events[i]
+		if e.encode == nil {
+			continue
+		}
+		data, err := e.encode(make([]byte, 0, lazyEventSize))
+		if err != nil {
+			return fmt.Errorf("encode event %d (%s): %w", e.Seq, e.Kind, err)
+		}
+		if tx.s.checkHandoffs && !json.Valid(data) {
+			return fmt.Errorf("encode event %d (%s): %w: data: must be valid JSON, got %q", e.Seq, e.Kind, ErrInvalid, data)
+		}
+		e.Data, e.encode = data, nil
+	}
+	return nil
+}
+
+// lazyEventSize is the room an event's encoder starts with: most events of
+// a quantum fit in it.
+const lazyEventSize = 512
+
 // canAppendEvent refuses an event in a transaction that cannot write or
 // of a kind that is not an identifier.
 func (tx *Txn) canAppendEvent(kind string) error {
@@ -642,8 +686,11 @@ func (tx *Txn) RollbackTo(sp Savepoint) {
 
 // buildBatch turns the overlay into one Pebble batch.
 func (tx *Txn) buildBatch() (*pebble.Batch, error) {
+	if err := tx.encodeEvents(); err != nil {
+		return nil, fmt.Errorf("build batch: %w", err)
+	}
 	// Sized up front so that the batch's buffer does not grow (a copy per
-	// doubling) while the write lock is held.
+	// doubling).
 	size := batchHeaderLen
 	for k, sv := range tx.writes {
 		size += len(k) + len(sv.value) + batchRecordOverhead
