@@ -272,20 +272,18 @@ func object(rng *rand.Rand, depth int, value func(int) any) map[string]any {
 // them, so what only the runtime needs stays off it.
 var _ = Event{} == Event{}
 
-// TestEventsEncodedAfterTheirCommitsFunction checks that an event's bytes
-// are those of the event as it was emitted, though it is encoded after the
-// transaction's function returns: with LIBOS_CHECK_CACHES=1 (as in every
-// kernel test), a detail changed after its emit fails the commit, and the
+// TestEventsEncodedAfterTheirCommitsFunction checks that an event is
+// logged as it was emitted, though it is encoded after the transaction's
+// function returns: with LIBOS_CHECK_CACHES=1 (as in every kernel test), a
+// detail changed in its commit after its emit fails the commit, and the
 // store with it, instead of being logged as changed.
 func TestEventsEncodedAfterTheirCommitsFunction(t *testing.T) {
 	h := newHarness(t, "")
-	detail := map[string]any{"n": 1}
 	if err := h.rt.update(func(tx *txn) error {
-		return h.rt.emit(tx, Event{Kind: EventCheckpoint, Reason: "kept", Detail: detail})
+		return h.rt.emit(tx, Event{Kind: EventCheckpoint, Reason: "kept", Detail: map[string]any{"n": 1}})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	detail["n"] = 2 // after the commit: the log is not concerned
 	evs, err := h.rt.Store().Events(0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -303,5 +301,32 @@ func TestEventsEncodedAfterTheirCommitsFunction(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "changed after it was emitted") {
 		t.Fatalf("a detail changed in its commit after the emit: %v, want the commit refused", err)
+	}
+}
+
+// TestEventTheEncoderRefusesIsKept checks what a runtime without the check
+// does with a detail value the event encoder refuses (NaN): the commit goes
+// through, and the log and the OnEvent hook both hold the event with the
+// encoder's complaint in place of its detail.
+func TestEventTheEncoderRefusesIsKept(t *testing.T) {
+	t.Setenv("LIBOS_CHECK_CACHES", "0")
+	h := newHarness(t, "")
+	if err := h.rt.update(func(tx *txn) error {
+		return h.rt.emit(tx, Event{Kind: EventCheckpoint, PID: 7, Reason: "odd", Detail: map[string]any{"x": math.NaN()}})
+	}); err != nil {
+		t.Fatalf("the commit of an event with a NaN: %v", err)
+	}
+	evs, err := h.rt.Store().Events(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"reason":"odd","detail":{"encoding_error":`) {
+		t.Fatalf("the log holds %v, want the event with the encoder's complaint", evs)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	last := h.events[len(h.events)-1]
+	if d, ok := last.Detail.(map[string]any); !ok || d["encoding_error"] == nil || last.Seq != evs[0].Seq {
+		t.Fatalf("the hook got %+v, want the event as logged", last)
 	}
 }

@@ -62,6 +62,9 @@ func (k *Runtime) emit(tx *txn, ev Event) error {
 			return fmt.Errorf("encode %s event: %w", ev.Kind, err)
 		}
 	}
+	// refused is the detail logged in place of one the encoder refused;
+	// the hook, which runs after the encoder, gets it too.
+	var refused map[string]any
 	seq, err := tx.AppendEventFunc(ev.Kind, func(dst []byte) ([]byte, error) {
 		data, err := ev.appendJSON(dst)
 		switch {
@@ -70,9 +73,13 @@ func (k *Runtime) emit(tx *txn, ev Event) error {
 		case err != nil:
 			// A detail value the encoder refuses (a defect the check above
 			// finds in tests): the event is kept, saying so.
+			refused = map[string]any{"encoding_error": err.Error()}
 			bare := ev
-			bare.Detail = map[string]any{"encoding_error": err.Error()}
-			return bare.appendJSON(dst)
+			bare.Detail = refused
+			if data, err = bare.appendJSON(dst); err != nil {
+				data, _ = json.Marshal(map[string]any{"kind": ev.Kind, "pid": ev.PID, "encoding_error": err.Error()})
+				data = append(dst, data...)
+			}
 		}
 		return data, nil
 	})
@@ -80,9 +87,14 @@ func (k *Runtime) emit(tx *txn, ev Event) error {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
 	}
 	if k.opts.OnEvent != nil {
-		done := ev
-		done.Seq = seq
-		tx.AfterCommit(func() { k.opts.OnEvent(done) })
+		tx.AfterCommit(func() {
+			done := ev
+			done.Seq = seq
+			if refused != nil {
+				done.Detail = refused
+			}
+			k.opts.OnEvent(done)
+		})
 	}
 	return nil
 }

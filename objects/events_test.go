@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEventsBeforeReadsBackFromTheEnd(t *testing.T) {
@@ -165,5 +166,30 @@ func TestEventEncodedLaterMustBeJSON(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEventEncoderPanicFailsTheStore checks that an encoder that panics
+// fails the commit and the store, as an encoder's error does, rather than
+// stopping the store with the batch's turn held: the next Update returns.
+func TestEventEncoderPanicFailsTheStore(t *testing.T) {
+	s := openTest(t, t.TempDir(), newFakeClock())
+	defer closeTest(t, s)
+	err := s.Update(func(tx *Txn) error {
+		_, err := tx.AppendEventFunc("boom", func([]byte) ([]byte, error) { panic("boom") })
+		return err
+	})
+	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "panic: boom") {
+		t.Fatalf("a panicking encoder: %v, want the store failed by it", err)
+	}
+	next := make(chan error, 1)
+	go func() { next <- s.Update(func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v")) }) }()
+	select {
+	case err := <-next:
+		if !errors.Is(err, ErrFailed) {
+			t.Fatalf("the next update: %v, want ErrFailed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next update did not return")
 	}
 }

@@ -639,8 +639,9 @@ func (s *Store) LastEventSeq() uint64 { return s.lastEventSeq.Load() }
 // after fn returns or from another goroutine.
 //
 // A read-only fn (nothing staged) writes no batch; Update still waits until
-// every commit it could have read is durable. After a write or sync error
-// every Update returns an error wrapping ErrFailed and the cause.
+// every commit it could have read is durable. After a write or sync error,
+// or an event's encoder failing (Txn.AppendEventFunc), every Update returns
+// an error wrapping ErrFailed and the cause.
 func (s *Store) Update(fn func(tx *Txn) error) error {
 	if fn == nil {
 		return fmt.Errorf("objects: update: %w: fn: must not be nil", ErrInvalid)

@@ -541,7 +541,7 @@ func (tx *Txn) AppendEventJSON(kind string, data []byte) (uint64, error) {
 // when the batch is built: after the write lock is let go, while later
 // transactions run. encode appends the data to dst and returns it; it must
 // write valid JSON, as json.Marshal writes it, and read only what nobody
-// changes once it is handed over. An error from encode, or (with
+// changes once it is handed over. An error or a panic of encode, or (with
 // LIBOS_CHECK_CACHES=1) data that is not valid JSON, fails the commit and
 // the store with it, as a failed apply does: later transactions may
 // already have read this one's writes.
@@ -558,8 +558,14 @@ func (tx *Txn) AppendEventFunc(kind string, encode func(dst []byte) ([]byte, err
 }
 
 // encodeEvents runs the encoders of the events appended with
-// AppendEventFunc.
-func (tx *Txn) encodeEvents() error {
+// AppendEventFunc. A panic of one is its error: the batch is handed on by
+// then, and the store must fail, not stop with its turn held.
+func (tx *Txn) encodeEvents() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("encode an event: panic: %v", r)
+		}
+	}()
 	for i := range tx.events {
 		e := &tx.events[i]
 		if e.encode == nil {
