@@ -78,6 +78,9 @@ type workerState struct {
 	// engines prepared for the wrong one.
 	last   *compiledBundle
 	streak int
+	// aheadLimit is the longest an evaluation may take for the next to be
+	// made ahead: aheadTime, but for tests that must not depend on the load.
+	aheadLimit time.Duration
 	// guard watches every call's limits, and evaluations ahead, with one
 	// timer.
 	guard *watchdog
@@ -86,7 +89,8 @@ type workerState struct {
 }
 
 func newWorkerState(cfg configMsg) *workerState {
-	return &workerState{cfg: cfg, programs: make(map[string]*list.Element), lru: list.New(), guard: newWatchdog(cfg.HeapLimit)}
+	return &workerState{cfg: cfg, programs: make(map[string]*list.Element), lru: list.New(), guard: newWatchdog(cfg.HeapLimit),
+		aheadLimit: aheadTime}
 }
 
 type compiledBundle struct {
@@ -94,15 +98,15 @@ type compiledBundle struct {
 	prg  *goja.Program
 	err  *Failure // a bundle the engine cannot compile is remembered as refused
 	// aheadOK says the bundle's last evaluation succeeded within
-	// aheadLimit, so the next engine may evaluate it ahead of its call.
+	// aheadTime, so the next engine may evaluate it ahead of its call.
 	// Only the worker's main goroutine reads and writes it.
 	aheadOK bool
 }
 
-// aheadLimit is the longest a bundle's evaluation may have taken for the
+// aheadTime is the longest a bundle's evaluation may have taken for the
 // worker to evaluate it ahead of the next call: a module that is slow to
 // evaluate would delay a call of another bundle arriving meanwhile.
-const aheadLimit = time.Millisecond
+const aheadTime = time.Millisecond
 
 // aheadPlan is what the engine for the next call is prepared for: the
 // bundle to evaluate in it (nil for none), under the call-depth and wall
@@ -339,7 +343,7 @@ func (w *workerState) prepare() *engine {
 	start := time.Now()
 	err := e.evaluate(plan.bundle, plan.depth)
 	w.guard.disarm()
-	plan.bundle.aheadOK = err == nil && time.Since(start) < aheadLimit
+	plan.bundle.aheadOK = err == nil && time.Since(start) < w.aheadLimit
 	if err != nil {
 		return newEngine()
 	}
@@ -402,7 +406,7 @@ func (w *workerState) call(req *runMsg, bundle *compiledBundle, inputs []byte) (
 	if !ahead {
 		start := time.Now()
 		err := e.evaluate(bundle, req.MaxDepth)
-		bundle.aheadOK = err == nil && time.Since(start) < aheadLimit
+		bundle.aheadOK = err == nil && time.Since(start) < w.aheadLimit
 		if err != nil {
 			return classifyEngineError(err, CodeExecutionFailed, "module evaluation failed"), nil
 		}
