@@ -647,29 +647,6 @@ func TestPeek(t *testing.T) {
 	wantErr(t, s.Peek(nil), ErrInvalid)
 }
 
-// TestAppendEventJSON: encoded event data is kept as given, and a store
-// checking handoffs refuses data that is not JSON, appending nothing.
-func TestAppendEventJSON(t *testing.T) {
-	t.Setenv("LIBOS_CHECK_CACHES", "1")
-	s := openTest(t, t.TempDir(), newFakeClock())
-	defer closeTest(t, s)
-	err := s.Update(func(tx *Txn) error {
-		_, err := tx.AppendEventJSON("bench", []byte(`{"a":`))
-		return err
-	})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "valid JSON") {
-		t.Fatalf("append of broken JSON: %v, want ErrInvalid naming valid JSON", err)
-	}
-	mustUpdate(t, s, func(tx *Txn) error {
-		_, err := tx.AppendEventJSON("bench", []byte(`{"a":"<b>"}`))
-		return err
-	})
-	evs, err := s.Events(0, 10)
-	if err != nil || len(evs) != 1 || evs[0].Kind != "bench" || string(evs[0].Data) != `{"a":"<b>"}` {
-		t.Fatalf("events %+v, %v; want the one event appended, its data as given", evs, err)
-	}
-}
-
 // TestPayloadTailLetsTheNextVersionGrowInPlace checks WriteSpec.PayloadTail:
 // the payload is Payload then PayloadTail (its bytes, size and hash), and a
 // later version that appends to the first version's array in place, over

@@ -85,8 +85,8 @@ type Store struct {
 	// checkHandoffs makes the store check what a caller hands over without
 	// a copy or a check: a write recomputes a payload digest
 	// (WriteSpec.PayloadSHA256) and refuses it on a difference, and an
-	// event's encoded data (AppendEventJSON, AppendEventFunc) must be valid
-	// JSON; tests turn it on with LIBOS_CHECK_CACHES=1 before a store opens.
+	// event's encoded data (AppendEventFunc) must be valid JSON; tests turn
+	// it on with LIBOS_CHECK_CACHES=1 before a store opens.
 	checkHandoffs bool
 
 	// writeMu gives one Update at a time exclusive write access: its

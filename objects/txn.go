@@ -523,25 +523,11 @@ func (tx *Txn) AppendEvent(kind string, data any) (uint64, error) {
 	return tx.appendEvent(kind, raw), nil
 }
 
-// AppendEventJSON is AppendEvent for data its caller encoded: data must be
-// valid JSON, as json.Marshal writes it, and is kept as given, neither
-// checked nor copied (the caller must not change it afterwards). A store
-// opened with LIBOS_CHECK_CACHES=1 refuses data that is not valid JSON.
-func (tx *Txn) AppendEventJSON(kind string, data []byte) (uint64, error) {
-	if err := tx.canAppendEvent(kind); err != nil {
-		return 0, err
-	}
-	if tx.s.checkHandoffs && !json.Valid(data) {
-		return 0, fmt.Errorf("objects: append event %s: %w: data: must be valid JSON, got %q", kind, ErrInvalid, data)
-	}
-	return tx.appendEvent(kind, data), nil
-}
-
-// AppendEventFunc is AppendEventJSON for data encoded later, by encode,
-// when the batch is built: after the write lock is let go, while later
-// transactions run. encode appends the data to dst and returns it; it must
-// write valid JSON, as json.Marshal writes it, and read only what nobody
-// changes once it is handed over. An error or a panic of encode, or (with
+// AppendEventFunc is AppendEvent for data its caller encodes, later: encode
+// runs when the batch is built, after the write lock is let go, while later
+// transactions run. It appends the data to dst and returns it, to be kept
+// as given; it must write valid JSON, as json.Marshal writes it, and read
+// only what nobody changes once it is handed over. An error or a panic of encode, or (with
 // LIBOS_CHECK_CACHES=1) data that is not valid JSON, fails the commit and
 // the store with it, as a failed apply does: later transactions may
 // already have read this one's writes.

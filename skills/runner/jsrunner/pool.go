@@ -351,24 +351,26 @@ func (t *stderrLog) String() string {
 const workerMallocEnv = "MALLOC_ARENA_MAX=1"
 
 func (p *Pool) startWorker() (*workerProc, error) {
-	inR, inW, err := blockingPipe()
-	if err != nil {
-		return nil, fmt.Errorf("%w: stdin pipe: %w", ErrWorkerStart, err)
+	// The worker's stdin, stdout and stderr: a read end and a write end each.
+	var ends [3][2]*os.File
+	closeAll := func() {
+		for _, pair := range ends {
+			for _, f := range pair {
+				if f != nil {
+					f.Close()
+				}
+			}
+		}
 	}
-	outR, outW, err := blockingPipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, fmt.Errorf("%w: stdout pipe: %w", ErrWorkerStart, err)
+	for i, name := range []string{"stdin", "stdout", "stderr"} {
+		r, w, err := blockingPipe()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%w: %s pipe: %w", ErrWorkerStart, name, err)
+		}
+		ends[i] = [2]*os.File{r, w}
 	}
-	errR, errW, err := blockingPipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, fmt.Errorf("%w: stderr pipe: %w", ErrWorkerStart, err)
-	}
+	inR, inW, outR, outW, errR, errW := ends[0][0], ends[0][1], ends[1][0], ends[1][1], ends[2][0], ends[2][1]
 	cmd := exec.Command(p.opts.Executable, workerGuardArg)
 	cmd.Env = []string{WorkerEnv + "=1", workerMallocEnv}
 	cmd.Dir = "/"
@@ -379,9 +381,7 @@ func (p *Pool) startWorker() (*workerProc, error) {
 	cmd.Stderr = errW
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
-		for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
-			f.Close()
-		}
+		closeAll()
 		return nil, fmt.Errorf("%w: start %s: %w", ErrWorkerStart, p.opts.Executable, err)
 	}
 	inR.Close()
