@@ -62,6 +62,63 @@ func TestObjectEventJSONMatchesMarshal(t *testing.T) {
 	}
 }
 
+// logLines returns the event log of s, an event a line: "seq kind data".
+func logLines(t *testing.T, s *Store) []string {
+	t.Helper()
+	evs, err := s.Events(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make([]string, 0, len(evs))
+	for _, e := range evs {
+		lines = append(lines, fmt.Sprintf("%d %s %s", e.Seq, e.Kind, e.Data))
+	}
+	return lines
+}
+
+// TestObjectEventsWrittenWhenTheBatchIsBuilt checks that an object
+// operation's event holds no data until its batch is built, out of the
+// write lock, and that the log then holds the data json.Marshal makes of it,
+// a rolled-back one left out.
+func TestObjectEventsWrittenWhenTheBatchIsBuilt(t *testing.T) {
+	s := openTest(t, t.TempDir(), newFakeClock())
+	defer closeTest(t, s)
+	var oid string
+	mustUpdate(t, s, func(tx *Txn) error {
+		m, err := tx.Create(CreateSpec{Namespace: "ns", Name: "n<1>", Kind: "k", Tier: TierDurable, Payload: []byte("a")})
+		if err != nil {
+			return err
+		}
+		oid = m.OID
+		sp := tx.Savepoint()
+		if _, err := tx.Write(oid, m.Version, WriteSpec{Payload: []byte("dropped")}); err != nil {
+			return err
+		}
+		tx.RollbackTo(sp)
+		if _, err := tx.Write(oid, m.Version, WriteSpec{Payload: []byte("b")}); err != nil {
+			return err
+		}
+		for _, e := range tx.events {
+			if e.Data != nil || e.object == nil {
+				t.Errorf("event %d (%s) holds %q before its batch is built", e.Seq, e.Kind, e.Data)
+			}
+		}
+		return nil
+	})
+	got := logLines(t, s)
+	data := func(version int) string {
+		b, err := json.Marshal(ObjectEvent{OID: oid, Namespace: "ns", Name: "n<1>", Kind: "k", Version: uint64(version)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	want := []string{"1 " + EventObjectCreated + " " + data(1), "2 " + EventObjectWritten + " " + data(2)}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the log holds %q, want %q", got, want)
+	}
+}
+
 // TestEventsEncodedWhenTheBatchIsBuilt checks AppendEventFunc: the data is
 // written by the encoder, run once after the transaction's function
 // returns and with the write lock let go, in its place in the log among
@@ -114,20 +171,13 @@ func TestEventsEncodedWhenTheBatchIsBuilt(t *testing.T) {
 	if runs != 1 {
 		t.Fatalf("the encoders ran %d times, want once (the rolled-back one not at all)", runs)
 	}
-	evs, err := s.Events(0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range evs {
-		got = append(got, fmt.Sprintf("%d %s %s", e.Seq, e.Kind, e.Data))
-	}
+	got := logLines(t, s)
 	if want := []string{`1 now {"n":1}`, `2 later {"n":2}`, `3 now {"n":3}`}; !slices.Equal(got, want) {
 		t.Fatalf("the log holds %q, want %q", got, want)
 	}
 
 	returned = false
-	err = s.Update(func(tx *Txn) error {
+	err := s.Update(func(tx *Txn) error {
 		_, err := tx.AppendEventFunc("broken", func([]byte) ([]byte, error) { return nil, errors.New("no encoding") })
 		return err
 	})

@@ -99,6 +99,9 @@ type Event struct {
 
 	// encode writes Data when the batch is built (Txn.AppendEventFunc).
 	encode func(dst []byte) ([]byte, error)
+	// object is the metadata an object event's Data is written from when
+	// the batch is built (Txn.objectEvent); never modified.
+	object *storedMeta
 }
 
 // Event kinds appended by object operations.
@@ -259,14 +262,18 @@ func (tx *Txn) stageMeta(sm *storedMeta) {
 	tx.stageValue(metaKey(sm.OID), &stagedValue{value: encodeMeta(sm), meta: &kept})
 }
 
+// objectEvent appends an event of kind about the object whose metadata is
+// sm. Its data is written when the batch is built, out of the write lock,
+// as the kernel's events are (AppendEventFunc): sm is never modified.
 func (tx *Txn) objectEvent(kind string, sm *storedMeta) {
-	tx.appendEvent(kind, objectEventJSON(sm))
+	tx.appendEvent(kind, nil)
+	tx.events[len(tx.events)-1].object = sm
 }
 
 // objectEventJSON returns exactly what json.Marshal makes of the
 // ObjectEvent of sm; identifiers that need no escaping (the usual case) are
 // written directly because reflection-based marshalling is a large part of
-// a compare-and-swap write, which runs under the store's write lock.
+// a compare-and-swap write.
 func objectEventJSON(sm *storedMeta) []byte {
 	if !plainJSON(sm.OID) || !plainJSON(sm.Namespace) || !plainJSON(sm.Name) || !plainJSON(sm.Kind) {
 		data, err := json.Marshal(ObjectEvent{OID: sm.OID, Namespace: sm.Namespace, Name: sm.Name, Kind: sm.Kind, Version: sm.Version})

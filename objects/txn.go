@@ -543,9 +543,10 @@ func (tx *Txn) AppendEventFunc(kind string, encode func(dst []byte) ([]byte, err
 	return seq, nil
 }
 
-// encodeEvents runs the encoders of the events appended with
-// AppendEventFunc. A panic of one is its error: the batch is handed on by
-// then, and the store must fail, not stop with its turn held.
+// encodeEvents writes the data of object events and runs the encoders of
+// the events appended with AppendEventFunc. A panic of one is its error: the
+// batch is handed on by then, and the store must fail, not stop with its
+// turn held.
 func (tx *Txn) encodeEvents() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -554,6 +555,10 @@ func (tx *Txn) encodeEvents() (err error) {
 	}()
 	for i := range tx.events {
 		e := &tx.events[i]
+		if e.object != nil {
+			e.Data, e.object = objectEventJSON(e.object), nil
+			continue
+		}
 		if e.encode == nil {
 			continue
 		}
