@@ -89,9 +89,16 @@ func (w *jsonWriter) boolOmit(name string, b bool) {
 	}
 }
 
+// rfc3339 reports whether t is a time RFC 3339 can say, which time's own
+// encoder does not refuse.
+func rfc3339(t time.Time) bool {
+	_, offset := t.Zone()
+	return t.Year() >= 0 && t.Year() <= 9999 && offset > -24*3600 && offset < 24*3600
+}
+
 func (w *jsonWriter) time(name string, t time.Time) {
 	w.key(name)
-	if _, offset := t.Zone(); t.Year() < 0 || t.Year() > 9999 || offset <= -24*3600 || offset >= 24*3600 {
+	if !rfc3339(t) {
 		// Outside what RFC 3339 can say: time's own encoder refuses it.
 		b, err := t.MarshalJSON()
 		if err != nil && w.err == nil {
@@ -306,6 +313,21 @@ var jsonPlain = func() (plain [256]bool) {
 }()
 
 // appendJSON appends r as json.Marshal encodes it.
+// encodesSafely reports whether appendJSON cannot fail on r. Its only
+// failures are a time RFC 3339 cannot say and a value encoding/json
+// refuses, which only a wait or a dispatch could hold.
+func (r *procRecord) encodesSafely() bool {
+	if r.Wait != nil || r.Dispatch != nil || !rfc3339(r.CreatedAt) || !rfc3339(r.UpdatedAt) || !rfc3339(r.WallMark) {
+		return false
+	}
+	for i := range r.Grants {
+		if e := r.Grants[i].ExpiresAt; e != nil && !rfc3339(*e) {
+			return false
+		}
+	}
+	return true
+}
+
 func (r *procRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()

@@ -3,6 +3,7 @@ package kernel
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -10,6 +11,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/quantum"
 )
 
 // eventByReflection is Event without its MarshalJSON: what encoding/json
@@ -328,5 +334,80 @@ func TestEventTheEncoderRefusesIsKept(t *testing.T) {
 	last := h.events[len(h.events)-1]
 	if d, ok := last.Detail.(map[string]any); !ok || d["encoding_error"] == nil || last.Seq != evs[0].Seq {
 		t.Fatalf("the hook got %+v, want the event as logged", last)
+	}
+}
+
+// TestRecordsEncodedAfterTheirCommitsFunction checks that a process record
+// whose encoding cannot fail is encoded when its batch is built, after the
+// transaction's function returns: with LIBOS_CHECK_CACHES=1 (as in every
+// kernel test), a saved copy changed after it was written fails the commit,
+// and the store with it, instead of being stored as changed. A record that
+// could fail to encode is encoded in the function, where a failure fails
+// only its commit.
+func TestRecordsEncodedAfterTheirCommitsFunction(t *testing.T) {
+	h := newHarness(t, "")
+	pid := h.spawn(clockGrants())
+	write := func(change func(r *procRecord), after func(saved *procRecord)) error {
+		return h.rt.store.Update(func(otx *objects.Txn) error {
+			tx := &txn{Txn: otx, records: h.rt.records}
+			r, err := loadProc(tx, pid)
+			if err != nil {
+				return err
+			}
+			r.Turn++
+			change(r)
+			if err := saveProc(tx, r); err != nil {
+				return err
+			}
+			saved := tx.procs[pid].copy
+			if err := writeProcs(tx); err != nil {
+				return err
+			}
+			after(saved)
+			return nil
+		})
+	}
+	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	err := write(func(r *procRecord) {
+		r.Grants = append(capabilities.CloneGrants(r.Grants), capabilities.Grant{ID: "far", Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow, ExpiresAt: &far})
+	}, func(*procRecord) {})
+	if err == nil || errors.Is(err, objects.ErrFailed) || !strings.Contains(err.Error(), "encode process") {
+		t.Fatalf("a record that fails to encode: %v, want its commit refused, the store working", err)
+	}
+	if err := write(func(*procRecord) {}, func(*procRecord) {}); err != nil {
+		t.Fatalf("the commit after a refused record: %v", err)
+	}
+	err = write(func(*procRecord) {}, func(saved *procRecord) { saved.Reason = "changed after its write" })
+	if !errors.Is(err, objects.ErrFailed) || !strings.Contains(err.Error(), "changed after it was saved") {
+		t.Fatalf("a record changed after its write: %v, want the commit and the store failed", err)
+	}
+}
+
+// TestRecordsThatCouldFailToEncode checks encodesSafely against the
+// encoder: a wait, a dispatch, or a time RFC 3339 cannot say makes a record
+// one to encode in its commit's function.
+func TestRecordsThatCouldFailToEncode(t *testing.T) {
+	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	for name, r := range map[string]*procRecord{
+		"wait":      {Record: process.Record{Wait: &process.Wait{Kind: process.WaitTimer}}},
+		"dispatch":  {Dispatch: &quantum.Batch{}},
+		"created":   {Record: process.Record{CreatedAt: far}},
+		"wall mark": {WallMark: far},
+		"grant":     {Record: process.Record{Grants: []capabilities.Grant{{ID: "g", Resource: "r", ExpiresAt: &far}}}},
+	} {
+		if r.encodesSafely() {
+			t.Errorf("%s: a record that could fail to encode is said to encode safely", name)
+		}
+	}
+	ok := &procRecord{Record: process.Record{CreatedAt: epoch, Grants: []capabilities.Grant{{ID: "g", Resource: "r", ExpiresAt: &epoch}}}}
+	if !ok.encodesSafely() {
+		t.Fatal("a plain record is said to be unsafe to encode")
+	}
+	if _, err := ok.appendJSON(nil); err != nil {
+		t.Fatal(err)
+	}
+	bad := &procRecord{Record: process.Record{Grants: []capabilities.Grant{{ID: "g", Resource: "r", ExpiresAt: &far}}}}
+	if _, err := bad.appendJSON(nil); err == nil {
+		t.Fatal("a grant expiring in year 10000 encoded: the check guards nothing")
 	}
 }

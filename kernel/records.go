@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -242,11 +243,7 @@ func writeProcs(tx *txn) error {
 	for _, pid := range slices.Sorted(maps.Keys(tx.procs)) {
 		r := tx.procs[pid].copy
 		r.decisions = nil // not stored; a cached record must be what a load decodes
-		b, err := r.appendJSON(make([]byte, 0, recordEncodingSize))
-		if err != nil {
-			return fmt.Errorf("encode process %d: %w", pid, err)
-		}
-		if err := tx.SetHandoff(procKey(pid), b); err != nil {
+		if err := setRecord(tx, r); err != nil {
 			return err
 		}
 		if err := setLive(tx, r); err != nil {
@@ -257,6 +254,37 @@ func writeProcs(tx *txn) error {
 	tx.records.publish(tx, written)
 	tx.procs = nil
 	return nil
+}
+
+// setRecord stages r, a saved copy that nothing changes from now on (the
+// record cache holds it, and loads take snapshots of it). A record whose
+// encoding cannot fail (encodesSafely) is encoded when the batch is built,
+// out of the store's write lock (objects.Txn.SetFunc); any other now, where
+// a failure fails this commit rather than the store. With
+// LIBOS_CHECK_CACHES=1 it is also encoded now, and the later encoding must
+// be the same.
+func setRecord(tx *txn, r *procRecord) error {
+	if tx.records == nil || !r.encodesSafely() {
+		b, err := r.appendJSON(make([]byte, 0, recordEncodingSize))
+		if err != nil {
+			return fmt.Errorf("encode process %d: %w", r.PID, err)
+		}
+		return tx.SetHandoff(procKey(r.PID), b)
+	}
+	var now []byte
+	if tx.records.check {
+		var err error
+		if now, err = r.appendJSON(make([]byte, 0, recordEncodingSize)); err != nil {
+			return fmt.Errorf("encode process %d: %w", r.PID, err)
+		}
+	}
+	return tx.SetFunc(procKey(r.PID), func() ([]byte, error) {
+		b, err := r.appendJSON(make([]byte, 0, recordEncodingSize))
+		if err == nil && now != nil && !bytes.Equal(b, now) {
+			err = fmt.Errorf("record of process %d changed after it was saved: %s, then %s", r.PID, now, b)
+		}
+		return b, err
+	})
 }
 
 // liveEntry is what the live index keeps of a process: what recovery and

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -56,6 +57,37 @@ type stagedValue struct {
 	// that neither a later read in this transaction nor the metadata cache
 	// decodes it again under the write lock. Never modified.
 	meta *storedMeta
+	// encode, when set, writes value the first time it is read (bytes):
+	// when the batch is built, out of the write lock, unless a read in the
+	// transaction or a later Update's read of the pending batch needs it
+	// first (Txn.SetFunc). encoded guards it, since the batch's builder and
+	// such a read may race.
+	encode    func() ([]byte, error)
+	encoded   sync.Once
+	encodeErr error
+}
+
+// bytes returns the staged value, written first if it is encoded late.
+func (sv *stagedValue) bytes() ([]byte, error) {
+	if sv.encode != nil {
+		sv.encoded.Do(sv.runEncode)
+	}
+	return sv.value, sv.encodeErr
+}
+
+// runEncode writes value with encode; a panic of encode is its error.
+func (sv *stagedValue) runEncode() {
+	defer func() {
+		if r := recover(); r != nil {
+			sv.value, sv.encodeErr = nil, fmt.Errorf("encode a value: panic: %v", r)
+		}
+	}()
+	v, err := sv.encode()
+	if err != nil {
+		sv.encodeErr = fmt.Errorf("encode a value: %w", err)
+		return
+	}
+	sv.value = v
 }
 
 type undoEntry struct {
@@ -138,7 +170,11 @@ func (tx *Txn) get(key []byte) ([]byte, bool, error) {
 		if sv.deleted {
 			return nil, false, nil
 		}
-		return append(make([]byte, 0, len(sv.value)), sv.value...), true, nil
+		v, err := sv.bytes()
+		if err != nil {
+			return nil, false, fmt.Errorf("read %q: %w", key, err)
+		}
+		return append(make([]byte, 0, len(v)), v...), true, nil
 	}
 	out, ok, err := tx.getStored(key)
 	if err != nil {
@@ -150,7 +186,9 @@ func (tx *Txn) get(key []byte) ([]byte, bool, error) {
 func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
 	r, ok := tx.stored[string(key)]
 	if !ok && !tx.readOnly {
-		r, ok = tx.pendingRead(key)
+		if r, ok, err = tx.pendingRead(key); err != nil {
+			return nil, false, err
+		}
 	}
 	if !ok && !tx.readOnly {
 		// An Update holds the write lock, so the committed state the
@@ -174,19 +212,23 @@ func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
 
 // pendingRead reads key from the newest batch not yet applied that wrote it,
 // which Pebble may not have yet (Store.pending). Only an Update reads it.
-func (tx *Txn) pendingRead(key []byte) (storedRead, bool) {
+func (tx *Txn) pendingRead(key []byte) (storedRead, bool, error) {
 	var sv *stagedValue
 	tx.s.pending.Load().newestFirst(func(p *pendingBatch) bool {
 		sv = p.writes[string(key)]
 		return sv == nil
 	})
 	if sv == nil {
-		return storedRead{}, false
+		return storedRead{}, false, nil
 	}
 	if sv.deleted {
-		return storedRead{}, true
+		return storedRead{}, true, nil
 	}
-	return storedRead{value: sv.value, found: true}, true
+	v, err := sv.bytes()
+	if err != nil {
+		return storedRead{}, false, fmt.Errorf("read %q: %w", key, err)
+	}
+	return storedRead{value: v, found: true}, true, nil
 }
 
 // readStored looks key up in the transaction's reader.
@@ -259,6 +301,27 @@ func (tx *Txn) Set(key, value []byte) error {
 // not copied, and the caller must not change it afterwards.
 func (tx *Txn) SetHandoff(key, value []byte) error {
 	return tx.set(key, value, true)
+}
+
+// SetFunc is Set for a value its caller encodes later: encode writes it
+// once, when the batch is built, out of the write lock, or earlier, if a
+// read needs it first (in this transaction, or in a later Update while the
+// batch waits to be applied). encode must depend only on data that does not
+// change after the call, and should not fail: if it fails or panics, a read
+// of the value returns its error, and the commit fails, failing the store,
+// as an event encoder's does (AppendEventFunc).
+func (tx *Txn) SetFunc(key []byte, encode func() ([]byte, error)) error {
+	if err := tx.usable(true); err != nil {
+		return fmt.Errorf("objects: set: %w", err)
+	}
+	if err := checkRawKey(key); err != nil {
+		return fmt.Errorf("objects: set: %w", err)
+	}
+	if encode == nil {
+		return fmt.Errorf("objects: set %q: %w: encode: must not be nil", key, ErrInvalid)
+	}
+	tx.stageValue(key, &stagedValue{encode: encode})
+	return nil
 }
 
 func (tx *Txn) set(key, value []byte, handoff bool) error {
@@ -350,8 +413,9 @@ type rawKV struct {
 // stagedRange returns the staged writes in [lower, upper), sorted
 // ascending: the transaction's own, and for an Update those of the batches
 // being applied, each key as its newest write left it.
-func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) []rawKV {
+func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) ([]rawKV, error) {
 	var out []rawKV
+	var encodeErr error
 	var seen map[string]struct{} // keys a newer write already gave
 	add := func(writes map[string]*stagedValue, more bool) {
 		for k, sv := range writes {
@@ -374,7 +438,11 @@ func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) []rawKV {
 			if skipReserved && reservedPrefixOf(kb) != "" {
 				continue
 			}
-			out = append(out, rawKV{key: kb, value: sv.value, deleted: sv.deleted})
+			v, err := sv.bytes()
+			if err != nil && encodeErr == nil {
+				encodeErr = fmt.Errorf("read %q: %w", k, err)
+			}
+			out = append(out, rawKV{key: kb, value: v, deleted: sv.deleted})
 		}
 	}
 	var pending *pendingList
@@ -390,14 +458,20 @@ func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) []rawKV {
 			return true
 		})
 	}
+	if encodeErr != nil {
+		return nil, encodeErr
+	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].key, out[j].key) < 0 })
-	return out
+	return out, nil
 }
 
 // iterate merges the database view and the overlay over [lower, upper).
 func (tx *Txn) iterate(lower, upper []byte, reverse, skipReserved bool, fn func(key, value []byte) error) (err error) {
 	defer recoverFatal(&err)
-	staged := tx.stagedRange(lower, upper, skipReserved)
+	staged, err := tx.stagedRange(lower, upper, skipReserved)
+	if err != nil {
+		return err
+	}
 	if reverse {
 		for i, j := 0, len(staged)-1; i < j; i, j = i+1, j-1 {
 			staged[i], staged[j] = staged[j], staged[i]
@@ -690,7 +764,11 @@ func (tx *Txn) buildBatch() (*pebble.Batch, error) {
 	// doubling).
 	size := batchHeaderLen
 	for k, sv := range tx.writes {
-		size += len(k) + len(sv.value) + batchRecordOverhead
+		v, err := sv.bytes()
+		if err != nil {
+			return nil, fmt.Errorf("build batch: %q: %w", k, err)
+		}
+		size += len(k) + len(v) + batchRecordOverhead
 	}
 	for i := range tx.events {
 		e := &tx.events[i]
@@ -702,7 +780,8 @@ func (tx *Txn) buildBatch() (*pebble.Batch, error) {
 		if sv.deleted {
 			err = b.Delete([]byte(k), nil)
 		} else {
-			err = b.Set([]byte(k), sv.value, nil)
+			v, _ := sv.bytes() // encoded, without error, as the batch was sized
+			err = b.Set([]byte(k), v, nil)
 		}
 		if err != nil {
 			_ = b.Close()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -563,5 +564,117 @@ func TestOnApplied(t *testing.T) {
 	}
 	if !held {
 		t.Fatal("an OnApplied hook ran without the write lock")
+	}
+}
+
+// TestSetFuncEncodesWhenTheBatchIsBuilt checks SetFunc: the value is
+// encoded once, after the transaction's function returns and with the write
+// lock let go, unless a read needs it first; a scan of the transaction sees
+// it; a rollback drops it unrun; a nil encoder is refused; a key the read
+// cache held leaves it, and the next Update reads the new value; an
+// encoder's error is a read's error, and fails the commit and the store.
+func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
+	s := openTest(t, t.TempDir(), newFakeClock())
+	defer closeTest(t, s)
+	var returned bool
+	runs := 0
+	encode := func(v string) func() ([]byte, error) {
+		return func() ([]byte, error) {
+			runs++
+			if !returned {
+				t.Errorf("%s was encoded before the transaction's function returned", v)
+			}
+			if !s.writeMu.TryLock() {
+				t.Errorf("%s was encoded under the write lock", v)
+			} else {
+				s.writeMu.Unlock()
+			}
+			return []byte(v), nil
+		}
+	}
+	mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("k/held"), []byte("old")) })
+	mustUpdate(t, s, func(tx *Txn) error {
+		_, err := tx.Get([]byte("k/held")) // read twice: the read cache holds it
+		return err
+	})
+	mustUpdate(t, s, func(tx *Txn) error {
+		_, err := tx.Get([]byte("k/held"))
+		return err
+	})
+	if _, ok := s.reads.get([]byte("k/held")); !ok {
+		t.Fatal("the read cache does not hold a key read twice")
+	}
+	mustUpdate(t, s, func(tx *Txn) error {
+		if err := tx.SetFunc([]byte("k/late"), encode("late")); err != nil {
+			return err
+		}
+		if err := tx.SetFunc([]byte("k/held"), encode("new")); err != nil {
+			return err
+		}
+		sp := tx.Savepoint()
+		if err := tx.SetFunc([]byte("k/dropped"), encode("dropped")); err != nil {
+			return err
+		}
+		tx.RollbackTo(sp)
+		if err := tx.SetFunc([]byte("k/nil"), nil); !errors.Is(err, ErrInvalid) {
+			t.Errorf("a nil encoder: %v", err)
+		}
+		returned = true
+		return nil
+	})
+	if runs != 2 {
+		t.Fatalf("the encoders ran %d times, want twice (the rolled-back one not at all)", runs)
+	}
+	if _, ok := s.reads.get([]byte("k/held")); ok {
+		t.Fatal("the read cache still holds a key written with SetFunc")
+	}
+	mustUpdate(t, s, func(tx *Txn) error {
+		for key, want := range map[string]string{"k/late": "late", "k/held": "new"} {
+			if v, err := tx.Get([]byte(key)); err != nil || string(v) != want {
+				t.Errorf("%s after its commit: %q %v, want %q", key, v, err, want)
+			}
+		}
+		if _, err := tx.Get([]byte("k/dropped")); !errors.Is(err, ErrNotFound) {
+			t.Errorf("a rolled-back value: %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+
+	runs = 0
+	mustUpdate(t, s, func(tx *Txn) error {
+		if err := tx.SetFunc([]byte("k/read"), func() ([]byte, error) { runs++; return []byte("read"), nil }); err != nil {
+			return err
+		}
+		var seen []string
+		err := tx.Scan([]byte("k/"), func(key, value []byte) error {
+			seen = append(seen, string(key)+"="+string(value))
+			return nil
+		})
+		if want := []string{"k/held=new", "k/late=late", "k/read=read"}; err != nil || !slices.Equal(seen, want) {
+			t.Errorf("a scan: %q %v, want %q", seen, err, want)
+		}
+		if v, err := tx.Get([]byte("k/read")); err != nil || string(v) != "read" {
+			t.Errorf("a read of a value encoded late: %q %v", v, err)
+		}
+		return nil
+	})
+	if runs != 1 {
+		t.Fatalf("an encoder a read ran first ran %d times, want once", runs)
+	}
+
+	err := s.Update(func(tx *Txn) error {
+		if err := tx.SetFunc([]byte("k/broken"), func() ([]byte, error) { return nil, errors.New("no encoding") }); err != nil {
+			return err
+		}
+		if _, err := tx.Get([]byte("k/broken")); err == nil || !strings.Contains(err.Error(), "no encoding") {
+			t.Errorf("a read of a value whose encoder fails: %v", err)
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "no encoding") {
+		t.Fatalf("a failing encoder: %v, want the store failed by its error", err)
+	}
+	if err := s.Update(func(tx *Txn) error { return tx.Set([]byte("k/v"), []byte("v")) }); !errors.Is(err, ErrFailed) {
+		t.Fatalf("an update after a failed encoding: %v, want ErrFailed", err)
 	}
 }
