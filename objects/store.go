@@ -678,6 +678,12 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	tx := newTxn(s, s.db, false)
 	err := fn(tx)
 	tx.finished = true
+	if tx.readFailedBatch {
+		// The batch fn read that value from fails the store in its turn,
+		// which needs no write lock.
+		<-s.failedCh
+		return nil, fmt.Errorf("objects: update: %w (the transaction's own error: %v)", s.failedErr(), err)
+	}
 	if err != nil {
 		if ferr := s.failedErr(); ferr != nil {
 			// A batch fn read from pending failed meanwhile and was

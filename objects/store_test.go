@@ -930,3 +930,55 @@ func TestEventsAfterFailedSyncFail(t *testing.T) {
 	_, err = s.EventsBefore(0, 0)
 	wantErr(t, err, ErrFailed)
 }
+
+// TestUpdateReadingAValueThatFailedToEncodeFails: an Update that reads,
+// from a batch waiting for its turn, a value whose late encoding failed
+// (SetFunc) fails with the store that batch fails in its turn, not with the
+// read's own error, whatever its function made of that error.
+func TestUpdateReadingAValueThatFailedToEncodeFails(t *testing.T) {
+	for _, swallow := range []bool{false, true} {
+		s := openTest(t, t.TempDir(), nil)
+		release := make(chan struct{})
+		var once sync.Once
+		s.beforeApply = func() { once.Do(func() { <-release }) }
+		var wg sync.WaitGroup
+		handedOn := make(chan struct{}, 2)
+		var errs [3]error
+		for i, key := range []string{"raw/held", "raw/bad"} {
+			wg.Go(func() {
+				errs[i] = s.Update(func(tx *Txn) error {
+					tx.OnApplied(func() { handedOn <- struct{}{} })
+					if key == "raw/bad" {
+						return tx.SetFunc([]byte(key), func() ([]byte, error) { return nil, errors.New("no encoding") })
+					}
+					return tx.Set([]byte(key), []byte("v"))
+				})
+			})
+			<-handedOn
+		}
+		read := make(chan struct{})
+		wg.Go(func() {
+			errs[2] = s.Update(func(tx *Txn) error {
+				_, err := tx.Get([]byte("raw/bad"))
+				close(read)
+				if swallow {
+					return nil
+				}
+				return err
+			})
+		})
+		<-read
+		close(release)
+		wg.Wait()
+		if errs[0] != nil {
+			t.Errorf("the commit before the failing one: %v", errs[0])
+		}
+		if !errors.Is(errs[1], ErrFailed) || !strings.Contains(errs[1].Error(), "no encoding") {
+			t.Errorf("the commit whose value failed to encode: %v, want the store failed by it", errs[1])
+		}
+		if !errors.Is(errs[2], ErrFailed) {
+			t.Errorf("swallow %v: an Update that read the value: %v, want it failed with the store", swallow, errs[2])
+		}
+		_ = s.Close()
+	}
+}

@@ -42,6 +42,11 @@ type Txn struct {
 	// else changes it while the transaction is open (an Update holds the
 	// write lock, a View reads a snapshot), so each key is fetched once.
 	stored map[string]storedRead
+	// readFailedBatch is set when a read found, in a batch not yet applied,
+	// a value whose encoding failed (SetFunc): that batch fails the store
+	// in its turn, and this Update fails with it, whatever its function
+	// made of the read's error.
+	readFailedBatch bool
 }
 
 // storedRead is one key as the database held it when the transaction read it.
@@ -226,6 +231,7 @@ func (tx *Txn) pendingRead(key []byte) (storedRead, bool, error) {
 	}
 	v, err := sv.bytes()
 	if err != nil {
+		tx.readFailedBatch = true
 		return storedRead{}, false, fmt.Errorf("read %q: %w", key, err)
 	}
 	return storedRead{value: v, found: true}, true, nil
@@ -417,7 +423,7 @@ func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) ([]rawKV, err
 	var out []rawKV
 	var encodeErr error
 	var seen map[string]struct{} // keys a newer write already gave
-	add := func(writes map[string]*stagedValue, more bool) {
+	add := func(writes map[string]*stagedValue, more, pending bool) {
 		for k, sv := range writes {
 			if _, ok := seen[k]; ok {
 				continue
@@ -441,6 +447,7 @@ func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) ([]rawKV, err
 			v, err := sv.bytes()
 			if err != nil && encodeErr == nil {
 				encodeErr = fmt.Errorf("read %q: %w", k, err)
+				tx.readFailedBatch = tx.readFailedBatch || pending
 			}
 			out = append(out, rawKV{key: kb, value: v, deleted: sv.deleted})
 		}
@@ -449,12 +456,12 @@ func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) ([]rawKV, err
 	if !tx.readOnly {
 		pending = tx.s.pending.Load()
 	}
-	add(tx.writes, pending != nil)
+	add(tx.writes, pending != nil, false)
 	if pending != nil {
 		n := len(pending.batches)
 		pending.newestFirst(func(p *pendingBatch) bool {
 			n--
-			add(p.writes, n > 0)
+			add(p.writes, n > 0, true)
 			return true
 		})
 	}
