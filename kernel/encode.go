@@ -398,6 +398,10 @@ func (e liveEntry) appendJSON(buf []byte) ([]byte, error) {
 }
 
 // appendJSON appends c as json.Marshal encodes it.
+// encodesSafely reports whether appendJSON cannot fail on c: only a time
+// RFC 3339 cannot say fails.
+func (c *callRecord) encodesSafely() bool { return rfc3339(c.StartedAt) && rfc3339(c.FinishedAt) }
+
 func (c *callRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
@@ -425,6 +429,10 @@ func (c *callRecord) appendJSON(buf []byte) ([]byte, error) {
 }
 
 // appendJSON appends t as json.Marshal encodes it.
+// encodesSafely reports that appendJSON cannot fail on a tool record: it
+// writes strings, integers and a flag.
+func (t *toolRecord) encodesSafely() bool { return true }
+
 func (t *toolRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()

@@ -343,7 +343,7 @@ func TestEventTheEncoderRefusesIsKept(t *testing.T) {
 // kernel test), a saved copy changed after it was written fails the commit,
 // and the store with it, instead of being stored as changed. A record that
 // could fail to encode is encoded in the function, where a failure fails
-// only its commit.
+// only its commit. A call record is encoded late as well.
 func TestRecordsEncodedAfterTheirCommitsFunction(t *testing.T) {
 	h := newHarness(t, "")
 	pid := h.spawn(clockGrants())
@@ -371,15 +371,28 @@ func TestRecordsEncodedAfterTheirCommitsFunction(t *testing.T) {
 	err := write(func(r *procRecord) {
 		r.Grants = append(capabilities.CloneGrants(r.Grants), capabilities.Grant{ID: "far", Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow, ExpiresAt: &far})
 	}, func(*procRecord) {})
-	if err == nil || errors.Is(err, objects.ErrFailed) || !strings.Contains(err.Error(), "encode process") {
+	if err == nil || errors.Is(err, objects.ErrFailed) || !strings.Contains(err.Error(), "encode record") {
 		t.Fatalf("a record that fails to encode: %v, want its commit refused, the store working", err)
 	}
 	if err := write(func(*procRecord) {}, func(*procRecord) {}); err != nil {
 		t.Fatalf("the commit after a refused record: %v", err)
 	}
 	err = write(func(*procRecord) {}, func(saved *procRecord) { saved.Reason = "changed after its write" })
-	if !errors.Is(err, objects.ErrFailed) || !strings.Contains(err.Error(), "changed after it was saved") {
+	if !errors.Is(err, objects.ErrFailed) || !strings.Contains(err.Error(), "changed after it was staged") {
 		t.Fatalf("a record changed after its write: %v, want the commit and the store failed", err)
+	}
+
+	h = newHarness(t, "")
+	err = h.rt.update(func(tx *txn) error {
+		cr := callRecord{Turn: 1, Status: "started", StartedAt: epoch}
+		if err := putRecord(tx, callKey(pid, 1), &cr); err != nil {
+			return err
+		}
+		cr.Status = "changed after its write"
+		return nil
+	})
+	if !errors.Is(err, objects.ErrFailed) || !strings.Contains(err.Error(), "changed after it was staged") {
+		t.Fatalf("a call record changed after its write: %v, want the commit and the store failed", err)
 	}
 }
 
@@ -398,6 +411,15 @@ func TestRecordsThatCouldFailToEncode(t *testing.T) {
 		if r.encodesSafely() {
 			t.Errorf("%s: a record that could fail to encode is said to encode safely", name)
 		}
+	}
+	if (&callRecord{StartedAt: far}).encodesSafely() || (&callRecord{StartedAt: epoch, FinishedAt: far}).encodesSafely() {
+		t.Error("a call record with a time RFC 3339 cannot say is said to encode safely")
+	}
+	if _, err := (&callRecord{StartedAt: far}).appendJSON(nil); err == nil {
+		t.Error("a call record started in year 10000 encoded: the check guards nothing")
+	}
+	if !(&callRecord{StartedAt: epoch}).encodesSafely() || !(&toolRecord{}).encodesSafely() {
+		t.Error("a plain call or tool record is said to be unsafe to encode")
 	}
 	ok := &procRecord{Record: process.Record{CreatedAt: epoch, Grants: []capabilities.Grant{{ID: "g", Resource: "r", ExpiresAt: &epoch}}}}
 	if !ok.encodesSafely() {

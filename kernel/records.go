@@ -243,7 +243,7 @@ func writeProcs(tx *txn) error {
 	for _, pid := range slices.Sorted(maps.Keys(tx.procs)) {
 		r := tx.procs[pid].copy
 		r.decisions = nil // not stored; a cached record must be what a load decodes
-		if err := setRecord(tx, r); err != nil {
+		if err := putRecord(tx, procKey(pid), r); err != nil {
 			return err
 		}
 		if err := setLive(tx, r); err != nil {
@@ -256,32 +256,39 @@ func writeProcs(tx *txn) error {
 	return nil
 }
 
-// setRecord stages r, a saved copy that nothing changes from now on (the
-// record cache holds it, and loads take snapshots of it). A record whose
-// encoding cannot fail (encodesSafely) is encoded when the batch is built,
-// out of the store's write lock (objects.Txn.SetFunc); any other now, where
-// a failure fails this commit rather than the store. With
-// LIBOS_CHECK_CACHES=1 it is also encoded now, and the later encoding must
-// be the same.
-func setRecord(tx *txn, r *procRecord) error {
-	if tx.records == nil || !r.encodesSafely() {
-		b, err := r.appendJSON(make([]byte, 0, recordEncodingSize))
+// recordEncoder is a record the kernel stores as JSON with a hand-written
+// encoder (encode.go), and says whether that encoder cannot fail on it.
+type recordEncoder interface {
+	appendJSON([]byte) ([]byte, error)
+	encodesSafely() bool
+}
+
+// putRecord stages rec under key. rec must not change from now on (a saved
+// process record's copy, which the record cache holds and loads take
+// snapshots of; a call or tool record staged once its fields are set). A
+// record whose encoding cannot fail is encoded when the batch is built, out
+// of the store's write lock (objects.Txn.SetFunc); any other now, where a
+// failure fails this commit rather than the store. With LIBOS_CHECK_CACHES=1
+// it is also encoded now, and the later encoding must be the same.
+func putRecord(tx *txn, key []byte, rec recordEncoder) error {
+	if tx.records == nil || !rec.encodesSafely() {
+		b, err := rec.appendJSON(make([]byte, 0, recordEncodingSize))
 		if err != nil {
-			return fmt.Errorf("encode process %d: %w", r.PID, err)
+			return fmt.Errorf("encode record %s: %w", key, err)
 		}
-		return tx.SetHandoff(procKey(r.PID), b)
+		return tx.SetHandoff(key, b)
 	}
 	var now []byte
 	if tx.records.check {
 		var err error
-		if now, err = r.appendJSON(make([]byte, 0, recordEncodingSize)); err != nil {
-			return fmt.Errorf("encode process %d: %w", r.PID, err)
+		if now, err = rec.appendJSON(make([]byte, 0, recordEncodingSize)); err != nil {
+			return fmt.Errorf("encode record %s: %w", key, err)
 		}
 	}
-	return tx.SetFunc(procKey(r.PID), func() ([]byte, error) {
-		b, err := r.appendJSON(make([]byte, 0, recordEncodingSize))
+	return tx.SetFunc(key, func() ([]byte, error) {
+		b, err := rec.appendJSON(make([]byte, 0, recordEncodingSize))
 		if err == nil && now != nil && !bytes.Equal(b, now) {
-			err = fmt.Errorf("record of process %d changed after it was saved: %s, then %s", r.PID, now, b)
+			err = fmt.Errorf("record %s changed after it was staged: %s, then %s", key, now, b)
 		}
 		return b, err
 	})
@@ -547,15 +554,6 @@ type toolRecord struct {
 	// order its checks ran (the grant that allowed it, or the rule that
 	// refused it).
 	Authority []string `json:"authority,omitempty"`
-}
-
-// putRecord stages a call record or a tool record under key.
-func putRecord(tx *txn, key []byte, rec interface{ appendJSON([]byte) ([]byte, error) }) error {
-	b, err := rec.appendJSON(make([]byte, 0, 256))
-	if err != nil {
-		return err
-	}
-	return tx.SetHandoff(key, b)
 }
 
 func putJSON(tx *txn, key []byte, v any) error {
