@@ -57,6 +57,9 @@ type txn struct {
 	// started are the calls of other processes this transaction started on
 	// workers it claimed (Runtime.startWoken).
 	started []claimedStart
+	// taken is the queued process whose quantum this transaction started on
+	// the worker it leaves free (Runtime.takeQueued), or 0.
+	taken int64
 	// reply is what was prepared before the transaction for the context of
 	// the process whose reply it settles (Runtime.prepareReply), or nil.
 	reply *replyAhead

@@ -57,11 +57,17 @@ func TestQuantaGoOnIntoTheNextCall(t *testing.T) {
 
 // TestQuantaLeaveTheWorkerToOthers checks that a process does not go on
 // while another wants the worker: on one worker, two processes take turns
-// call by call, each call a start and a result commit of its own.
+// call by call. The worker goes on into the call of the process that waited
+// in the commit of the other's result (takeQueued): eight calls take one
+// start commit and eight result commits, not sixteen commits.
 func TestQuantaLeaveTheWorkerToOthers(t *testing.T) {
 	h := newHarness(t, clockTurnsScript(2), func(o *Options) { o.Workers = 1 })
 	a, b := h.spawn(clockGrants()), h.spawn(clockGrants())
+	before := h.rt.Store().Stats().SyncedCommits
 	h.run()
+	if n := h.rt.Store().Stats().SyncedCommits - before; n != 9 {
+		t.Fatalf("eight calls took %d synced commits, want 9 (a start, then each result with the other's next call)", n)
+	}
 	want := []int64{a, b, a, b, a, b, a, b}
 	if order := h.quantumOrder(); !slices.Equal(order, want) {
 		t.Fatalf("calls started in the order %v, want %v", order, want)

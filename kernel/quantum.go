@@ -219,6 +219,7 @@ func (p phaseEffect) run(ctx context.Context, k *Runtime, goOn bool) (quantumPha
 // failed commit left unchanged.
 func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish func(tx *txn, r *procRecord) (effectFunc, error)) (quantumPhase, error) {
 	attempt := func(goingOn bool) (nx next, started []claimedStart, finished bool, err error) {
+		var taken int64
 		err = k.update(func(tx *txn) error {
 			r, err := loadProc(tx, pid)
 			if err != nil {
@@ -231,7 +232,7 @@ func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish
 			}
 			finished = true
 			nx, err = k.goOn(ctx, tx, r)
-			started = tx.started
+			started, taken = tx.started, tx.taken
 			return err
 		})
 		if err != nil {
@@ -239,6 +240,20 @@ func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish
 				k.sched.release(c.next.pid)
 			}
 			started = nil
+			if taken != 0 {
+				k.sched.putBack(taken)
+			}
+			return nx, nil, finished, err
+		}
+		switch {
+		case taken == 0:
+		case nx.pid == taken:
+			// The worker runs the process it took from now: the one whose
+			// result this commit recorded has landed.
+			k.sched.landed(pid)
+		default:
+			// Its quantum had nothing to run after all.
+			k.sched.landed(taken)
 		}
 		return nx, started, finished, err
 	}
@@ -300,7 +315,7 @@ func (n next) phase() quantumPhase {
 func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error) {
 	if r.State == process.Runnable {
 		if !k.sched.share(ctx, tx.runnableBesides(r.PID)).KeepsWorker() {
-			return next{}, nil
+			return k.takeQueued(ctx, tx)
 		}
 		start, effect, err := k.startQuantum(ctx, tx, r, true)
 		if err == nil && effect != nil {
@@ -315,11 +330,14 @@ func (k *Runtime) goOn(ctx context.Context, tx *txn, r *procRecord) (next, error
 	// runnable; the others want a worker.
 	others := tx.runnableBesides(r.PID)
 	if others == 0 || !k.sched.share(ctx, others-1).KeepsWorker() {
-		return next{}, nil
+		return k.takeQueued(ctx, tx)
 	}
 	w, err := k.handOffTarget(tx, r)
-	if err != nil || w == nil {
+	if err != nil {
 		return next{}, err
+	}
+	if w == nil {
+		return k.takeQueued(ctx, tx)
 	}
 	woken := w.PID
 	start, effect, err := k.startQuantum(ctx, tx, w, false)
@@ -378,6 +396,44 @@ func (k *Runtime) startWoken(ctx context.Context, tx *txn) error {
 		}
 	}
 	return nil
+}
+
+// takeQueued has a worker that the commit being built leaves free take the
+// process first in the scheduler's queue and start its quantum in this
+// commit, as the worker would in a commit of its own once this one is
+// durable: a process that waited its turn costs no dispatch commit. The
+// process counts as in flight from now (scheduler.takeQueued); commitResult
+// settles the scheduler's account once the commit is durable or failed. One
+// whose context is not at hand (contextAtHand) or that this commit staged a
+// context of goes back to the head of the queue, for a free worker's own
+// commit, which decodes its context before it.
+func (k *Runtime) takeQueued(ctx context.Context, tx *txn) (next, error) {
+	pid, ok := k.sched.takeQueued(ctx)
+	if !ok {
+		return next{}, nil
+	}
+	w, err := loadProc(tx, pid)
+	if err != nil {
+		k.sched.putBack(pid)
+		return next{}, err
+	}
+	atHand := w.State == process.Runnable && tx.stagedContext(w) == nil
+	if atHand {
+		if atHand, err = k.contextAtHand(tx, w); err != nil {
+			k.sched.putBack(pid)
+			return next{}, err
+		}
+	}
+	if !atHand {
+		k.sched.putBack(pid)
+		return next{}, nil
+	}
+	tx.taken = pid
+	start, effect, err := k.startQuantum(ctx, tx, w, false)
+	if err != nil || (start == nil && effect == nil) {
+		return next{}, err
+	}
+	return next{pid: pid, start: start, effect: effect}, k.startWoken(ctx, tx)
 }
 
 // handOffTarget is the first process tx woke or made runnable, other than

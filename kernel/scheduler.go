@@ -121,6 +121,44 @@ func (s *scheduler) handOff(from, to int64) {
 	s.wake()
 }
 
+// takeQueued takes the process first in the queue for a worker whose
+// commit, being built, starts its quantum (Runtime.takeQueued): it counts
+// as in flight, until the worker lands it, or putBack.
+func (s *scheduler) takeQueued(ctx context.Context) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running || ctx.Err() != nil || len(s.queue) == 0 {
+		return 0, false
+	}
+	pid := s.queue[0]
+	s.queue = s.queue[1:]
+	delete(s.queued, pid)
+	s.inflight[pid]++
+	return pid, true
+}
+
+// putBack undoes takeQueued, for a commit that failed or did not start
+// pid's quantum: pid is first in the queue again.
+func (s *scheduler) putBack(pid int64) {
+	s.mu.Lock()
+	s.landedLocked(pid)
+	if !s.queued[pid] {
+		s.queued[pid] = true
+		s.queue = append([]int64{pid}, s.queue...)
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+// landed records that a worker is done with pid without reporting it: it
+// went on into another process (Runtime.takeQueued).
+func (s *scheduler) landed(pid int64) {
+	s.mu.Lock()
+	s.landedLocked(pid)
+	s.mu.Unlock()
+	s.wake()
+}
+
 // claimWorker takes a free worker for pid, whose call a commit being built
 // starts (Runtime.startWoken), when one is free beyond those the queued
 // processes want. The commit then runs the call on it once durable

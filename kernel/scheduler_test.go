@@ -1,6 +1,10 @@
 package kernel
 
-import "testing"
+import (
+	"context"
+	"slices"
+	"testing"
+)
 
 // A queue drained after a burst longer than queueKeep gives its slice and
 // map back; a shorter one keeps them for the next.
@@ -37,5 +41,43 @@ func TestDrainedQueueGivesItsArraysBack(t *testing.T) {
 	s.enqueue(11)
 	if len(s.queue) != 1 {
 		t.Fatalf("queue %v: pid 11 queued twice", s.queue)
+	}
+}
+
+// TestTakenProcessIsInFlightUntilLanded checks the scheduler's side of a
+// worker going on into a queued process (Runtime.takeQueued): the head is
+// taken and counts as in flight, so a wake meanwhile queues it only once it
+// lands; a process put back is first in the queue again; none is taken
+// while no loop runs or once the run is stopping.
+func TestTakenProcessIsInFlightUntilLanded(t *testing.T) {
+	s := newScheduler(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, ok := s.takeQueued(ctx); ok {
+		t.Fatal("a process was taken while no loop runs")
+	}
+	s.running = true
+	for _, pid := range []int64{1, 2, 3} {
+		s.enqueue(pid)
+	}
+	pid, ok := s.takeQueued(ctx)
+	if !ok || pid != 1 || s.inflight[1] != 1 || s.queued[1] || !slices.Equal(s.queue, []int64{2, 3}) {
+		t.Fatalf("took %d %v: inflight %v, queue %v, want 1 in flight and [2 3] queued", pid, ok, s.inflight, s.queue)
+	}
+	s.putBack(1)
+	if s.inflight[1] != 0 || !slices.Equal(s.queue, []int64{1, 2, 3}) {
+		t.Fatalf("put back: inflight %v, queue %v, want 1 first again", s.inflight, s.queue)
+	}
+	pid, _ = s.takeQueued(ctx)
+	s.enqueue(pid) // woken while in flight: queued when it lands
+	if !slices.Equal(s.queue, []int64{2, 3}) {
+		t.Fatalf("a process in flight was queued: %v", s.queue)
+	}
+	s.landed(pid)
+	if s.inflight[pid] != 0 || !slices.Equal(s.queue, []int64{2, 3, 1}) {
+		t.Fatalf("landed: inflight %v, queue %v, want 1 queued last", s.inflight, s.queue)
+	}
+	cancel()
+	if _, ok := s.takeQueued(ctx); ok {
+		t.Fatal("a process was taken for a run that is stopping")
 	}
 }
