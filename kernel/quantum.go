@@ -405,8 +405,8 @@ func (k *Runtime) startWoken(ctx context.Context, tx *txn) error {
 // process counts as in flight from now (scheduler.takeQueued); commitResult
 // settles the scheduler's account once the commit is durable or failed. One
 // whose context is not at hand (contextAtHand) or that this commit staged a
-// context of goes back to the head of the queue, for a free worker's own
-// commit, which decodes its context before it.
+// context of goes back to the head of the queue at once, for a free
+// worker's own commit, which decodes its context before it.
 func (k *Runtime) takeQueued(ctx context.Context, tx *txn) (next, error) {
 	pid, ok := k.sched.takeQueued(ctx)
 	if !ok {
@@ -417,18 +417,23 @@ func (k *Runtime) takeQueued(ctx context.Context, tx *txn) (next, error) {
 		k.sched.putBack(pid)
 		return next{}, err
 	}
-	atHand := w.State == process.Runnable && tx.stagedContext(w) == nil
+	tx.taken = pid
+	if w.State != process.Runnable {
+		// A stale entry (a process a hand-off ran, or one killed since): it
+		// lands once the commit is durable, as a free worker's skip does.
+		return next{}, nil
+	}
+	atHand := tx.stagedContext(w) == nil
 	if atHand {
 		if atHand, err = k.contextAtHand(tx, w); err != nil {
-			k.sched.putBack(pid)
 			return next{}, err
 		}
 	}
 	if !atHand {
+		tx.taken = 0
 		k.sched.putBack(pid)
 		return next{}, nil
 	}
-	tx.taken = pid
 	start, effect, err := k.startQuantum(ctx, tx, w, false)
 	if err != nil || (start == nil && effect == nil) {
 		return next{}, err

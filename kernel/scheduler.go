@@ -127,7 +127,7 @@ func (s *scheduler) handOff(from, to int64) {
 func (s *scheduler) takeQueued(ctx context.Context) (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.running || ctx.Err() != nil || len(s.queue) == 0 {
+	if s.pool == nil || ctx.Err() != nil || len(s.queue) == 0 {
 		return 0, false
 	}
 	pid := s.queue[0]

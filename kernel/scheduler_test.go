@@ -48,14 +48,15 @@ func TestDrainedQueueGivesItsArraysBack(t *testing.T) {
 // worker going on into a queued process (Runtime.takeQueued): the head is
 // taken and counts as in flight, so a wake meanwhile queues it only once it
 // lands; a process put back is first in the queue again; none is taken
-// while no loop runs or once the run is stopping.
+// while no loop runs (or its workers are stopping) or once the run is
+// stopping.
 func TestTakenProcessIsInFlightUntilLanded(t *testing.T) {
 	s := newScheduler(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	if _, ok := s.takeQueued(ctx); ok {
 		t.Fatal("a process was taken while no loop runs")
 	}
-	s.running = true
+	s.pool = &workerPool{s: s}
 	for _, pid := range []int64{1, 2, 3} {
 		s.enqueue(pid)
 	}
