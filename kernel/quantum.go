@@ -252,7 +252,7 @@ func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish
 			// result this commit recorded has landed.
 			k.sched.landed(pid)
 		default:
-			// Its quantum had nothing to run after all.
+			// It had nothing to run: a stale entry, or a start that stopped.
 			k.sched.landed(taken)
 		}
 		return nx, started, finished, err

@@ -130,11 +130,17 @@ func (s *scheduler) takeQueued(ctx context.Context) (int64, bool) {
 	if s.pool == nil || ctx.Err() != nil || len(s.queue) == 0 {
 		return 0, false
 	}
+	return s.popLocked(), true
+}
+
+// popLocked takes the process first in the queue, which is not empty, and
+// counts it as in flight.
+func (s *scheduler) popLocked() int64 {
 	pid := s.queue[0]
 	s.queue = s.queue[1:]
 	delete(s.queued, pid)
 	s.inflight[pid]++
-	return pid, true
+	return pid
 }
 
 // putBack undoes takeQueued, for a commit that failed or did not start
@@ -471,12 +477,8 @@ func (s *scheduler) plan(workers int, work chan<- int64) ([]timer, *timer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.working < workers && len(s.queue) > 0 {
-		pid := s.queue[0]
-		s.queue = s.queue[1:]
-		delete(s.queued, pid)
-		s.inflight[pid]++
 		s.working++
-		work <- pid
+		work <- s.popLocked()
 	}
 	if len(s.queue) == 0 && s.queuePeak > queueKeep {
 		s.queue, s.queued, s.queuePeak = nil, map[int64]bool{}, 0

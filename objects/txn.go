@@ -317,11 +317,8 @@ func (tx *Txn) SetHandoff(key, value []byte) error {
 // of the value returns its error, and the commit fails, failing the store,
 // as an event encoder's does (AppendEventFunc).
 func (tx *Txn) SetFunc(key []byte, encode func() ([]byte, error)) error {
-	if err := tx.usable(true); err != nil {
-		return fmt.Errorf("objects: set: %w", err)
-	}
-	if err := checkRawKey(key); err != nil {
-		return fmt.Errorf("objects: set: %w", err)
+	if err := tx.canSet(key); err != nil {
+		return err
 	}
 	if encode == nil {
 		return fmt.Errorf("objects: set %q: %w: encode: must not be nil", key, ErrInvalid)
@@ -330,12 +327,21 @@ func (tx *Txn) SetFunc(key []byte, encode func() ([]byte, error)) error {
 	return nil
 }
 
-func (tx *Txn) set(key, value []byte, handoff bool) error {
+// canSet refuses a raw write in a transaction that cannot write or to a key
+// that is not a raw key.
+func (tx *Txn) canSet(key []byte) error {
 	if err := tx.usable(true); err != nil {
 		return fmt.Errorf("objects: set: %w", err)
 	}
 	if err := checkRawKey(key); err != nil {
 		return fmt.Errorf("objects: set: %w", err)
+	}
+	return nil
+}
+
+func (tx *Txn) set(key, value []byte, handoff bool) error {
+	if err := tx.canSet(key); err != nil {
+		return err
 	}
 	if !handoff || value == nil {
 		value = append(make([]byte, 0, len(value)), value...)
