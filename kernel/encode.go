@@ -312,7 +312,6 @@ var jsonPlain = func() (plain [256]bool) {
 	return plain
 }()
 
-// appendJSON appends r as json.Marshal encodes it.
 // encodesSafely reports whether appendJSON cannot fail on r. Its only
 // failures are a time RFC 3339 cannot say and a value encoding/json
 // refuses, which only a wait or a dispatch could hold.
@@ -328,6 +327,7 @@ func (r *procRecord) encodesSafely() bool {
 	return true
 }
 
+// appendJSON appends r as json.Marshal encodes it.
 func (r *procRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
@@ -397,11 +397,11 @@ func (e liveEntry) appendJSON(buf []byte) ([]byte, error) {
 	return w.buf, w.err
 }
 
-// appendJSON appends c as json.Marshal encodes it.
 // encodesSafely reports whether appendJSON cannot fail on c: only a time
 // RFC 3339 cannot say fails.
 func (c *callRecord) encodesSafely() bool { return rfc3339(c.StartedAt) && rfc3339(c.FinishedAt) }
 
+// appendJSON appends c as json.Marshal encodes it.
 func (c *callRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
@@ -428,11 +428,11 @@ func (c *callRecord) appendJSON(buf []byte) ([]byte, error) {
 	return w.buf, w.err
 }
 
-// appendJSON appends t as json.Marshal encodes it.
 // encodesSafely reports that appendJSON cannot fail on a tool record: it
 // writes strings, integers and a flag.
 func (t *toolRecord) encodesSafely() bool { return true }
 
+// appendJSON appends t as json.Marshal encodes it.
 func (t *toolRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
