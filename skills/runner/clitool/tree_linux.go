@@ -90,6 +90,11 @@ func siginfoPID(info *unix.Siginfo) int {
 // /proc from the caller down, so processes that left the process group or
 // the session are found as well; a process whose parent died along the way
 // has been reparented to the caller and is found as its child.
+//
+// Every descendant found is stopped before any is killed, parents before
+// their children: a process that saw another end (a parent waiting for its
+// child, the reader of a pipe) could otherwise act on it, a shell running
+// its next command once its sleep was killed.
 func sweep(chld <-chan os.Signal, deadline time.Time) error {
 	self := os.Getpid()
 	for {
@@ -101,16 +106,14 @@ func sweep(chld <-chan os.Signal, deadline time.Time) error {
 			return err
 		}
 		if time.Now().After(deadline) {
-			pids := make([]int, 0, len(tree))
-			for pid := range tree {
-				pids = append(pids, pid)
+			pids := make([]int, len(tree))
+			for i, d := range tree {
+				pids[i] = d.pid
 			}
 			sort.Ints(pids)
 			return fmt.Errorf("descendants %v of the tool could not be ended within %s", pids, sweepLimit)
 		}
-		for pid := range tree {
-			killDescendant(pid, self, tree)
-		}
+		stopThenKill(tree, self)
 		select {
 		case <-chld:
 		case <-time.After(10 * time.Millisecond):
@@ -134,8 +137,12 @@ func reapChildren() bool {
 	}
 }
 
-// descendants maps every process below root to its parent, from /proc.
-func descendants(root int) (map[int]int, error) {
+// descendant is a process found below the caller, with the parent it had.
+type descendant struct{ pid, ppid int }
+
+// descendants lists every process below root from /proc, each after its
+// parent.
+func descendants(root int) ([]descendant, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("listing processes to find the tool's descendants: %w", err)
@@ -155,14 +162,16 @@ func descendants(root int) (map[int]int, error) {
 			children[ppid] = append(children[ppid], pid)
 		}
 	}
-	tree := make(map[int]int)
+	var tree []descendant
+	seen := map[int]bool{root: true}
 	queue := []int{root}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
 		for _, c := range children[p] {
-			if _, seen := tree[c]; !seen {
-				tree[c] = p
+			if !seen[c] {
+				seen[c] = true
+				tree = append(tree, descendant{pid: c, ppid: p})
 				queue = append(queue, c)
 			}
 		}
@@ -191,23 +200,47 @@ func parentOf(pid int) (ppid int, ok bool) {
 	return ppid, err == nil
 }
 
-// killDescendant sends SIGKILL to pid if it is still the descendant found
-// by the walk. A pidfd pins the process first, so a pid that was reaped and
-// reused in between by an unrelated process is never signalled.
-func killDescendant(pid, self int, tree map[int]int) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ENOSYS) {
-		// Kernels before 5.3 have no pidfd: fall back to the bare pid.
-		_ = unix.Kill(pid, unix.SIGKILL)
-		return
+// stopThenKill sends SIGSTOP to each process of tree still the descendant
+// the walk found, in the tree's order, and then SIGKILL to each of them. A
+// pidfd pins each process first, so a pid that was reaped and reused in
+// between by an unrelated process is never signalled.
+func stopThenKill(tree []descendant, self int) {
+	inTree := make(map[int]bool, len(tree)+1)
+	inTree[self] = true
+	for _, d := range tree {
+		inTree[d.pid] = true
 	}
-	if err != nil {
-		return // gone
+	pinned := make([]int, 0, len(tree))
+	defer func() {
+		for _, fd := range pinned {
+			unix.Close(fd)
+		}
+	}()
+	for _, d := range tree {
+		fd, err := unix.PidfdOpen(d.pid, 0)
+		if errors.Is(err, unix.ENOSYS) {
+			// Kernels before 5.3 have no pidfd: fall back to bare pids.
+			for _, d := range tree {
+				_ = unix.Kill(d.pid, unix.SIGSTOP)
+			}
+			for _, d := range tree {
+				_ = unix.Kill(d.pid, unix.SIGKILL)
+			}
+			return
+		}
+		if err != nil {
+			continue // gone
+		}
+		// Pinned, the pid is the process the walk saw only if its parent
+		// is still one of the tree (or the caller, when its own parent died).
+		if ppid, ok := parentOf(d.pid); !ok || !inTree[ppid] {
+			unix.Close(fd)
+			continue
+		}
+		pinned = append(pinned, fd)
+		_ = unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
 	}
-	defer unix.Close(fd)
-	ppid, ok := parentOf(pid)
-	if _, inTree := tree[ppid]; !ok || (ppid != self && !inTree) {
-		return
+	for _, fd := range pinned {
+		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 	}
-	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 }
