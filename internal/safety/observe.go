@@ -211,7 +211,9 @@ func readLines(name string) ([]string, error) {
 	return out, sc.Err()
 }
 
-// readTree concatenates every file under dir.
+// readTree concatenates every file under dir. The runtime is still open, so
+// Pebble may delete an obsolete file (an old OPTIONS or WAL file) between the
+// listing and the read; such a file is no longer on the disk and is skipped.
 func readTree(fsys vfs.FS, dir string) ([]byte, error) {
 	var buf bytes.Buffer
 	names, err := fsys.List(dir)
@@ -222,6 +224,9 @@ func readTree(fsys vfs.FS, dir string) ([]byte, error) {
 	for _, n := range names {
 		p := fsys.PathJoin(dir, n)
 		st, err := fsys.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
@@ -234,6 +239,9 @@ func readTree(fsys vfs.FS, dir string) ([]byte, error) {
 			continue
 		}
 		f, err := fsys.Open(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
