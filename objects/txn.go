@@ -428,9 +428,17 @@ type rawKV struct {
 func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) ([]rawKV, error) {
 	var out []rawKV
 	var encodeErr error
-	var seen map[string]struct{} // keys a newer write already gave
+	var seen map[string]struct{} // keys in range a newer write already gave
 	add := func(writes map[string]*stagedValue, more, pending bool) {
 		for k, sv := range writes {
+			// Out-of-range keys are most of a batch's writes: they are
+			// passed over before anything is allocated or remembered.
+			if lower != nil && k < string(lower) {
+				continue
+			}
+			if upper != nil && k >= string(upper) {
+				continue
+			}
 			if _, ok := seen[k]; ok {
 				continue
 			}
@@ -441,12 +449,6 @@ func (tx *Txn) stagedRange(lower, upper []byte, skipReserved bool) ([]rawKV, err
 				seen[k] = struct{}{}
 			}
 			kb := []byte(k)
-			if lower != nil && bytes.Compare(kb, lower) < 0 {
-				continue
-			}
-			if upper != nil && bytes.Compare(kb, upper) >= 0 {
-				continue
-			}
 			if skipReserved && reservedPrefixOf(kb) != "" {
 				continue
 			}
