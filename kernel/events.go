@@ -54,49 +54,63 @@ type Event struct {
 // commit relies on too. With LIBOS_CHECK_CACHES=1 it is also encoded here,
 // and the later encoding must be the same bytes.
 func (k *Runtime) emit(tx *txn, ev Event) error {
-	ev.Time = k.clock.Now()
-	var now []byte
+	// One allocation holds the event, its encoder's outcome and, through
+	// the method value, the encoder: emit runs under the write lock several
+	// times a quantum.
+	le := &loggedEvent{ev: ev}
+	le.ev.Time = k.clock.Now()
 	if k.records.check {
 		var err error
-		if now, err = ev.appendJSON(make([]byte, 0, eventEncodingSize)); err != nil {
+		if le.now, err = le.ev.appendJSON(make([]byte, 0, eventEncodingSize)); err != nil {
 			return fmt.Errorf("encode %s event: %w", ev.Kind, err)
 		}
 	}
-	// refused is the detail logged in place of one the encoder refused;
-	// the hook, which runs after the encoder, gets it too.
-	var refused map[string]any
-	seq, err := tx.AppendEventFunc(ev.Kind, func(dst []byte) ([]byte, error) {
-		data, err := ev.appendJSON(dst)
-		switch {
-		case now != nil && (err != nil || !bytes.Equal(data[len(dst):], now)):
-			return nil, fmt.Errorf("%s event changed after it was emitted: %s, then %s (%v)", ev.Kind, now, data[len(dst):], err)
-		case err != nil:
-			// A detail value the encoder refuses (a defect the check above
-			// finds in tests): the event is kept, saying so.
-			refused = map[string]any{"encoding_error": err.Error()}
-			bare := ev
-			bare.Detail = refused
-			if data, err = bare.appendJSON(dst); err != nil {
-				data, _ = json.Marshal(map[string]any{"kind": ev.Kind, "pid": ev.PID, "encoding_error": err.Error()})
-				data = append(dst, data...)
-			}
-		}
-		return data, nil
-	})
+	seq, err := tx.AppendEventFunc(ev.Kind, le.encode)
 	if err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
 	}
 	if k.opts.OnEvent != nil {
 		tx.AfterCommit(func() {
-			done := ev
+			done := le.ev
 			done.Seq = seq
-			if refused != nil {
-				done.Detail = refused
+			if le.refused != nil {
+				done.Detail = le.refused
 			}
 			k.opts.OnEvent(done)
 		})
 	}
 	return nil
+}
+
+// loggedEvent is an event emitted in a transaction, encoded when the
+// batch is built.
+type loggedEvent struct {
+	ev Event
+	// now is the event's encoding when it was emitted, kept only with
+	// LIBOS_CHECK_CACHES=1: the later encoding must be the same bytes.
+	now []byte
+	// refused is the detail logged in place of one the encoder refused;
+	// the hook, which runs after the encoder, gets it too.
+	refused map[string]any
+}
+
+func (le *loggedEvent) encode(dst []byte) ([]byte, error) {
+	data, err := le.ev.appendJSON(dst)
+	switch {
+	case le.now != nil && (err != nil || !bytes.Equal(data[len(dst):], le.now)):
+		return nil, fmt.Errorf("%s event changed after it was emitted: %s, then %s (%v)", le.ev.Kind, le.now, data[len(dst):], err)
+	case err != nil:
+		// A detail value the encoder refuses (a defect the check above
+		// finds in tests): the event is kept, saying so.
+		le.refused = map[string]any{"encoding_error": err.Error()}
+		bare := le.ev
+		bare.Detail = le.refused
+		if data, err = bare.appendJSON(dst); err != nil {
+			data, _ = json.Marshal(map[string]any{"kind": le.ev.Kind, "pid": le.ev.PID, "encoding_error": err.Error()})
+			data = append(dst, data...)
+		}
+	}
+	return data, nil
 }
 
 func boolPtr(b bool) *bool { return &b }
