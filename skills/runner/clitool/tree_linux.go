@@ -91,10 +91,10 @@ func siginfoPID(info *unix.Siginfo) int {
 // the session are found as well; a process whose parent died along the way
 // has been reparented to the caller and is found as its child.
 //
-// Every descendant found is stopped before any is killed, parents before
-// their children: a process that saw another end (a parent waiting for its
-// child, the reader of a pipe) could otherwise act on it, a shell running
-// its next command once its sleep was killed.
+// The whole tree is halted before any of it is killed (stopThenKill): a
+// process that saw another end (a parent waiting for its child, the reader
+// of a pipe) could otherwise act on it, a shell running its next command
+// once its sleep was killed.
 func sweep(chld <-chan os.Signal, deadline time.Time) error {
 	self := os.Getpid()
 	for {
@@ -113,7 +113,7 @@ func sweep(chld <-chan os.Signal, deadline time.Time) error {
 			sort.Ints(pids)
 			return fmt.Errorf("descendants %v of the tool could not be ended within %s", pids, sweepLimit)
 		}
-		stopThenKill(tree, self)
+		stopThenKill(self, tree)
 		select {
 		case <-chld:
 		case <-time.After(10 * time.Millisecond):
@@ -182,65 +182,147 @@ func descendants(root int) ([]descendant, error) {
 // parentOf reads the parent pid of pid from /proc/<pid>/stat; ok is false
 // when the process is gone.
 func parentOf(pid int) (ppid int, ok bool) {
+	_, ppid, ok = procState(pid)
+	return ppid, ok
+}
+
+// procState reads the state letter and the parent pid of pid from
+// /proc/<pid>/stat; ok is false when the process is gone.
+func procState(pid int) (state byte, ppid int, ok bool) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, false
+		return 0, 0, false
 	}
 	// The command name in parentheses may hold anything, ')' included; the
 	// state and the parent pid follow its last ')'.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 2 {
-		return 0, false
+	if len(fields) < 2 || len(fields[0]) != 1 {
+		return 0, 0, false
 	}
 	ppid, err = strconv.Atoi(string(fields[1]))
-	return ppid, err == nil
+	return fields[0][0], ppid, err == nil
 }
 
-// stopThenKill sends SIGSTOP to each process of tree still the descendant
-// the walk found, in the tree's order, and then SIGKILL to each of them. A
-// pidfd pins each process first, so a pid that was reaped and reused in
-// between by an unrelated process is never signalled.
-func stopThenKill(tree []descendant, self int) {
-	inTree := make(map[int]bool, len(tree)+1)
-	inTree[self] = true
-	for _, d := range tree {
-		inTree[d.pid] = true
+// halted reports whether a process in state can run no more of its own
+// code: stopped, stopped by a tracer, a zombie or dead.
+func halted(state byte) bool {
+	switch state {
+	case 'T', 't', 'Z', 'X', 'x':
+		return true
 	}
-	pinned := make([]int, 0, len(tree))
+	return false
+}
+
+// maxStopPasses bounds how often stopThenKill lists and stops the tree
+// before it kills what it holds anyway; the sweep then goes on with what
+// is left.
+const maxStopPasses = 50
+
+// stopThenKill stops every process of the tree below root and then kills
+// them. tree is a first listing of it, parents before their children.
+//
+// A stop alone would not hold: a process not yet stopped may send SIGCONT
+// to one that is, or fork a child the listing missed. So the tree is listed
+// again and again, new processes stopped and any found running stopped
+// again, until two passes in a row find nothing new and every process
+// halted: then none of them can run, fork or continue another, and they are
+// killed, children before their parents, so that none is continued by its
+// parent's death (PR_SET_PDEATHSIG) either.
+//
+// Each process is pinned by a pidfd when it is first stopped, so a pid
+// reaped and reused meanwhile by an unrelated process is never signalled.
+// Where a pidfd cannot be had (a kernel before 5.3, the supervisor out of
+// descriptors), the bare pid is signalled, each time only while its parent
+// is still one of the tree.
+func stopThenKill(root int, tree []descendant) {
+	var pins []pin
+	pinned := map[int]int{} // pid -> index in pins
 	defer func() {
-		for _, fd := range pinned {
-			unix.Close(fd)
+		for _, p := range pins {
+			if p.fd >= 0 {
+				unix.Close(p.fd)
+			}
 		}
 	}()
-	for _, d := range tree {
-		fd, err := unix.PidfdOpen(d.pid, 0)
-		if errors.Is(err, unix.ENOSYS) {
-			// Kernels before 5.3 have no pidfd: fall back to bare pids.
-			for _, d := range tree {
-				_ = unix.Kill(d.pid, unix.SIGSTOP)
-			}
-			for _, d := range tree {
-				_ = unix.Kill(d.pid, unix.SIGKILL)
-			}
-			return
-		}
-		if err != nil {
-			continue // gone
-		}
-		// Pinned, the pid is the process the walk saw only if its parent
-		// is still one of the tree (or the caller, when its own parent died).
-		if ppid, ok := parentOf(d.pid); !ok || !inTree[ppid] {
-			unix.Close(fd)
-			continue
-		}
-		pinned = append(pinned, fd)
-		_ = unix.PidfdSendSignal(fd, unix.SIGSTOP, nil, 0)
+	inTree := func(ppid int) bool {
+		_, ok := pinned[ppid]
+		return ok || ppid == root
 	}
-	for _, fd := range pinned {
-		_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	stable := 0
+	for pass := 0; pass < maxStopPasses && stable < 2; pass++ {
+		if pass > 0 {
+			var err error
+			if tree, err = descendants(root); err != nil {
+				break
+			}
+		}
+		settled := true
+		for _, d := range tree {
+			if _, ok := pinned[d.pid]; ok {
+				continue
+			}
+			settled = false
+			p, ok := pinProcess(d, inTree)
+			if !ok {
+				continue // gone
+			}
+			pinned[d.pid] = len(pins)
+			pins = append(pins, p)
+			p.signal(unix.SIGSTOP, inTree)
+		}
+		for _, p := range pins {
+			// A pid whose parent is no longer of the tree was reaped and
+			// reused: its process is gone.
+			if state, ppid, ok := procState(p.pid); ok && !halted(state) && (ppid == p.ppid || inTree(ppid)) {
+				settled = false
+				p.signal(unix.SIGSTOP, inTree)
+			}
+		}
+		if settled {
+			stable++
+		} else {
+			stable = 0
+		}
+	}
+	for i := len(pins) - 1; i >= 0; i-- {
+		pins[i].signal(unix.SIGKILL, inTree)
+	}
+}
+
+// pin is a process of the tree being ended, with the parent it was listed
+// with, and its pidfd, or -1 when only its bare pid can be signalled.
+type pin struct{ pid, ppid, fd int }
+
+// pinProcess pins d: it is the process the listing saw if, once pinned, its
+// parent is still the one listed or another process of the tree (the root
+// when its own parent died). ok is false when it is gone.
+func pinProcess(d descendant, inTree func(ppid int) bool) (pin, bool) {
+	fd, err := unix.PidfdOpen(d.pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return pin{}, false
+	}
+	if err != nil {
+		fd = -1 // no pidfd here: the bare pid, checked at each signal
+	}
+	if ppid, ok := parentOf(d.pid); !ok || (ppid != d.ppid && !inTree(ppid)) {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return pin{}, false
+	}
+	return pin{pid: d.pid, ppid: d.ppid, fd: fd}, true
+}
+
+func (p pin) signal(sig unix.Signal, inTree func(ppid int) bool) {
+	if p.fd >= 0 {
+		_ = unix.PidfdSendSignal(p.fd, sig, nil, 0)
+		return
+	}
+	if ppid, ok := parentOf(p.pid); ok && (ppid == p.ppid || inTree(ppid)) {
+		_ = unix.Kill(p.pid, sig)
 	}
 }

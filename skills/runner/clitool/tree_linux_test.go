@@ -1,13 +1,47 @@
 package clitool
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// startTree starts script in a shell of its own process group, with the
+// paths started and effect as $1 and $2, waits for the script to write
+// started, and returns the shell and the processes below it. The whole
+// group is killed when the test ends, whatever happened.
+func startTree(t *testing.T, script, started, effect string) (*exec.Cmd, []descendant) {
+	t.Helper()
+	_ = os.Remove(started)
+	shell := exec.Command("sh", "-c", script, "sh", started, effect)
+	shell.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-shell.Process.Pid, syscall.SIGKILL)
+		_ = shell.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the script never started its processes")
+		}
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+	}
+	below, err := descendants(shell.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return shell, below
+}
 
 // TestSweepStopsTheTreeBeforeKillingIt hands the sweep's signalling a tree
 // listed children first, the order that lets a parent see its child killed
@@ -16,33 +50,92 @@ import (
 func TestSweepStopsTheTreeBeforeKillingIt(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	effect, started := filepath.Join(dir, "effect"), filepath.Join(dir, "started")
 	for i := range 20 {
-		effect := filepath.Join(dir, "effect")
-		started := filepath.Join(dir, "started")
-		_ = os.Remove(started)
-		shell := exec.Command("sh", "-c", `sleep 30 & echo > "$1"; wait; echo escaped >> "$2"`, "sh", started, effect)
-		if err := shell.Start(); err != nil {
-			t.Fatal(err)
-		}
-		var below []descendant
-		for deadline := time.Now().Add(10 * time.Second); len(below) == 0; {
-			if time.Now().After(deadline) {
-				t.Fatal("the shell's sleep never started")
-			}
-			if _, err := os.Stat(started); err == nil {
-				var err error
-				if below, err = descendants(shell.Process.Pid); err != nil {
-					t.Fatal(err)
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
+		shell, below := startTree(t, `sleep 30 & echo > "$1"; wait; echo escaped >> "$2"`, started, effect)
 		tree := append([]descendant{{pid: shell.Process.Pid, ppid: os.Getpid()}}, below...)
 		slices.Reverse(tree)
-		stopThenKill(tree, os.Getpid())
+		stopThenKill(shell.Process.Pid, tree)
 		_ = shell.Wait()
 		if data, err := os.ReadFile(effect); err == nil {
 			t.Fatalf("run %d: the shell acted after its child was killed: %q", i, data)
 		}
+	}
+}
+
+// TestSweepOutlastsSIGCONT has a process of the tree continue every other
+// one, over and over, while the tree is ended: a reader of a pipe, once
+// continued, would see its writer killed and write. Stopped processes are
+// stopped again until the whole tree is halted, and only then killed, so
+// nothing writes.
+func TestSweepOutlastsSIGCONT(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	effect, started := filepath.Join(dir, "effect"), filepath.Join(dir, "started")
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Sleeps between the writer and its reader widen the window in which a
+	// continued reader could see the writer end.
+	script := fmt.Sprintf(`sleep 30 > %q &
+%s
+(read x < %q; echo escaped >> "$2") &
+(while :; do kill -CONT 0; done) 2>/dev/null &
+echo > "$1"; wait`, fifo, strings.Repeat("sleep 30 &\n", 300), fifo)
+	for i := range 5 {
+		shell, below := startTree(t, script, started, effect)
+		tree := append([]descendant{{pid: shell.Process.Pid, ppid: os.Getpid()}}, below...)
+		stopThenKill(shell.Process.Pid, tree)
+		for _, d := range tree {
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				if state, _, ok := procState(d.pid); !ok || state == 'Z' || state == 'X' {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("run %d: pid %d of the tree still alive after it was killed", i, d.pid)
+				}
+			}
+		}
+		_ = shell.Wait()
+		if data, err := os.ReadFile(effect); err == nil {
+			t.Fatalf("run %d: a continued process acted while the tree was killed: %q", i, data)
+		}
+	}
+}
+
+// TestBarePinSignalsOnlyItsProcess: without a pidfd (an old kernel, a
+// supervisor out of descriptors) a process is signalled by its pid, and
+// only while its parent is still the one it was listed with.
+func TestBarePinSignalsOnlyItsProcess(t *testing.T) {
+	t.Parallel()
+	child := exec.Command("sleep", "30")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+	})
+	notInTree := func(int) bool { return false }
+	stranger := pin{pid: child.Process.Pid, ppid: os.Getpid() + 1, fd: -1}
+	stranger.signal(syscall.SIGSTOP, notInTree)
+	time.Sleep(50 * time.Millisecond)
+	if state, _, _ := procState(child.Process.Pid); state == 'T' {
+		t.Fatal("a pid whose parent is not the listed one was signalled")
+	}
+	own := pin{pid: child.Process.Pid, ppid: os.Getpid(), fd: -1}
+	own.signal(syscall.SIGSTOP, notInTree)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if state, _, _ := procState(child.Process.Pid); state == 'T' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the listed process was not stopped by its pid")
+		}
+	}
+	own.signal(syscall.SIGKILL, notInTree)
+	if err := child.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("the listed process after SIGKILL by its pid: %v", err)
 	}
 }
