@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"slices"
@@ -441,12 +443,27 @@ func (t *toolRecord) appendJSON(buf []byte) ([]byte, error) {
 	w.str("tool", t.Tool)
 	w.key("ok")
 	w.buf = strconv.AppendBool(w.buf, t.OK)
-	w.str("arguments_sha256", t.ArgsSHA256)
-	w.str("result_sha256", t.ResultSHA256)
+	if t.hashLate {
+		w.sha256("arguments_sha256", t.args)
+		w.sha256("result_sha256", t.result)
+	} else {
+		w.str("arguments_sha256", t.ArgsSHA256)
+		w.str("result_sha256", t.ResultSHA256)
+	}
 	w.strOmit("code", t.Code)
 	w.stringsOmit("authority", t.Authority)
 	w.close()
 	return w.buf, w.err
+}
+
+// sha256 writes the SHA-256 of b, in hex, as the string field name: what
+// sha(b) gives, without the string.
+func (w *jsonWriter) sha256(name string, b []byte) {
+	sum := sha256.Sum256(b)
+	w.key(name)
+	w.buf = append(w.buf, '"')
+	w.buf = hex.AppendEncode(w.buf, sum[:])
+	w.buf = append(w.buf, '"')
 }
 
 func (w *jsonWriter) budget(name string, b capabilities.Budget) {

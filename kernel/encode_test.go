@@ -70,6 +70,17 @@ func TestHandEncodersMatchEncodingJSON(t *testing.T) {
 			}
 		}
 
+		// A tool record hashed when it is encoded writes what one with its
+		// digests filled in writes.
+		late := tool
+		late.args, late.result, late.hashLate = []byte(randomStrings[rng.IntN(len(randomStrings))]), []byte(tool.Code+tool.Tool), true
+		tool.ArgsSHA256, tool.ResultSHA256 = sha(late.args), sha(late.result)
+		late.ArgsSHA256, late.ResultSHA256 = "ignored", "ignored"
+		want, _ = tool.appendJSON(nil)
+		if got, err = late.appendJSON(nil); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("tool record %d hashed late differs:\nlate  %s\nfilled %s (%v)", i, got, want, err)
+		}
+
 		var ev Event
 		fillRandom(reflect.ValueOf(&ev).Elem(), rng, 0)
 		want, err = json.Marshal(eventByReflection(ev))

@@ -979,7 +979,7 @@ func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, ca
 	r.ToolCalls++
 	tx.markCommit(commitToolResult)
 	if err := putRecord(tx, toolRecKey(r.PID, r.ToolCalls), &toolRecord{
-		Turn: turn, CallID: call.ID, Tool: call.Name, OK: ok, ArgsSHA256: sha(call.Arguments), ResultSHA256: sha(body), Code: code,
+		Turn: turn, CallID: call.ID, Tool: call.Name, OK: ok, args: call.Arguments, result: body, hashLate: true, Code: code,
 		Authority: r.decisions,
 	}); err != nil {
 		return err

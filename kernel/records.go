@@ -554,6 +554,11 @@ type toolRecord struct {
 	// order its checks ran (the grant that allowed it, or the rule that
 	// refused it).
 	Authority []string `json:"authority,omitempty"`
+	// args and result, when hashLate is set, are the bytes ArgsSHA256 and
+	// ResultSHA256 are the digests of, hashed when the record is encoded,
+	// after the store's write lock is let go; neither changes once staged.
+	args, result []byte
+	hashLate     bool
 }
 
 func putJSON(tx *txn, key []byte, v any) error {
