@@ -44,6 +44,9 @@ type txn struct {
 	// taken at its save and encoded once when the transaction's function
 	// ends: a record saved at every step of a quantum is written once.
 	procs map[int64]savedRecord
+	// savepoints counts the savepoints taken: a saved copy taken since the
+	// last one is held by no savepoint, so a later save overwrites it.
+	savepoints uint64
 	// records is the runtime's cache of committed records (nil in a view).
 	records *recordCache
 	// transitions are the processes whose state this transaction changed,
@@ -105,11 +108,14 @@ type heldUsage struct {
 type savedRecord struct {
 	copy *procRecord
 	from *procRecord
+	// gen is the count of savepoints when copy was taken.
+	gen uint64
 }
 
 // savepoint marks the changes made so far; rollbackTo undoes what came after.
 func (tx *txn) savepoint() savepoint {
 	sp := savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), transitions: slices.Clone(tx.transitions)}
+	tx.savepoints++
 	for _, d := range tx.dirty {
 		sp.held = append(sp.held, heldUsage{r: d.r, used: d.r.Used})
 	}

@@ -156,7 +156,14 @@ func (r *procRecord) noteDecision(d capabilities.Decision) {
 // savepoint also gives back what it changed in memory (a reserved one-shot,
 // a budget charge).
 func (r *procRecord) snapshot() *procRecord {
-	c := *r
+	c := new(procRecord)
+	r.snapshotInto(c)
+	return c
+}
+
+// snapshotInto makes c a deep copy of r.
+func (r *procRecord) snapshotInto(c *procRecord) {
+	*c = *r
 	c.Record = r.Record.Clone()
 	c.ObservedTools = slices.Clone(r.ObservedTools)
 	c.ActiveSkills = slices.Clone(r.ActiveSkills)
@@ -164,7 +171,6 @@ func (r *procRecord) snapshot() *procRecord {
 	c.Scopes = slices.Clone(r.Scopes)
 	c.Dispatch = r.Dispatch.Clone()
 	c.decisions = slices.Clone(r.decisions)
-	return &c
 }
 
 // restore makes r the snapshot s again. The batch being dispatched is not
@@ -213,7 +219,13 @@ func saveProc(tx *txn, r *procRecord) error {
 	if tx.procs == nil {
 		tx.procs = map[int64]savedRecord{}
 	}
-	tx.procs[r.PID] = savedRecord{copy: r.snapshot(), from: r}
+	if saved, ok := tx.procs[r.PID]; ok && saved.gen == tx.savepoints {
+		// No savepoint holds this copy: it takes the record as it is now.
+		r.snapshotInto(saved.copy)
+		tx.procs[r.PID] = savedRecord{copy: saved.copy, from: r, gen: saved.gen}
+		return nil
+	}
+	tx.procs[r.PID] = savedRecord{copy: r.snapshot(), from: r, gen: tx.savepoints}
 	return nil
 }
 

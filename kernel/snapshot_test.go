@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/objects"
 )
 
 // TestSnapshotIsDeep fills every field of a process record, through every
@@ -136,4 +137,45 @@ func sharedMemory(a, b reflect.Value, path string) string {
 		}
 	}
 	return ""
+}
+
+// TestSavedRecordsSurviveRollback saves a record, takes a savepoint, saves
+// it again changed (twice: the second save reuses the first's copy) and
+// rolls back: the record saved before the savepoint is what the
+// transaction holds again, and what it writes.
+func TestSavedRecordsSurviveRollback(t *testing.T) {
+	h := newHarness(t, "")
+	pid := h.spawn(clockGrants())
+	err := h.rt.store.Update(func(otx *objects.Txn) error {
+		tx := &txn{Txn: otx, records: h.rt.records}
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		r.Turn = 7
+		if err := saveProc(tx, r); err != nil {
+			return err
+		}
+		sp := tx.savepoint()
+		for _, turn := range []int{8, 9} {
+			r.Turn = turn
+			if err := saveProc(tx, r); err != nil {
+				return err
+			}
+		}
+		if got := tx.procs[pid].copy.Turn; got != 9 {
+			t.Errorf("saved after the savepoint: turn %d, want 9", got)
+		}
+		tx.rollbackTo(sp)
+		if got := tx.procs[pid].copy.Turn; got != 7 {
+			t.Errorf("saved after the rollback: turn %d, want 7, as saved before the savepoint", got)
+		}
+		return writeProcs(tx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := h.rt.Process(pid); err != nil || info.Turn != 7 {
+		t.Fatalf("written after the rollback: turn %d (%v), want 7", info.Turn, err)
+	}
 }
