@@ -54,9 +54,8 @@ type Event struct {
 // commit relies on too. With LIBOS_CHECK_CACHES=1 it is also encoded here,
 // and the later encoding must be the same bytes.
 func (k *Runtime) emit(tx *txn, ev Event) error {
-	// One allocation holds the event, its encoder's outcome and, through
-	// the method value, the encoder: emit runs under the write lock several
-	// times a quantum.
+	// One allocation holds the event, its encoder's outcome and the
+	// encoder: emit runs under the write lock several times a quantum.
 	le := &loggedEvent{ev: ev}
 	le.ev.Time = k.clock.Now()
 	if k.records.check {
@@ -65,7 +64,7 @@ func (k *Runtime) emit(tx *txn, ev Event) error {
 			return fmt.Errorf("encode %s event: %w", ev.Kind, err)
 		}
 	}
-	seq, err := tx.AppendEventFunc(ev.Kind, le.encode)
+	seq, err := tx.AppendEventFunc(ev.Kind, le)
 	if err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
 	}
@@ -94,7 +93,8 @@ type loggedEvent struct {
 	refused map[string]any
 }
 
-func (le *loggedEvent) encode(dst []byte) ([]byte, error) {
+// AppendEvent writes the event's data when the batch is built.
+func (le *loggedEvent) AppendEvent(dst []byte) ([]byte, error) {
 	data, err := le.ev.appendJSON(dst)
 	switch {
 	case le.now != nil && (err != nil || !bytes.Equal(data[len(dst):], le.now)):

@@ -130,8 +130,8 @@ func TestEventsEncodedWhenTheBatchIsBuilt(t *testing.T) {
 	defer closeTest(t, s)
 	var returned bool
 	runs := 0
-	encode := func(n int) func([]byte) ([]byte, error) {
-		return func(dst []byte) ([]byte, error) {
+	encode := func(n int) EventEncoder {
+		return EventEncoderFunc(func(dst []byte) ([]byte, error) {
 			runs++
 			if !returned {
 				t.Error("an event was encoded before the transaction's function returned")
@@ -142,7 +142,7 @@ func TestEventsEncodedWhenTheBatchIsBuilt(t *testing.T) {
 				s.writeMu.Unlock()
 			}
 			return fmt.Appendf(dst, `{"n":%d}`, n), nil
-		}
+		})
 	}
 	mustUpdate(t, s, func(tx *Txn) error {
 		if _, err := tx.AppendEvent("now", map[string]int{"n": 1}); err != nil {
@@ -178,7 +178,7 @@ func TestEventsEncodedWhenTheBatchIsBuilt(t *testing.T) {
 
 	returned = false
 	err := s.Update(func(tx *Txn) error {
-		_, err := tx.AppendEventFunc("broken", func([]byte) ([]byte, error) { return nil, errors.New("no encoding") })
+		_, err := tx.AppendEventFunc("broken", EventEncoderFunc(func([]byte) ([]byte, error) { return nil, errors.New("no encoding") }))
 		return err
 	})
 	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "no encoding") {
@@ -198,14 +198,14 @@ func TestEventEncodedLaterMustBeJSON(t *testing.T) {
 	s := openTest(t, t.TempDir(), newFakeClock())
 	defer closeTest(t, s)
 	mustUpdate(t, s, func(tx *Txn) error {
-		_, err := tx.AppendEventFunc("given", func(dst []byte) ([]byte, error) { return append(dst, `{"a":"<b>"}`...), nil })
+		_, err := tx.AppendEventFunc("given", EventEncoderFunc(func(dst []byte) ([]byte, error) { return append(dst, `{"a":"<b>"}`...), nil }))
 		return err
 	})
 	err := s.Update(func(tx *Txn) error {
 		if err := tx.Set([]byte("k"), []byte("v")); err != nil {
 			return err
 		}
-		_, err := tx.AppendEventFunc("bad", func(dst []byte) ([]byte, error) { return append(dst, `{"n":`...), nil })
+		_, err := tx.AppendEventFunc("bad", EventEncoderFunc(func(dst []byte) ([]byte, error) { return append(dst, `{"n":`...), nil }))
 		return err
 	})
 	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "must be valid JSON") {
@@ -231,7 +231,7 @@ func TestEventEncoderPanicFailsTheStore(t *testing.T) {
 	s := openTest(t, t.TempDir(), newFakeClock())
 	defer closeTest(t, s)
 	err := s.Update(func(tx *Txn) error {
-		_, err := tx.AppendEventFunc("boom", func([]byte) ([]byte, error) { panic("boom") })
+		_, err := tx.AppendEventFunc("boom", EventEncoderFunc(func([]byte) ([]byte, error) { panic("boom") }))
 		return err
 	})
 	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "panic: boom") {

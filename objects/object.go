@@ -90,6 +90,20 @@ type WriteSpec struct {
 	PayloadTail []byte
 }
 
+// An EventEncoder writes an event's data when the batch is built
+// (Txn.AppendEventFunc): AppendEvent appends it to dst and returns the
+// result. A pointer to a caller's own type is one, so handing it over
+// allocates nothing.
+type EventEncoder interface {
+	AppendEvent(dst []byte) ([]byte, error)
+}
+
+// EventEncoderFunc is a function that is an EventEncoder.
+type EventEncoderFunc func(dst []byte) ([]byte, error)
+
+// AppendEvent calls f.
+func (f EventEncoderFunc) AppendEvent(dst []byte) ([]byte, error) { return f(dst) }
+
 // Event is one entry of the append-only event log.
 type Event struct {
 	Seq  uint64          `json:"seq"`
@@ -98,7 +112,7 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 
 	// encode writes Data when the batch is built (Txn.AppendEventFunc).
-	encode func(dst []byte) ([]byte, error)
+	encode EventEncoder
 	// object is the metadata an object event's Data is written from when
 	// the batch is built (Txn.objectEvent); never modified.
 	object *storedMeta

@@ -620,7 +620,7 @@ func (tx *Txn) AppendEvent(kind string, data any) (uint64, error) {
 // LIBOS_CHECK_CACHES=1) data that is not valid JSON, fails the commit and
 // the store with it, as a failed apply does: later transactions may
 // already have read this one's writes.
-func (tx *Txn) AppendEventFunc(kind string, encode func(dst []byte) ([]byte, error)) (uint64, error) {
+func (tx *Txn) AppendEventFunc(kind string, encode EventEncoder) (uint64, error) {
 	if err := tx.canAppendEvent(kind); err != nil {
 		return 0, err
 	}
@@ -651,7 +651,7 @@ func (tx *Txn) encodeEvents() (err error) {
 		if e.encode == nil {
 			continue
 		}
-		data, err := e.encode(make([]byte, 0, lazyEventSize))
+		data, err := e.encode.AppendEvent(make([]byte, 0, lazyEventSize))
 		if err != nil {
 			return fmt.Errorf("encode event %d (%s): %w", e.Seq, e.Kind, err)
 		}
