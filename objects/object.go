@@ -273,7 +273,9 @@ func (tx *Txn) publishMetas() {
 
 func (tx *Txn) stageMeta(sm *storedMeta) {
 	kept := *sm
-	tx.stageValue(metaKey(sm.OID), &stagedValue{value: encodeMeta(sm), meta: &kept})
+	sv := tx.newStaged()
+	sv.value, sv.meta = encodeMeta(sm), &kept
+	tx.stageValue(metaKey(sm.OID), sv)
 }
 
 // objectEvent appends an event of kind about the object whose metadata is
@@ -333,7 +335,9 @@ func (tx *Txn) stagePayload(sm *storedMeta, p payload, handoff bool) {
 		p = payload{body: p.appendTo(make([]byte, 0, p.len()))}
 	}
 	if sm.Tier == TierDurable {
-		tx.stageValue(payloadKey(sm.OID), &stagedValue{value: p.bytes()})
+		sv := tx.newStaged()
+		sv.value = p.bytes()
+		tx.stageValue(payloadKey(sm.OID), sv)
 		return
 	}
 	tx.stageLocal(sm.OID, &localChange{version: sm.Version, sha256: sm.PayloadSHA256, data: p})
@@ -383,7 +387,9 @@ func (tx *Txn) Create(spec CreateSpec) (Meta, error) {
 		sm.Instance = tx.s.instance
 	}
 	tx.stageMeta(&sm)
-	tx.stageValue(nk, &stagedValue{value: []byte(sm.OID)})
+	sv := tx.newStaged()
+	sv.value = []byte(sm.OID)
+	tx.stageValue(nk, sv)
 	tx.stagePayload(&sm, payload{body: spec.Payload}, false)
 	tx.objectEvent(EventObjectCreated, &sm)
 	return tx.publicMeta(&sm), nil

@@ -25,6 +25,9 @@ type Txn struct {
 	finished bool
 
 	writes map[string]*stagedValue // raw key -> staged value or tombstone
+	// staged holds the values writes points to, a block at a time
+	// (newStaged); a block is never grown in place, so none moves.
+	staged []stagedValue
 	locals map[string]*localChange // oid -> staged runtime-local payload change
 	events []Event
 	hooks  []func()
@@ -134,7 +137,8 @@ func (tx *Txn) empty() bool {
 // stage records a raw write (value, copied) or delete (value nil, deleted
 // true).
 func (tx *Txn) stage(key []byte, value []byte, deleted bool) {
-	sv := &stagedValue{deleted: deleted}
+	sv := tx.newStaged()
+	sv.deleted = deleted
 	if !deleted {
 		sv.value = append(make([]byte, 0, len(value)), value...)
 	}
@@ -145,6 +149,22 @@ func (tx *Txn) stage(key []byte, value []byte, deleted bool) {
 // commits stage about this many keys, which a map and an undo log grown
 // from empty reach in several allocations.
 const stagedKeysHint = 16
+
+// newStaged returns a zero stagedValue for the transaction to stage: a
+// quantum's commit stages a few dozen, which blocks hold in a few
+// allocations instead of one each. The first block is small, for the
+// transactions that stage one Object or two.
+func (tx *Txn) newStaged() *stagedValue {
+	if len(tx.staged) == cap(tx.staged) {
+		n := stagedKeysHint
+		if tx.staged == nil {
+			n = 4
+		}
+		tx.staged = make([]stagedValue, 0, n)
+	}
+	tx.staged = tx.staged[:len(tx.staged)+1]
+	return &tx.staged[len(tx.staged)-1]
+}
 
 // stageValue records sv under key; sv.value must not be shared with the
 // caller (values the package just built are handed over without a copy).
@@ -323,7 +343,9 @@ func (tx *Txn) SetFunc(key []byte, encode func() ([]byte, error)) error {
 	if encode == nil {
 		return fmt.Errorf("objects: set %q: %w: encode: must not be nil", key, ErrInvalid)
 	}
-	tx.stageValue(key, &stagedValue{encode: encode})
+	sv := tx.newStaged()
+	sv.encode = encode
+	tx.stageValue(key, sv)
 	return nil
 }
 
@@ -346,7 +368,9 @@ func (tx *Txn) set(key, value []byte, handoff bool) error {
 	if !handoff || value == nil {
 		value = append(make([]byte, 0, len(value)), value...)
 	}
-	tx.stageValue(key, &stagedValue{value: value})
+	sv := tx.newStaged()
+	sv.value = value
+	tx.stageValue(key, sv)
 	return nil
 }
 
@@ -594,7 +618,9 @@ func (tx *Txn) NextSequence(name string) (uint64, error) {
 		}
 	}
 	cur++
-	tx.stageValue(key, &stagedValue{value: encodeUint64(cur)})
+	sv := tx.newStaged()
+	sv.value = encodeUint64(cur)
+	tx.stageValue(key, sv)
 	return cur, nil
 }
 
