@@ -242,7 +242,8 @@ func (k *Runtime) loadContext(tx *txn, r *procRecord) (*llmContext, error) {
 	if c := tx.stagedContext(r); c != nil {
 		return c, nil
 	}
-	meta, err := tx.Stat(r.ContextOID)
+	// The context keeps meta's labels and only reads them.
+	meta, err := tx.StatShared(r.ContextOID)
 	if err != nil {
 		return nil, fmt.Errorf("context of pid %d: %w", r.PID, err)
 	}
@@ -301,7 +302,7 @@ func (k *Runtime) contextAtHand(tx *txn, r *procRecord) (bool, error) {
 	if r.ContextOID == "" || tx.stagedContext(r) != nil {
 		return true, nil
 	}
-	meta, err := tx.Stat(r.ContextOID)
+	meta, err := tx.StatShared(r.ContextOID)
 	if err != nil {
 		return false, fmt.Errorf("context of pid %d: %w", r.PID, err)
 	}

@@ -1183,7 +1183,7 @@ type promptGoal struct {
 // neither copy nor hash it again until the goal Object changes.
 func (k *Runtime) goalForCall(tx *txn, r *procRecord) (*promptGoal, error) {
 	if g := r.goal; g != nil && g.oid == r.GoalOID {
-		meta, err := tx.Stat(r.GoalOID)
+		meta, err := tx.StatShared(r.GoalOID)
 		if err == nil && meta.Version == g.version && !meta.PayloadLost {
 			return g, nil
 		}

@@ -198,8 +198,14 @@ func copyLabels(l map[string]string) map[string]string {
 // publicMeta converts stored metadata to the caller's copy and computes
 // PayloadLost against this runtime instance.
 func (tx *Txn) publicMeta(sm *storedMeta) Meta {
-	m := sm.Meta
+	m := tx.sharedMeta(sm)
 	m.Labels = copyLabels(sm.Labels)
+	return m
+}
+
+// sharedMeta is publicMeta with the Labels map of sm itself.
+func (tx *Txn) sharedMeta(sm *storedMeta) Meta {
+	m := sm.Meta
 	m.PayloadLost = sm.Tier == TierRuntimeLocal && sm.Instance != tx.s.instance
 	return m
 }
@@ -509,6 +515,17 @@ func (tx *Txn) Remove(oid string, expectedVersion uint64) error {
 
 // Stat returns the metadata of oid, or an error wrapping ErrNotFound.
 func (tx *Txn) Stat(oid string) (Meta, error) {
+	m, err := tx.StatShared(oid)
+	m.Labels = copyLabels(m.Labels)
+	return m, err
+}
+
+// StatShared is Stat for a caller that only reads the metadata's Labels:
+// the map is the store's own, never changed once the metadata is written
+// (a write replaces it), so the caller may keep it but must not modify it.
+// It saves Stat's copy of the labels in commits that check an Object's
+// version.
+func (tx *Txn) StatShared(oid string) (Meta, error) {
 	if err := tx.usable(false); err != nil {
 		return Meta{}, fmt.Errorf("objects: stat: %w", err)
 	}
@@ -522,7 +539,7 @@ func (tx *Txn) Stat(oid string) (Meta, error) {
 	if !ok {
 		return Meta{}, fmt.Errorf("objects: stat %s: %w", oid, ErrNotFound)
 	}
-	return tx.publicMeta(&sm), nil
+	return tx.sharedMeta(&sm), nil
 }
 
 // Read returns the metadata and a copy of the payload of oid. For a

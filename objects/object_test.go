@@ -759,3 +759,49 @@ func TestViewsReadPayloadsWhileWritersCommit(t *testing.T) {
 	close(stop)
 	readers.Wait()
 }
+
+// TestStatSharedLabels: StatShared reads what Stat reads, its labels are
+// the store's own map, which a later write replaces and never changes, and
+// Stat's labels remain the caller's to change.
+func TestStatSharedLabels(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	m := create(t, s, CreateSpec{Namespace: "ns", Name: "x", Kind: "k", Payload: []byte("v1"), Labels: map[string]string{"gen": "1"}})
+	var before Meta
+	mustUpdate(t, s, func(tx *Txn) error {
+		shared, err := tx.StatShared(m.OID)
+		if err != nil {
+			return err
+		}
+		copied, err := tx.Stat(m.OID)
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(shared, copied) {
+			t.Errorf("StatShared %+v, Stat %+v", shared, copied)
+		}
+		copied.Labels["gen"] = "changed by the caller"
+		if again, _ := tx.StatShared(m.OID); again.Labels["gen"] != "1" {
+			t.Errorf("a change to Stat's labels reached the store: %v", again.Labels)
+		}
+		before = shared
+		_, err = tx.Write(m.OID, m.Version, WriteSpec{Payload: []byte("v2"), Labels: map[string]string{"gen": "2"}})
+		return err
+	})
+	mustUpdate(t, s, func(tx *Txn) error {
+		after, err := tx.StatShared(m.OID)
+		if err != nil {
+			return err
+		}
+		if after.Labels["gen"] != "2" || after.Version != m.Version+1 {
+			t.Errorf("after the write: %+v", after)
+		}
+		if before.Labels["gen"] != "1" {
+			t.Errorf("the write changed the labels map it replaced: %v", before.Labels)
+		}
+		if _, err := tx.StatShared("5d2c1b0a-9e8f-4a7b-8c6d-5e4f3a2b1c0d"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("StatShared of a missing Object: %v", err)
+		}
+		return nil
+	})
+}
