@@ -161,14 +161,18 @@ func (r *procRecord) snapshot() *procRecord {
 	return c
 }
 
-// snapshotInto makes c a deep copy of r.
+// snapshotInto makes c a deep copy of r. The lists of names a record keeps
+// (observed tools, active skills, tool table, scopes) are shared, as the
+// grant list is: each is only ever replaced by a new one, never changed in
+// place, and the copy's is cut to its length so that an append to it moves
+// it to an array of its own.
 func (r *procRecord) snapshotInto(c *procRecord) {
 	*c = *r
 	c.Record = r.Record.Clone()
-	c.ObservedTools = slices.Clone(r.ObservedTools)
-	c.ActiveSkills = slices.Clone(r.ActiveSkills)
-	c.ToolTable = slices.Clone(r.ToolTable) // nil and [] differ, and stay so
-	c.Scopes = slices.Clone(r.Scopes)
+	c.ObservedTools = slices.Clip(r.ObservedTools)
+	c.ActiveSkills = slices.Clip(r.ActiveSkills)
+	c.ToolTable = slices.Clip(r.ToolTable) // nil and [] differ, and stay so
+	c.Scopes = slices.Clip(r.Scopes)
 	c.Dispatch = r.Dispatch.Clone()
 	c.decisions = slices.Clone(r.decisions)
 }
@@ -480,10 +484,8 @@ func addObserved(list []string, name string) []string {
 	if i < len(list) && list[i] == name {
 		return list
 	}
-	list = append(list, "")
-	copy(list[i+1:], list[i:])
-	list[i] = name
-	return list
+	// A new list: copies of the record share the old one (snapshot).
+	return slices.Insert(slices.Clip(list), i, name)
 }
 
 // pendingAction is a durable resumable action: pending, then completed (or

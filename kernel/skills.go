@@ -43,7 +43,8 @@ func (s *syscalls) ActivateSkill(name string) (tools.SkillInfo, error) {
 			continue
 		}
 		if !slices.Contains(s.r.ActiveSkills, name) {
-			s.r.ActiveSkills = append(s.r.ActiveSkills, name)
+			// A new list: copies of the record share the old one (snapshot).
+			s.r.ActiveSkills = append(slices.Clip(s.r.ActiveSkills), name)
 			if err := saveProc(s.tx, s.r); err != nil {
 				return tools.SkillInfo{}, err
 			}

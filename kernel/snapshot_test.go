@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/objects"
 )
 
 // TestSnapshotIsDeep fills every field of a process record, through every
 // pointer, slice and map, takes a snapshot, and checks that the two share no
-// memory but the grant list (a value that is only ever replaced, package
-// capabilities) and the goal's memo (never changed once built), and are equal: a field added later without a deep copy fails
-// here.
+// memory but the lists that are only ever replaced (the grant list, package
+// capabilities, and the record's lists of names) and the goal's memo (never
+// changed once built), and are equal: a field added later without a deep
+// copy fails here.
 func TestSnapshotIsDeep(t *testing.T) {
 	var r procRecord
 	fillValue(reflect.ValueOf(&r).Elem(), 1)
@@ -31,6 +31,16 @@ func TestSnapshotIsDeep(t *testing.T) {
 	s = r.snapshot()
 	if s.ToolTable == nil || s.Scopes != nil {
 		t.Fatalf("snapshot lost nil/empty: tool_table %#v scopes %#v", s.ToolTable, s.Scopes)
+	}
+	// A list with room to append into is shared cut to its length, so an
+	// append to either record's leaves the other's as it was.
+	var withRoom procRecord
+	withRoom.ObservedTools = append(make([]string, 0, 4), "a")
+	c := withRoom.snapshot()
+	c.ObservedTools = append(c.ObservedTools, "b")
+	withRoom.ObservedTools = append(withRoom.ObservedTools, "c")
+	if c.ObservedTools[1] != "b" || withRoom.ObservedTools[1] != "c" {
+		t.Fatalf("appends to a shared list reached the other record: %v and %v", c.ObservedTools, withRoom.ObservedTools)
 	}
 	a, _ := json.Marshal(&r)
 	b, _ := json.Marshal(s)
@@ -98,8 +108,10 @@ func sharedMemory(a, b reflect.Value, path string) string {
 	if path == "procRecord.goal" {
 		return "" // never changed once built
 	}
-	if path == "procRecord.Record.Grants" {
-		if b.Len() > 0 && cap(b.Interface().([]capabilities.Grant)) != b.Len() {
+	switch path {
+	case "procRecord.Record.Grants", "procRecord.ObservedTools", "procRecord.ActiveSkills", "procRecord.ToolTable", "procRecord.Scopes":
+		// Lists only ever replaced: shared, with no room to append into.
+		if b.Len() > 0 && b.Cap() != b.Len() {
 			return path + " (with room to append into)"
 		}
 		return ""
