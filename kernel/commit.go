@@ -122,10 +122,13 @@ func (tx *txn) savepoint() savepoint {
 	return sp
 }
 
+// rollbackTo undoes what came after sp. The transaction takes copies of
+// sp's records and transitions, so sp holds what it held however the
+// transaction goes on, and may be rolled back to again.
 func (tx *txn) rollbackTo(sp savepoint) {
 	tx.RollbackTo(sp.store)
-	tx.procs = sp.procs
-	tx.transitions = sp.transitions
+	tx.procs = maps.Clone(sp.procs)
+	tx.transitions = slices.Clone(sp.transitions)
 	for _, h := range sp.held {
 		h.r.Used = h.used
 	}

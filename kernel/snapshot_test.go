@@ -153,8 +153,8 @@ func sharedMemory(a, b reflect.Value, path string) string {
 
 // TestSavedRecordsSurviveRollback saves a record, takes a savepoint, saves
 // it again changed (twice: the second save reuses the first's copy) and
-// rolls back: the record saved before the savepoint is what the
-// transaction holds again, and what it writes.
+// rolls back, then saves and rolls back once more: the record saved before
+// the savepoint is what the transaction holds again, and what it writes.
 func TestSavedRecordsSurviveRollback(t *testing.T) {
 	h := newHarness(t, "")
 	pid := h.spawn(clockGrants())
@@ -181,6 +181,16 @@ func TestSavedRecordsSurviveRollback(t *testing.T) {
 		tx.rollbackTo(sp)
 		if got := tx.procs[pid].copy.Turn; got != 7 {
 			t.Errorf("saved after the rollback: turn %d, want 7, as saved before the savepoint", got)
+		}
+		// The savepoint holds what it held: a second rollback to it undoes
+		// a save made after the first.
+		r.Turn = 10
+		if err := saveProc(tx, r); err != nil {
+			return err
+		}
+		tx.rollbackTo(sp)
+		if got := tx.procs[pid].copy.Turn; got != 7 {
+			t.Errorf("saved after a second rollback: turn %d, want 7", got)
 		}
 		return writeProcs(tx)
 	})

@@ -162,6 +162,9 @@ func TestEventsEncodedWhenTheBatchIsBuilt(t *testing.T) {
 		if _, err := tx.AppendEventFunc("nil", nil); !errors.Is(err, ErrInvalid) {
 			t.Errorf("a nil encoder: %v", err)
 		}
+		if _, err := tx.AppendEventFunc("nil", EventEncoderFunc(nil)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("a nil EventEncoderFunc: %v", err)
+		}
 		if _, err := tx.AppendEvent("now", map[string]int{"n": 3}); err != nil {
 			return err
 		}

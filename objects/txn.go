@@ -650,7 +650,7 @@ func (tx *Txn) AppendEventFunc(kind string, encode EventEncoder) (uint64, error)
 	if err := tx.canAppendEvent(kind); err != nil {
 		return 0, err
 	}
-	if encode == nil {
+	if f, isFunc := encode.(EventEncoderFunc); encode == nil || (isFunc && f == nil) {
 		return 0, fmt.Errorf("objects: append event %s: %w: encode: must not be nil", kind, ErrInvalid)
 	}
 	seq := tx.appendEvent(kind, nil)
