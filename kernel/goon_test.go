@@ -320,6 +320,39 @@ func TestFailedHandOffKeepsTheResult(t *testing.T) {
 	}
 }
 
+// TestWaitForAnEndedChildEndsAtOnce has a tool block its process on a child
+// that has ended already: the exit woke no one then, so the wait is woken
+// as it begins, the tool's resume answers the call, and the process goes on
+// to its exit instead of waiting for ever.
+func TestWaitForAnEndedChildEndsAtOnce(t *testing.T) {
+	lateWait := &tools.Tool{
+		Name:   "slow_echo",
+		Schema: schema.Object(map[string]*schema.Schema{"text": {Type: "string"}}, "text"),
+		Scopes: []string{"echo"},
+		Invoke: func(context.Context, tools.Syscalls, json.RawMessage) (tools.Outcome, error) {
+			return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: 2}}}, nil
+		},
+		Resume: func(_ context.Context, sys tools.Syscalls, _ tools.Pending) (tools.Outcome, error) {
+			c, err := sys.Child(2)
+			if err != nil {
+				return tools.Outcome{}, err
+			}
+			return tools.Outcome{Result: map[string]any{"child_status": string(c.Status)}}, nil
+		},
+	}
+	h, parent := echoParentRun(t, lateWait, spawnTurn+`      - tool_calls: [{name: wait_child_process, arguments: {child_pid: 2}}]
+      - tool_calls: [{name: slow_echo, arguments: {text: x}}]
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+`)
+	if got := h.result(parent)["message"]; got != "done" {
+		t.Fatalf("parent result %v", got)
+	}
+	results := h.toolResults(parent)
+	if late := results[len(results)-2]; late["_tool"] != "slow_echo" || late["child_status"] != string(process.Exited) {
+		t.Fatalf("the late wait's answer: %v", late)
+	}
+}
+
 // TestSpawnAndWaitInOneBatchKeepsTheParentsCharge checks that a parent
 // which spawns a child and waits for it in one batch hands its worker to
 // the child and keeps the charge of the child's calls on its budget: the

@@ -1043,7 +1043,10 @@ func (k *Runtime) blockProcess(tx *txn, r *procRecord, turn int, call llm.ToolCa
 	r.ResumePending = id
 	w := b.Wait
 	w.PendingID = id
-	return k.step(tx, r, process.Input{Kind: process.Block, Wait: &w})
+	if err := k.step(tx, r, process.Input{Kind: process.Block, Wait: &w}); err != nil {
+		return err
+	}
+	return k.wakeIfChildEnded(tx, r)
 }
 
 // resumePending produces the result of p, r's pending action whose wait
@@ -1088,7 +1091,10 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 		if err := k.step(tx, r, process.Input{Kind: process.Dispatch}); err != nil {
 			return err
 		}
-		return k.step(tx, r, process.Input{Kind: process.Block, Wait: &w})
+		if err := k.step(tx, r, process.Input{Kind: process.Block, Wait: &w}); err != nil {
+			return err
+		}
+		return k.wakeIfChildEnded(tx, r)
 	}
 	var result map[string]any
 	ok = rerr == nil

@@ -154,6 +154,26 @@ func (k *Runtime) terminate(tx *txn, r *procRecord, in process.Input) error {
 	return nil
 }
 
+// wakeIfChildEnded wakes r, which has just begun to wait for a child, when
+// that child has ended already (or does not exist): terminate wakes a
+// waiting parent only as its child ends, so a wait that began after the end
+// would never end. The tool's resume then reports the child.
+func (k *Runtime) wakeIfChildEnded(tx *txn, r *procRecord) error {
+	w := r.Wait
+	if r.State != process.Waiting || w == nil || w.Kind != process.WaitChild {
+		return nil
+	}
+	c, err := loadProc(tx, w.ChildPID)
+	switch {
+	case errors.Is(err, ErrNoProcess):
+	case err != nil:
+		return err
+	case !c.State.Terminal():
+		return nil
+	}
+	return k.step(tx, r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: process.WaitChild})
+}
+
 // killDescendants kills every live descendant of pid.
 func (k *Runtime) killDescendants(tx *txn, pid int64, reason string) error {
 	kids, err := children(tx, pid)
