@@ -987,7 +987,8 @@ func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, ca
 	if ok {
 		r.ObservedTools = addObserved(r.ObservedTools, call.Name)
 	}
-	summary := string(body)
+	content := string(body)
+	summary := content
 	if st, isStr := result["status"].(string); isStr {
 		// The status decides what a result means (exited or a review): lead with it.
 		summary = "status " + st + " " + summary
@@ -1002,7 +1003,7 @@ func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, ca
 	if err := k.emit(tx, ev); err != nil {
 		return err
 	}
-	answer := Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: string(body)}
+	answer := Entry{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: content}
 	if !callInContext(c, call.ID) {
 		// The call itself was lost with the history (a reopen with retention
 		// off). A tool message needs its call before it, so the runtime
