@@ -152,20 +152,21 @@ func (r *procRecord) noteDecision(d capabilities.Decision) {
 	r.decisions = append(r.decisions, d.Reason)
 }
 
-// snapshot returns a deep copy of r, so that a call rolled back to its
-// savepoint also gives back what it changed in memory (a reserved one-shot,
-// a budget charge).
+// snapshot returns a copy of r that shares nothing either may change in
+// place (snapshotInto), so that a call rolled back to its savepoint also
+// gives back what it changed in memory (a reserved one-shot, a budget
+// charge).
 func (r *procRecord) snapshot() *procRecord {
 	c := new(procRecord)
 	r.snapshotInto(c)
 	return c
 }
 
-// snapshotInto makes c a deep copy of r. The lists of names a record keeps
-// (observed tools, active skills, tool table, scopes) are shared, as the
-// grant list is: each is only ever replaced by a new one, never changed in
-// place, and the copy's is cut to its length so that an append to it moves
-// it to an array of its own.
+// snapshotInto makes c a copy of r that shares nothing either may change in
+// place. The lists of names a record keeps (observed tools, active skills,
+// tool table, scopes) are shared, as the grant list is: each is only ever
+// replaced by a new one, and the copy's is cut to its length so that an
+// append to it moves it to an array of its own.
 func (r *procRecord) snapshotInto(c *procRecord) {
 	*c = *r
 	c.Record = r.Record.Clone()

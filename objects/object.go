@@ -341,9 +341,7 @@ func (tx *Txn) stagePayload(sm *storedMeta, p payload, handoff bool) {
 		p = payload{body: p.appendTo(make([]byte, 0, p.len()))}
 	}
 	if sm.Tier == TierDurable {
-		sv := tx.newStaged()
-		sv.value = p.bytes()
-		tx.stageValue(payloadKey(sm.OID), sv)
+		tx.stageBytes(payloadKey(sm.OID), p.bytes())
 		return
 	}
 	tx.stageLocal(sm.OID, &localChange{version: sm.Version, sha256: sm.PayloadSHA256, data: p})
@@ -393,9 +391,7 @@ func (tx *Txn) Create(spec CreateSpec) (Meta, error) {
 		sm.Instance = tx.s.instance
 	}
 	tx.stageMeta(&sm)
-	sv := tx.newStaged()
-	sv.value = []byte(sm.OID)
-	tx.stageValue(nk, sv)
+	tx.stageBytes(nk, []byte(sm.OID))
 	tx.stagePayload(&sm, payload{body: spec.Payload}, false)
 	tx.objectEvent(EventObjectCreated, &sm)
 	return tx.publicMeta(&sm), nil

@@ -166,6 +166,13 @@ func (tx *Txn) newStaged() *stagedValue {
 	return &tx.staged[len(tx.staged)-1]
 }
 
+// stageBytes stages value, handed over, under key.
+func (tx *Txn) stageBytes(key, value []byte) {
+	sv := tx.newStaged()
+	sv.value = value
+	tx.stageValue(key, sv)
+}
+
 // stageValue records sv under key; sv.value must not be shared with the
 // caller (values the package just built are handed over without a copy).
 func (tx *Txn) stageValue(key []byte, sv *stagedValue) {
@@ -368,9 +375,7 @@ func (tx *Txn) set(key, value []byte, handoff bool) error {
 	if !handoff || value == nil {
 		value = append(make([]byte, 0, len(value)), value...)
 	}
-	sv := tx.newStaged()
-	sv.value = value
-	tx.stageValue(key, sv)
+	tx.stageBytes(key, value)
 	return nil
 }
 
@@ -618,9 +623,7 @@ func (tx *Txn) NextSequence(name string) (uint64, error) {
 		}
 	}
 	cur++
-	sv := tx.newStaged()
-	sv.value = encodeUint64(cur)
-	tx.stageValue(key, sv)
+	tx.stageBytes(key, encodeUint64(cur))
 	return cur, nil
 }
 
