@@ -240,7 +240,7 @@ const maxStopPasses = 50
 // is still one of the tree.
 func stopThenKill(root int, tree []descendant) {
 	var pins []pin
-	pinned := map[int]int{} // pid -> index in pins
+	pinned := map[int]bool{}
 	defer func() {
 		for _, p := range pins {
 			if p.fd >= 0 {
@@ -249,8 +249,7 @@ func stopThenKill(root int, tree []descendant) {
 		}
 	}()
 	inTree := func(ppid int) bool {
-		_, ok := pinned[ppid]
-		return ok || ppid == root
+		return pinned[ppid] || ppid == root
 	}
 	stable := 0
 	for pass := 0; pass < maxStopPasses && stable < 2; pass++ {
@@ -262,7 +261,7 @@ func stopThenKill(root int, tree []descendant) {
 		}
 		settled := true
 		for _, d := range tree {
-			if _, ok := pinned[d.pid]; ok {
+			if pinned[d.pid] {
 				continue
 			}
 			settled = false
@@ -270,14 +269,14 @@ func stopThenKill(root int, tree []descendant) {
 			if !ok {
 				continue // gone
 			}
-			pinned[d.pid] = len(pins)
+			pinned[d.pid] = true
 			pins = append(pins, p)
 			p.signal(unix.SIGSTOP, inTree)
 		}
 		for _, p := range pins {
 			// A pid whose parent is no longer of the tree was reaped and
 			// reused: its process is gone.
-			if state, ppid, ok := procState(p.pid); ok && !halted(state) && (ppid == p.ppid || inTree(ppid)) {
+			if state, ppid, ok := procState(p.pid); ok && !halted(state) && p.ours(ppid, inTree) {
 				settled = false
 				p.signal(unix.SIGSTOP, inTree)
 			}
@@ -308,13 +307,20 @@ func pinProcess(d descendant, inTree func(ppid int) bool) (pin, bool) {
 	if err != nil {
 		fd = -1 // no pidfd here: the bare pid, checked at each signal
 	}
-	if ppid, ok := parentOf(d.pid); !ok || (ppid != d.ppid && !inTree(ppid)) {
+	p := pin{pid: d.pid, ppid: d.ppid, fd: fd}
+	if ppid, ok := parentOf(d.pid); !ok || !p.ours(ppid, inTree) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
 		return pin{}, false
 	}
-	return pin{pid: d.pid, ppid: d.ppid, fd: fd}, true
+	return p, true
+}
+
+// ours reports whether a process whose parent is now ppid is still the one
+// p was listed as: its parent is the listed one or another of the tree.
+func (p pin) ours(ppid int, inTree func(ppid int) bool) bool {
+	return ppid == p.ppid || inTree(ppid)
 }
 
 func (p pin) signal(sig unix.Signal, inTree func(ppid int) bool) {
@@ -322,7 +328,7 @@ func (p pin) signal(sig unix.Signal, inTree func(ppid int) bool) {
 		_ = unix.PidfdSendSignal(p.fd, sig, nil, 0)
 		return
 	}
-	if ppid, ok := parentOf(p.pid); ok && (ppid == p.ppid || inTree(ppid)) {
+	if ppid, ok := parentOf(p.pid); ok && p.ours(ppid, inTree) {
 		_ = unix.Kill(p.pid, sig)
 	}
 }
