@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -521,7 +520,7 @@ func (k *Runtime) prepareReply(pid int64, resp llm.Response) *replyAhead {
 func newReplyAhead(pid int64, resp llm.Response) *replyAhead {
 	a := &replyAhead{pid: pid, entry: replyEntry(resp)}
 	// Its own tool calls: the entry the commit appends shares resp's, and
-	// reflect.DeepEqual would find a change made to them in place equal.
+	// sameEntry would find a change made to them in place equal.
 	a.entry.ToolCalls = slices.Clone(a.entry.ToolCalls)
 	for i := range a.entry.ToolCalls {
 		a.entry.ToolCalls[i].Arguments = slices.Clone(a.entry.ToolCalls[i].Arguments)
@@ -552,14 +551,30 @@ func (a *entryAhead) encodingOf(i int, e *Entry) []byte {
 	if a == nil || a.index != i || a.reply.start == nil {
 		return nil
 	}
-	counted := a.reply.entry
-	counted.Tokens = e.Tokens
-	if !reflect.DeepEqual(&counted, e) {
+	if !sameEntry(&a.reply.entry, e) {
 		return nil
 	}
 	b := strconv.AppendInt(a.reply.start, int64(e.Tokens), 10)
 	a.evidence = append(b, "}}"...)
 	return a.evidence[len(evidenceEntryStart) : len(a.evidence)-1 : len(a.evidence)-1]
+}
+
+// sameEntry reports whether a and b encode alike but for their token counts:
+// the same fields, tool calls and arguments (a nil argument encodes as null,
+// an empty one does not).
+func sameEntry(a, b *Entry) bool {
+	if a.Role != b.Role || a.Kind != b.Kind || a.Content != b.Content || a.ToolCallID != b.ToolCallID ||
+		a.Name != b.Name || len(a.ToolCalls) != len(b.ToolCalls) {
+		return false
+	}
+	for i := range a.ToolCalls {
+		x, y := &a.ToolCalls[i], &b.ToolCalls[i]
+		if x.ID != y.ID || x.Name != y.Name || (x.Arguments == nil) != (y.Arguments == nil) ||
+			!bytes.Equal(x.Arguments, y.Arguments) {
+			return false
+		}
+	}
+	return true
 }
 
 // evidenceOf returns the evidence encoding encodingOf completed with entry,

@@ -449,3 +449,61 @@ func TestReplyEncodedAhead(t *testing.T) {
 		})
 	}
 }
+
+// TestSameEntryComparesEveryField: a reply's entry encoded ahead is used only
+// for an entry that encodes alike, so a change to any field but the token
+// count, or to any field of a tool call, makes it another entry. The test
+// walks Entry's and ToolCall's fields, so a field added later is covered.
+func TestSameEntryComparesEveryField(t *testing.T) {
+	base := func() Entry {
+		return Entry{Role: llm.RoleAssistant, Kind: "k", Content: "c", ToolCallID: "i", Name: "n", Tokens: 3,
+			ToolCalls: []llm.ToolCall{{ID: "a", Name: "b", Arguments: json.RawMessage(`{}`)}}}
+	}
+	a := base()
+	if b := base(); !sameEntry(&a, &b) {
+		t.Fatal("equal entries differ")
+	}
+	b := base()
+	b.Tokens = 9
+	if !sameEntry(&a, &b) {
+		t.Error("entries that differ only in tokens differ")
+	}
+	change := func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(v.String() + "x")
+		case reflect.Slice:
+			if v.Type().Elem().Kind() == reflect.Uint8 {
+				v.SetBytes(append(bytes.Clone(v.Bytes()), ' '))
+				return
+			}
+			v.Set(reflect.Append(v, reflect.New(v.Type().Elem()).Elem()))
+		default:
+			t.Fatalf("no change for a %s", v.Kind())
+		}
+	}
+	for i := range reflect.TypeFor[Entry]().NumField() {
+		if reflect.TypeFor[Entry]().Field(i).Name == "Tokens" {
+			continue
+		}
+		b := base()
+		change(reflect.ValueOf(&b).Elem().Field(i))
+		if sameEntry(&a, &b) {
+			t.Errorf("a change to %s is not seen", reflect.TypeFor[Entry]().Field(i).Name)
+		}
+	}
+	for i := range reflect.TypeFor[llm.ToolCall]().NumField() {
+		b := base()
+		b.ToolCalls = slices.Clone(b.ToolCalls)
+		change(reflect.ValueOf(&b.ToolCalls[0]).Elem().Field(i))
+		if sameEntry(&a, &b) {
+			t.Errorf("a change to a tool call's %s is not seen", reflect.TypeFor[llm.ToolCall]().Field(i).Name)
+		}
+	}
+	b = base()
+	b.ToolCalls = []llm.ToolCall{{ID: "a", Name: "b", Arguments: nil}}
+	a.ToolCalls = []llm.ToolCall{{ID: "a", Name: "b", Arguments: json.RawMessage{}}}
+	if sameEntry(&a, &b) {
+		t.Error("a nil argument (null) and an empty one are the same")
+	}
+}
