@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -190,5 +191,31 @@ func TestZonesAreResolvedOnce(t *testing.T) {
 	d, err := LoadIANA("Europe/Paris")
 	if err != nil || c != d {
 		t.Fatalf("after many made-up names, a real zone is read at every call (%p, %p, %v)", c, d, err)
+	}
+}
+
+// TestTimezoneArgDecodesAsJSON: the timezone read without a decoder is the
+// one encoding/json decodes, for canonical arguments (through the tool's
+// schema) and for any others, escapes, controls and bad UTF-8 included.
+func TestTimezoneArgDecodesAsJSON(t *testing.T) {
+	tool := getCurrentTime()
+	raws := []string{`{}`, `{"timezone":"Asia/Shanghai"}`, `{"timezone":"A\u0042"}`, `{"timezone":"a\"b"}`,
+		`{"timezone":"<&>"}`, "{\"timezone\":\"a\x01b\"}", "{\"timezone\":\"\xff\"}", `{"timezone":"é/ü"}`,
+		`{"timezone":"x\\y"}`, `{"timezone" : "UTC"}`, `{"timezone":"UTC","x":1}`, `{"timezone":"UTC"`, `[]`}
+	for _, raw := range raws {
+		inputs := []json.RawMessage{json.RawMessage(raw)}
+		if canonical, err := tool.Schema.Normalize(json.RawMessage(raw)); err == nil {
+			inputs = append(inputs, canonical)
+		}
+		for _, in := range inputs {
+			var want struct {
+				Timezone string `json:"timezone"`
+			}
+			werr := json.Unmarshal(in, &want)
+			got, err := timezoneArg(in)
+			if (err != nil) != (werr != nil) || got != want.Timezone {
+				t.Errorf("timezoneArg(%q) = %q, %v; encoding/json: %q, %v", in, got, err, want.Timezone, werr)
+			}
+		}
 	}
 }
