@@ -113,6 +113,10 @@ func encodeMeta(m *storedMeta) []byte {
 	return b
 }
 
+// encodeValue encodes m as a staged value (stageMeta); m is never modified
+// once staged.
+func (m *storedMeta) encodeValue() ([]byte, error) { return encodeMeta(m), nil }
+
 func decodeMeta(b []byte) (storedMeta, error) {
 	var m storedMeta
 	d := decoder{b: b}

@@ -280,7 +280,9 @@ func (tx *Txn) publishMetas() {
 func (tx *Txn) stageMeta(sm *storedMeta) {
 	kept := *sm
 	sv := tx.newStaged()
-	sv.value, sv.meta = encodeMeta(sm), &kept
+	// Encoded when the batch is built, out of the write lock: reads of
+	// metadata take the decoded form (loadMeta, the metadata cache).
+	sv.meta, sv.encode = &kept, &kept
 	tx.stageValue(metaKey(sm.OID), sv)
 }
 

@@ -68,9 +68,9 @@ func (c *readCache) put(key string, r storedRead) {
 // applied brings the cache up to date with a batch that was applied: each
 // key it holds takes its new state. A key written but not held stays out,
 // since most writes (events, call and tool records, the live index) are not
-// read back; a held key whose value is encoded late (Txn.SetFunc) leaves,
-// so that it is not encoded under the write lock for a read that may never
-// come.
+// read back; a held key whose value is encoded late (Txn.SetFunc, object
+// metadata) leaves, so that it is not encoded under the write lock for a
+// read that may never come.
 func (c *readCache) applied(writes map[string]*stagedValue) {
 	for k, sv := range writes {
 		if sv.encode != nil {

@@ -68,12 +68,22 @@ type stagedValue struct {
 	// encode, when set, writes value the first time it is read (bytes):
 	// when the batch is built, out of the write lock, unless a read in the
 	// transaction or a later Update's read of the pending batch needs it
-	// first (Txn.SetFunc). encoded guards it, since the batch's builder and
-	// such a read may race.
-	encode    func() ([]byte, error)
+	// first (Txn.SetFunc, and object metadata, which is meta). encoded
+	// guards it, since the batch's builder and such a read may race.
+	encode    valueEncoder
 	encoded   sync.Once
 	encodeErr error
 }
+
+// valueEncoder writes a staged value encoded late.
+type valueEncoder interface {
+	encodeValue() ([]byte, error)
+}
+
+// valueEncoderFunc is the valueEncoder of Txn.SetFunc.
+type valueEncoderFunc func() ([]byte, error)
+
+func (f valueEncoderFunc) encodeValue() ([]byte, error) { return f() }
 
 // bytes returns the staged value, written first if it is encoded late.
 func (sv *stagedValue) bytes() ([]byte, error) {
@@ -90,7 +100,7 @@ func (sv *stagedValue) runEncode() {
 			sv.value, sv.encodeErr = nil, fmt.Errorf("encode a value: panic: %v", r)
 		}
 	}()
-	v, err := sv.encode()
+	v, err := sv.encode.encodeValue()
 	if err != nil {
 		sv.encodeErr = fmt.Errorf("encode a value: %w", err)
 		return
@@ -351,7 +361,7 @@ func (tx *Txn) SetFunc(key []byte, encode func() ([]byte, error)) error {
 		return fmt.Errorf("objects: set %q: %w: encode: must not be nil", key, ErrInvalid)
 	}
 	sv := tx.newStaged()
-	sv.encode = encode
+	sv.encode = valueEncoderFunc(encode)
 	tx.stageValue(key, sv)
 	return nil
 }
