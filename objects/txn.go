@@ -41,10 +41,6 @@ type Txn struct {
 	savepoints    []uint64
 	nextSavepoint uint64
 
-	// stored remembers what this transaction read from the database: nothing
-	// else changes it while the transaction is open (an Update holds the
-	// write lock, a View reads a snapshot), so each key is fetched once.
-	stored map[string]storedRead
 	// readFailedBatch is set when a read found, in a batch not yet applied,
 	// a value whose encoding failed (SetFunc): that batch fails the store
 	// in its turn, and this Update fails with it, whatever its function
@@ -225,9 +221,16 @@ func (tx *Txn) get(key []byte) ([]byte, bool, error) {
 	return out, ok, nil
 }
 
+// getStored reads key as the transaction sees the database: for an
+// Update, the batches not yet applied, then the read cache, then Pebble;
+// for a View, its snapshot. Nothing else changes what it reads while the
+// transaction is open (an Update holds the write lock, a View reads a
+// snapshot), and a key read again is found in the read cache, so reads are
+// not remembered per transaction.
 func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
-	r, ok := tx.stored[string(key)]
-	if !ok && !tx.readOnly {
+	var r storedRead
+	var ok bool
+	if !tx.readOnly {
 		if r, ok, err = tx.pendingRead(key); err != nil {
 			return nil, false, err
 		}
@@ -245,7 +248,6 @@ func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
 			tx.s.reads.put(string(key), r)
 		}
 	}
-	tx.remember(key, r)
 	if !r.found {
 		return nil, false, nil
 	}
@@ -289,13 +291,6 @@ func (tx *Txn) readStored(key []byte) (_ storedRead, err error) {
 		return storedRead{}, err
 	}
 	return storedRead{value: out, found: true}, nil
-}
-
-func (tx *Txn) remember(key []byte, r storedRead) {
-	if tx.stored == nil {
-		tx.stored = make(map[string]storedRead)
-	}
-	tx.stored[string(key)] = r
 }
 
 func checkRawKey(key []byte) error {
