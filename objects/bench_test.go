@@ -183,28 +183,9 @@ func BenchmarkCASVsRawParallel(b *testing.B) {
 	// The same keys and values as a compare-and-swap write (metadata,
 	// payload, event) in one synced raw batch: what is left between this and
 	// cas is the store's own cost, the rest is the data a write stores.
-	var metas [][]byte
-	var event []byte
-	mustView(b, s, func(tx *Txn) error {
-		for _, oid := range oids {
-			sm, _, err := tx.loadMeta(oid)
-			if err != nil {
-				return err
-			}
-			metas = append(metas, encodeMeta(&sm))
-			e := Event{Time: s.now(), Kind: EventObjectWritten, Data: objectEventJSON(&sm)}
-			event = encodeEvent(&e)
-		}
-		return nil
-	})
-	var seq atomic.Uint64
-	rawSameData := func(w int) error {
-		batch := db.NewBatch()
-		defer batch.Close()
-		_ = batch.Set(metaKey(oids[w]), metas[w], nil)
-		_ = batch.Set(payloadKey(oids[w]), payload, nil)
-		_ = batch.Set(eventKey(seq.Add(1)), event, nil)
-		return batch.Commit(pebble.Sync)
+	rawSameData, err := (&RawPebble{db: db}).WriteLike(s, oids, versions, WriteSpec{Payload: payload})
+	if err != nil {
+		b.Fatal(err)
 	}
 	var casTime, rawTime, rawDefaultTime, rawSameDataTime time.Duration
 	b.ResetTimer()

@@ -89,3 +89,58 @@ func (r *RawPebble) SyncedSets(writers, n int, value []byte) (float64, error) {
 	}
 	return float64(n) / d.Seconds(), nil
 }
+
+// errShapeOnly ends the transaction WriteLike reads a write's records from.
+var errShapeOnly = errors.New("objects: shape only")
+
+// WriteLike returns an op for RunWriters that writes to r, in one synced
+// batch, the records a compare-and-swap write of spec to each writer's
+// Object of s stores (its metadata, payload and event; an event under a new
+// key each time): raw Pebble writing the data the store writes, with none
+// of the store's own work. oids[w] is writer w's Object, at versions[w].
+// Nothing is written to s.
+func (r *RawPebble) WriteLike(s *Store, oids []string, versions []uint64, spec WriteSpec) (func(w int) error, error) {
+	type record struct{ key, value []byte }
+	shapes := make([][]record, len(oids))
+	var event []byte
+	for w, oid := range oids {
+		err := s.Update(func(tx *Txn) error {
+			if _, err := tx.Write(oid, versions[w], spec); err != nil {
+				return err
+			}
+			for k, sv := range tx.writes {
+				v, err := sv.bytes()
+				if err != nil {
+					return err
+				}
+				shapes[w] = append(shapes[w], record{[]byte(k), v})
+			}
+			if err := tx.encodeEvents(); err != nil {
+				return err
+			}
+			for i := range tx.events {
+				event = encodeEvent(&tx.events[i])
+			}
+			return errShapeOnly
+		})
+		if !errors.Is(err, errShapeOnly) {
+			return nil, fmt.Errorf("objects: the records of a write of %s: %w", oid, err)
+		}
+	}
+	var seq atomic.Uint64
+	return func(w int) error {
+		b := r.db.NewBatch()
+		defer b.Close()
+		for _, rec := range shapes[w] {
+			if err := b.Set(rec.key, rec.value, nil); err != nil {
+				return err
+			}
+		}
+		if event != nil {
+			if err := b.Set(eventKey(1<<62+seq.Add(1)), event, nil); err != nil {
+				return err
+			}
+		}
+		return b.Commit(pebble.Sync)
+	}, nil
+}

@@ -164,26 +164,26 @@ func LargeContexts(dir string, procs int) (Result, error) {
 	// Parents that wait for a child each round take their context up
 	// again at every wake-up, after the cache let it go.
 	const parents, rounds = 20, 10
-	smallWaits, smallLock, err := spawnRounds(filepath.Join(dir, "small-waits"), parents, rounds, 0)
+	smallWaits, err := spawnRounds(filepath.Join(dir, "small-waits"), parents, rounds, 0)
 	if err != nil {
 		return Result{}, err
 	}
-	largeWaits, largeLock, err := spawnRounds(filepath.Join(dir, "large-waits"), parents, rounds, textBytes)
+	largeWaits, err := spawnRounds(filepath.Join(dir, "large-waits"), parents, rounds, textBytes)
 	if err != nil {
 		return Result{}, err
 	}
 	perTrip := func(d time.Duration) float64 { return ms(d) / (parents * rounds) }
 	size := fmt.Sprintf("%s × %d", count(procs), quanta)
-	return Result{Name: "large_context", Elapsed: small.elapsed + large.elapsed + smallWaits + largeWaits, Metrics: map[string]float64{
+	return Result{Name: "large_context", Elapsed: small.elapsed + large.elapsed + smallWaits.elapsed + largeWaits.elapsed, Metrics: map[string]float64{
 		"lock-ms/quantum": large.lockMS, "small-lock-ms/quantum": small.lockMS, "cpu-ms/quantum": large.cpuMS,
 		"small-cpu-ms/quantum": small.cpuMS, "quanta/s": large.rate, "small-quanta/s": small.rate, "processes": float64(procs),
-		"lock-ms/roundtrip": perTrip(largeLock), "small-lock-ms/roundtrip": perTrip(smallLock),
+		"lock-ms/roundtrip": perTrip(largeWaits.lock), "small-lock-ms/roundtrip": perTrip(smallWaits.lock),
 	}, Rows: []Row{
 		row("large-context-lock-ms", "store write lock held a quantum, contexts growing to 100 KB, "+size, large.lockMS, "ms",
 			"the same with contexts under 3 KB (ms)", small.lockMS,
 			"≤ 2×", func(_, r float64) bool { return r <= 2 }),
 		row("large-context-wait-lock-ms", fmt.Sprintf("store write lock held a spawn+wait round trip, contexts growing to 200 KB, %d parents × %d", parents, rounds),
-			perTrip(largeLock), "ms", "the same with contexts under 5 KB (ms)", perTrip(smallLock),
+			perTrip(largeWaits.lock), "ms", "the same with contexts under 5 KB (ms)", perTrip(smallWaits.lock),
 			"≤ 2×", func(_, r float64) bool { return r <= 2 }),
 	}}, nil
 }
@@ -248,43 +248,53 @@ func spawnScript(rounds, textBytes int) string {
 	return b.String()
 }
 
-// spawnRounds runs parents parents of spawnScript(rounds, textBytes) and
-// returns the time they took and the store's write lock held meanwhile.
-func spawnRounds(dir string, parents, rounds, textBytes int) (elapsed, lock time.Duration, err error) {
+// spawnRun is what spawnRounds measured: the time the round trips took,
+// and the store's write lock held, synced commits and WAL syncs meanwhile.
+type spawnRun struct {
+	elapsed, lock  time.Duration
+	commits, syncs uint64
+}
+
+// spawnRounds runs parents parents of spawnScript(rounds, textBytes).
+func spawnRounds(dir string, parents, rounds, textBytes int) (spawnRun, error) {
 	rt, err := open(dir, spawnScript(rounds, textBytes))
 	if err != nil {
-		return 0, 0, err
+		return spawnRun{}, err
 	}
 	defer rt.Close()
 	err = spawnParallel(rt, parents, func(int) kernel.SpawnSpec {
 		return kernel.SpawnSpec{Image: "bench:v0", Goal: "spawn", Grants: []capabilities.Grant{grant("process:spawn", capabilities.Write)}}
 	})
 	if err != nil {
-		return 0, 0, err
+		return spawnRun{}, err
 	}
 	before := rt.Store().Stats()
-	elapsed, err = runAll(rt)
+	elapsed, err := runAll(rt)
 	if err != nil {
-		return 0, 0, err
+		return spawnRun{}, err
 	}
-	lock = rt.Store().Stats().WriteLockHeld - before.WriteLockHeld
-	return elapsed, lock, checkExited(rt)
+	after := rt.Store().Stats()
+	return spawnRun{elapsed: elapsed, lock: after.WriteLockHeld - before.WriteLockHeld,
+		commits: after.SyncedCommits - before.SyncedCommits, syncs: after.WALSyncs - before.WALSyncs}, checkExited(rt)
 }
 
 // SpawnRoundTrips has one parent spawn a child, wait for it and be woken by
 // its exit, rounds times in a row: a chain bound by the latency of each
-// commit, against raw Pebble synced Sets/s with one writer.
+// commit, against raw Pebble synced Sets/s with one writer. It reports the
+// synced commits and WAL syncs a round trip takes: the parent's spawn and
+// wait are calls of their own, and the child's exit a third.
 func SpawnRoundTrips(dir string, rounds int) (Result, error) {
 	raw, err := RawSyncedSets(filepath.Join(dir, "raw"), 1, min(rounds, 200)*2)
 	if err != nil {
 		return Result{}, err
 	}
-	elapsed, _, err := spawnRounds(filepath.Join(dir, "runtime"), 1, rounds, 0)
+	run, err := spawnRounds(filepath.Join(dir, "runtime"), 1, rounds, 0)
 	if err != nil {
 		return Result{}, err
 	}
-	rate := perSecond(rounds, elapsed)
-	return Result{Name: "spawn_wait", Elapsed: elapsed, Metrics: map[string]float64{"roundtrips/s": rate, "raw-sets/s": raw},
+	rate := perSecond(rounds, run.elapsed)
+	return Result{Name: "spawn_wait", Elapsed: run.elapsed, Metrics: map[string]float64{"roundtrips/s": rate, "raw-sets/s": raw,
+		"commits/roundtrip": float64(run.commits) / float64(rounds), "wal-syncs/roundtrip": float64(run.syncs) / float64(rounds)},
 		Rows: []Row{row("roundtrips/s", fmt.Sprintf("spawn+run+exit+wake round trips/s, 1 parent × %s in a row", count(rounds)), rate, "/s",
 			"raw Pebble synced Sets/s, 1 writer", raw, "≥ 1,000/s", func(v, _ float64) bool { return v >= 1000 })}}, nil
 }
@@ -297,12 +307,12 @@ func ParallelSpawnRoundTrips(dir string, parents, rounds int) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	elapsed, _, err := spawnRounds(filepath.Join(dir, "runtime"), parents, rounds, 0)
+	run, err := spawnRounds(filepath.Join(dir, "runtime"), parents, rounds, 0)
 	if err != nil {
 		return Result{}, err
 	}
-	rate := perSecond(parents*rounds, elapsed)
-	return Result{Name: "spawn_wait_parallel", Elapsed: elapsed, Metrics: map[string]float64{"roundtrips/s": rate, "raw-sets/s": raw},
+	rate := perSecond(parents*rounds, run.elapsed)
+	return Result{Name: "spawn_wait_parallel", Elapsed: run.elapsed, Metrics: map[string]float64{"roundtrips/s": rate, "raw-sets/s": raw},
 		Rows: []Row{row("parallel-roundtrips/s", fmt.Sprintf("spawn+run+exit+wake round trips/s, %d parents × %s", parents, count(rounds)), rate, "/s",
 			fmt.Sprintf("raw Pebble synced Sets/s, %d writers", parents), raw, "≥ 1,000/s", func(v, _ float64) bool { return v >= 1000 })}}, nil
 }

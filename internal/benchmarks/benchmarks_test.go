@@ -173,6 +173,12 @@ func TestScenariosRun(t *testing.T) {
 		if r.Name == "quanta" && r.Metrics["commits/quantum"] > 2 {
 			t.Errorf("quanta: %v commits a quantum", r.Metrics["commits/quantum"])
 		}
+		if r.Name == "cas" && (r.Metrics["raw-like/s"] <= 0 || r.Metrics["cas/raw-like"] <= 0) {
+			t.Errorf("cas: no raw baseline of the data a write stores: %v", r.Metrics)
+		}
+		if r.Name == "spawn_wait" && (r.Metrics["commits/roundtrip"] < 2 || r.Metrics["wal-syncs/roundtrip"] <= 0) {
+			t.Errorf("spawn_wait: commits and syncs a round trip: %v", r.Metrics)
+		}
 	}
 }
 
