@@ -120,6 +120,9 @@ type Store struct {
 	// publishedEventSeq is the highest event seq of a batch handed on: the
 	// next Update's events follow it. Guarded by writeMu.
 	publishedEventSeq uint64
+	// stagedHint estimates the keys an Update stages, to size its staging
+	// (Txn.keysHint). Guarded by writeMu.
+	stagedHint int
 	// metaCache holds committed decoded metadata by oid for Update
 	// transactions, which read the latest state under writeMu; it spares
 	// every compare-and-swap a Pebble lookup and a decode inside the write
@@ -226,6 +229,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		parkedCh:      make(chan struct{}),
 
 		metaCache:      make(map[string]*storedMeta),
+		stagedHint:     stagedKeysHint,
 		metaCacheLimit: defaultMetaCacheLimit,
 		reads:          newReadCache(readCacheBytes),
 	}
@@ -676,8 +680,12 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 		return nil, fmt.Errorf("objects: update: %w", ferr)
 	}
 	tx := newTxn(s, s.db, false)
+	tx.keysHint = s.stagedHint
 	err := fn(tx)
 	tx.finished = true
+	if n := len(tx.writes); n > 0 {
+		s.stagedHint = nextStagedHint(s.stagedHint, n)
+	}
 	if tx.readFailedBatch {
 		// The batch fn read that value from fails the store in its turn,
 		// which needs no write lock.

@@ -37,6 +37,9 @@ type Txn struct {
 	// undo records, per staged change, what it replaced, so RollbackTo can
 	// restore the overlay exactly.
 	undo []undoEntry
+	// keysHint sizes the staged writes' map, undo log and blocks: the
+	// store's estimate of the keys an Update stages (Store.stagedHint).
+	keysHint int
 	// savepoints holds the ids of savepoints that are still valid, ascending.
 	savepoints    []uint64
 	nextSavepoint uint64
@@ -123,7 +126,7 @@ type Savepoint struct {
 }
 
 func newTxn(s *Store, reader pebble.Reader, readOnly bool) *Txn {
-	return &Txn{s: s, reader: reader, readOnly: readOnly}
+	return &Txn{s: s, reader: reader, readOnly: readOnly, keysHint: stagedKeysHint}
 }
 
 func (tx *Txn) usable(write bool) error {
@@ -151,10 +154,16 @@ func (tx *Txn) stage(key []byte, value []byte, deleted bool) {
 	tx.stageValue(key, sv)
 }
 
-// stagedKeysHint sizes a transaction's first staged write: a quantum's
-// commits stage about this many keys, which a map and an undo log grown
-// from empty reach in several allocations.
+// stagedKeysHint is the first estimate of the keys an Update stages
+// (Store.stagedHint): a quantum's commits stage about this many, which a
+// map and an undo log grown from empty reach in several allocations.
 const stagedKeysHint = 16
+
+// nextStagedHint moves the estimate hint of the keys an Update stages an
+// eighth of the way to n, the keys the last one staged, rounding up.
+func nextStagedHint(hint, n int) int {
+	return min(max((7*hint+n+7)/8, 1), 4*stagedKeysHint)
+}
 
 // newStaged returns a zero stagedValue for the transaction to stage: a
 // quantum's commit stages a few dozen, which blocks hold in a few
@@ -162,9 +171,9 @@ const stagedKeysHint = 16
 // transactions that stage one Object or two.
 func (tx *Txn) newStaged() *stagedValue {
 	if len(tx.staged) == cap(tx.staged) {
-		n := stagedKeysHint
+		n := max(tx.keysHint, 4)
 		if tx.staged == nil {
-			n = 4
+			n = min(n, 4)
 		}
 		tx.staged = make([]stagedValue, 0, n)
 	}
@@ -183,9 +192,9 @@ func (tx *Txn) stageBytes(key, value []byte) {
 // caller (values the package just built are handed over without a copy).
 func (tx *Txn) stageValue(key []byte, sv *stagedValue) {
 	if tx.writes == nil {
-		tx.writes = make(map[string]*stagedValue, stagedKeysHint)
+		tx.writes = make(map[string]*stagedValue, tx.keysHint)
 		if tx.undo == nil {
-			tx.undo = make([]undoEntry, 0, 2*stagedKeysHint)
+			tx.undo = make([]undoEntry, 0, 2*tx.keysHint)
 		}
 	}
 	k := string(key)
