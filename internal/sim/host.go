@@ -22,8 +22,12 @@ type knowledge struct {
 	posted map[string]postedMessage
 	// postOrder lists posted message ids in order.
 	postOrder []string
-	// restoredAt is the step of the latest restore (messages may be
-	// superseded by a restore).
+	// restores counts restores (messages may be superseded, and calls
+	// answered again, by a restore): each the event log reports, and each
+	// the Host or a process's checkpoint_restore may make, as it is asked
+	// for, since a restored process may make its next call before the
+	// restore's event reaches the simulation. It is only compared with
+	// zero.
 	restores int
 	// approvedSpawns counts, per process, the spawns a Human approved: an
 	// ask grant on process:spawn allows exactly those.
@@ -122,7 +126,7 @@ func (w *world) hostActions(final bool) {
 			w.tracef("host checkpoint create %d -> %s %v", p.PID, cp.ID, errString(err))
 		case r < 55:
 			if id := w.pickCheckpoint(); id != "" {
-				rep, err := w.rt.RestoreCheckpoint(id)
+				rep, err := w.restore(id)
 				w.tracef("host checkpoint restore %s -> restored %v killed %v kept %v superseded %d: %v", id, rep.Restored, rep.Killed, rep.KeptTerminal, rep.SupersededMessages, errString(err))
 			}
 		case r < 62:
@@ -223,4 +227,13 @@ func (w *world) wasApproved(call string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.approved[call]
+}
+
+// restore has the Host restore checkpoint id, counted as a restore before
+// it begins (knowledge.restores).
+func (w *world) restore(id string) (kernel.RestoreReport, error) {
+	w.mu.Lock()
+	w.know.restores++
+	w.mu.Unlock()
+	return w.rt.RestoreCheckpoint(id)
 }

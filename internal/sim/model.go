@@ -64,7 +64,7 @@ func (m *model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 				w.tracef("in flight: host checkpoint fork %s -> root %d: %v", id, rep.RootPID, errString(err))
 				return
 			}
-			rep, err := w.rt.RestoreCheckpoint(id)
+			rep, err := w.restore(id)
 			w.tracef("in flight: host checkpoint restore %s -> restored %v killed %v: %v", id, rep.Restored, rep.Killed, errString(err))
 		})
 	}
@@ -284,6 +284,9 @@ func (w *world) respond(req *llm.Request, v *ctxView) llm.Response {
 	add := func(name string, args any) {
 		w.ids++
 		id := fmt.Sprintf("c%d", w.ids)
+		if name == "checkpoint_restore" {
+			w.know.restores++ // counted as it may begin (knowledge.restores)
+		}
 		var raw json.RawMessage
 		switch a := args.(type) {
 		case json.RawMessage:
