@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -232,16 +231,14 @@ func runWriters(b *testing.B, writers, n int, op func(w int) error) time.Duratio
 	return time.Since(start)
 }
 
-// openRawPebble opens Pebble as the store does (its WAL format, bloom
-// filters and block cache, and the WAL-watching filesystem, which counts
-// syncs), as the baseline for the CAS benchmarks.
+// openRawPebble opens Pebble as the store does (OpenRawPebble), as the
+// baseline for the CAS benchmarks.
 func openRawPebble(b *testing.B) (*pebble.DB, *storeFS) {
-	opts := &pebble.Options{FormatMajorVersion: storeFormat, Cache: pebble.NewCache(defaultCacheBytes)}
-	defer opts.Cache.Unref()
-	for i := range opts.Levels {
-		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	r, err := OpenRawPebble(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
 	}
-	return openRawPebbleWith(b, opts)
+	return r.db, r.fs
 }
 
 // openRawPebbleWith opens Pebble with opts on the WAL-watching filesystem.

@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// RawPebble is Pebble opened as a store opens it (its format, bloom filters
-// and block cache, on the same WAL-watching filesystem) with none of the
-// store around it: the floor a store's synced commits are compared with in
-// benchmarks. It is not a store and holds no runtime directory.
+// RawPebble is Pebble opened as a store opens it (its format, memtable
+// size, bloom filters and block cache, on the same WAL-watching filesystem)
+// with none of the store around it: the floor a store's synced commits are
+// compared with in benchmarks. It is not a store and holds no runtime
+// directory. The memtable size matters to syncs as much as to flushes: a
+// log is recycled only once a memtable is flushed, and a sync of a new log,
+// which grows, takes about twice as long here as one of a recycled log.
 type RawPebble struct {
 	db *pebble.DB
 	fs *storeFS
@@ -26,10 +28,7 @@ type RawPebble struct {
 func OpenRawPebble(dir string) (*RawPebble, error) {
 	cache := pebble.NewCache(defaultCacheBytes)
 	defer cache.Unref()
-	opts := &pebble.Options{FormatMajorVersion: storeFormat, Cache: cache}
-	for i := range opts.Levels {
-		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
+	opts := pebbleOptions(cache)
 	fs := newStoreFS(vfs.Default, func(error) {}, func(error) {})
 	fs.rawLogs = true
 	opts.Logger, opts.FS = storeLogger{}, fs

@@ -236,27 +236,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
-	popts := &pebble.Options{Logger: opts.Logger}
-	// Point lookups dominate (records, headers, object metadata, often of
-	// keys that do not exist): bloom filters spare misses a walk through
-	// every level, and a block cache keeps index blocks off the disk.
 	cache := pebble.NewCache(defaultCacheBytes)
 	defer cache.Unref()
-	popts.Cache = cache
-	for i := range popts.Levels {
-		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
-	// Process records, call records and the live index are rewritten every
-	// quantum: a memtable that holds many quanta keeps only the last version
-	// of each for the flush, and flushes and compactions were a fifth of a
-	// quantum's CPU with Pebble's 4 MiB. Pebble grows a new store's
-	// memtables to this size, from 256 KiB; built with cgo (the default),
-	// it allocates them outside the Go heap.
-	popts.MemTableSize = memTableBytes
-	if !opts.ReadOnly {
-		// WAL chunks of this format carry the offset synced so far, which
-		// tells damage in the middle of a log from a torn tail (checkWAL).
-		popts.FormatMajorVersion = storeFormat
+	popts := pebbleOptions(cache)
+	popts.Logger = opts.Logger
+	if opts.ReadOnly {
+		// A read-only open keeps the format the directory has.
+		popts.FormatMajorVersion = 0
 	}
 	if opts.Pebble != nil {
 		opts.Pebble(popts)
@@ -1012,6 +998,29 @@ func (s *Store) scanEvents(lower, upper []byte, limit int, reverse bool) (events
 // reads back from storage.
 func (s *Store) now() time.Time {
 	return time.Unix(0, s.clock().UnixNano()).UTC()
+}
+
+// pebbleOptions are the options a store opens Pebble with, but for the
+// filesystem, lock, logger and listeners, which RawPebble shares.
+func pebbleOptions(cache *pebble.Cache) *pebble.Options {
+	popts := &pebble.Options{Cache: cache, MemTableSize: memTableBytes}
+	// Point lookups dominate (records, headers, object metadata, often of
+	// keys that do not exist): bloom filters spare misses a walk through
+	// every level, and a block cache keeps index blocks off the disk.
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	// Process records, call records and the live index are rewritten every
+	// quantum: a memtable that holds many quanta keeps only the last version
+	// of each for the flush, and flushes and compactions were a fifth of a
+	// quantum's CPU with Pebble's 4 MiB. Pebble grows a new store's
+	// memtables to this size, from 256 KiB; built with cgo (the default),
+	// it allocates them outside the Go heap.
+	//
+	// WAL chunks of storeFormat carry the offset synced so far, which tells
+	// damage in the middle of a log from a torn tail (checkWAL).
+	popts.FormatMajorVersion = storeFormat
+	return popts
 }
 
 // memTableBytes is the size a store's memtables grow to.
