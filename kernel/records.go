@@ -339,15 +339,11 @@ func mayBeLive(tx *txn, pid int64) (bool, error) {
 	if _, ok := tx.procs[pid]; ok {
 		return true, nil
 	}
-	_, err := tx.Get(liveKey(pid))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, objects.ErrNotFound):
-		return false, nil
-	default:
+	_, found, err := tx.Find(liveKey(pid))
+	if err != nil {
 		return false, fmt.Errorf("live index entry of pid %d: %w", pid, err)
 	}
+	return found, nil
 }
 
 // scanLive calls fn with the index entry of every process that is not

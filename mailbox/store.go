@@ -81,12 +81,12 @@ func (h header) encode() []byte {
 }
 
 func loadHeader(tx *objects.Txn, recipient int64) (header, error) {
-	raw, err := tx.Get(headerKey(recipient))
-	if errors.Is(err, objects.ErrNotFound) {
-		return header{firstUnread: 1}, nil
-	}
+	raw, found, err := tx.Find(headerKey(recipient))
 	if err != nil {
 		return header{}, fmt.Errorf("queue of %d: %w", recipient, err)
+	}
+	if !found {
+		return header{firstUnread: 1}, nil
 	}
 	if len(raw) != headerSize || raw[0] != headerFormatV1 {
 		return header{}, fmt.Errorf("queue of %d: corrupt header (%d bytes)", recipient, len(raw))
@@ -173,12 +173,12 @@ func putMessage(tx *objects.Txn, m *Message) error {
 // found=false.
 func loadMessage(tx *objects.Txn, recipient int64, seq uint64) (Message, bool, error) {
 	key := seqKey(keyMsg, recipient, seq)
-	raw, err := tx.Get(key)
-	if errors.Is(err, objects.ErrNotFound) {
-		return Message{}, false, nil
-	}
+	raw, found, err := tx.Find(key)
 	if err != nil {
 		return Message{}, false, fmt.Errorf("load %s: %w", FormatID(recipient, seq), err)
+	}
+	if !found {
+		return Message{}, false, nil
 	}
 	m, err := decodeMessage(key, raw)
 	if err != nil {

@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// A transaction remembers what it read from the database; its own writes,
-// rolled back or not, still read through its overlay first, and what it was
-// handed it may change without changing what it reads next.
+// A transaction reads its own writes, rolled back or not, through its
+// overlay first, and what it was handed it may change without changing what
+// it reads next. Find answers a missing key with found false and no error.
 func TestTxnReadsOnceThroughItsOverlay(t *testing.T) {
 	s := openTest(t, t.TempDir(), nil)
 	defer closeTest(t, s)
@@ -23,6 +23,15 @@ func TestTxnReadsOnceThroughItsOverlay(t *testing.T) {
 		v[0] = 'X' // the caller owns what it was handed
 		if _, err := tx.Get([]byte("k/missing")); !errors.Is(err, ErrNotFound) || err.Error() != `objects: get "k/missing": `+ErrNotFound.Error() {
 			t.Fatalf("missing key: %v", err)
+		}
+		if v, found, err := tx.Find([]byte("k/missing")); v != nil || found || err != nil {
+			t.Fatalf("Find of a missing key = %q, %v, %v", v, found, err)
+		}
+		if v, found, err := tx.Find([]byte("k/a")); string(v) != "stored" || !found || err != nil {
+			t.Fatalf("Find of a stored key = %q, %v, %v", v, found, err)
+		}
+		if _, _, err := tx.Find([]byte("o/m/x")); !errors.Is(err, ErrReservedKey) {
+			t.Fatalf("Find of a reserved key: %v", err)
 		}
 		sp := tx.Savepoint()
 		if err := tx.Set([]byte("k/a"), []byte("staged")); err != nil {

@@ -315,20 +315,28 @@ func checkRawKey(key []byte) error {
 // Get returns a copy of the value stored under a raw key, or an error
 // wrapping ErrNotFound.
 func (tx *Txn) Get(key []byte) ([]byte, error) {
+	v, ok, err := tx.Find(key)
+	if err == nil && !ok {
+		return nil, &keyNotFound{key: string(key)}
+	}
+	return v, err
+}
+
+// Find is Get for a key that may be missing: it returns a copy of the value
+// stored under a raw key and whether there is one, a missing key being no
+// error.
+func (tx *Txn) Find(key []byte) (value []byte, found bool, err error) {
 	if err := tx.usable(false); err != nil {
-		return nil, fmt.Errorf("objects: get: %w", err)
+		return nil, false, fmt.Errorf("objects: get: %w", err)
 	}
 	if err := checkRawKey(key); err != nil {
-		return nil, fmt.Errorf("objects: get: %w", err)
+		return nil, false, fmt.Errorf("objects: get: %w", err)
 	}
 	v, ok, err := tx.get(key)
 	if err != nil {
-		return nil, fmt.Errorf("objects: get %q: %w", key, err)
+		return nil, false, fmt.Errorf("objects: get %q: %w", key, err)
 	}
-	if !ok {
-		return nil, &keyNotFound{key: string(key)}
-	}
-	return v, nil
+	return v, ok, nil
 }
 
 // keyNotFound is Get's error for a missing key, formatted only when read:
