@@ -228,6 +228,13 @@ func (tx *Txn) loadMeta(oid string) (storedMeta, bool, error) {
 		if sm, ok := tx.s.metaCache[oid]; ok {
 			return *sm, true, nil
 		}
+		// The cache let it go: a batch not yet applied may hold its
+		// decoded form, which spares encoding it under the lock to decode
+		// it again.
+		if sv := tx.pendingStaged(key); sv != nil && sv.meta != nil {
+			tx.s.cacheMeta(oid, sv.meta)
+			return *sv.meta, true, nil
+		}
 	}
 	raw, ok, err := tx.get(key)
 	if err != nil || !ok {

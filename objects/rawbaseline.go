@@ -99,9 +99,12 @@ var errShapeOnly = errors.New("objects: shape only")
 // of the store's own work. oids[w] is writer w's Object, at versions[w].
 // Nothing is written to s.
 func (r *RawPebble) WriteLike(s *Store, oids []string, versions []uint64, spec WriteSpec) (func(w int) error, error) {
+	if len(versions) != len(oids) {
+		return nil, fmt.Errorf("objects: write like: %w: versions: %d for %d oids", ErrInvalid, len(versions), len(oids))
+	}
 	type record struct{ key, value []byte }
 	shapes := make([][]record, len(oids))
-	var event []byte
+	events := make([][]byte, len(oids))
 	for w, oid := range oids {
 		err := s.Update(func(tx *Txn) error {
 			if _, err := tx.Write(oid, versions[w], spec); err != nil {
@@ -118,7 +121,7 @@ func (r *RawPebble) WriteLike(s *Store, oids []string, versions []uint64, spec W
 				return err
 			}
 			for i := range tx.events {
-				event = encodeEvent(&tx.events[i])
+				events[w] = encodeEvent(&tx.events[i])
 			}
 			return errShapeOnly
 		})
@@ -135,8 +138,8 @@ func (r *RawPebble) WriteLike(s *Store, oids []string, versions []uint64, spec W
 				return err
 			}
 		}
-		if event != nil {
-			if err := b.Set(eventKey(1<<62+seq.Add(1)), event, nil); err != nil {
+		if events[w] != nil {
+			if err := b.Set(eventKey(1<<62+seq.Add(1)), events[w], nil); err != nil {
 				return err
 			}
 		}

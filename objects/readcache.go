@@ -7,8 +7,8 @@ package objects
 //
 // Most keys a commit reads it reads once (a call record, a new name), so a
 // key first enters a small probation segment and moves to the main one when
-// it is read again; read-once keys then churn only probation and do not push
-// out the hot ones.
+// a later Update reads it again; read-once keys then churn only probation
+// and do not push out the hot ones, even when one Update reads them twice.
 //
 // It is used only with writeMu held: Update transactions read and fill it,
 // and each applied batch updates the entries of the keys it wrote, so it is
@@ -16,6 +16,9 @@ package objects
 // older. Values are never modified; readers copy them.
 type readCache struct {
 	main, probation readSegment
+	// turn numbers the Updates (newTurn); an entry put on probation
+	// records it.
+	turn uint64
 }
 
 // readSegment is a map of entries with a bound on their bytes; past it, an
@@ -44,14 +47,17 @@ func newReadCache(limit int) *readCache {
 	}
 }
 
+// newTurn starts an Update's reads.
+func (c *readCache) newTurn() { c.turn++ }
+
 // get returns key's committed state, if held; a key held in probation moves
-// to the main segment.
+// to the main segment when an Update after the one that put it reads it.
 func (c *readCache) get(key []byte) (storedRead, bool) {
 	if r, ok := c.main.entries[string(key)]; ok {
 		return r, true
 	}
 	r, ok := c.probation.entries[string(key)]
-	if ok {
+	if ok && r.turn != c.turn {
 		k := string(key)
 		c.probation.remove(k)
 		c.main.put(k, r)
@@ -62,6 +68,7 @@ func (c *readCache) get(key []byte) (storedRead, bool) {
 // put keeps r as the committed state of a key just read from the database.
 func (c *readCache) put(key string, r storedRead) {
 	c.main.remove(key)
+	r.turn = c.turn
 	c.probation.put(key, r)
 }
 

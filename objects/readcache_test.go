@@ -166,3 +166,78 @@ func TestSetHandoff(t *testing.T) {
 		return nil
 	})
 }
+
+// TestProbationIsLeftByALaterRead: a key read twice by one Update stays on
+// probation, so that keys one commit reads twice do not push hot ones out of
+// the main segment; a later Update's read moves it there.
+func TestProbationIsLeftByALaterRead(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("k/a"), []byte("v")) })
+	mustUpdate(t, s, func(tx *Txn) error {
+		for range 2 {
+			if _, err := tx.Get([]byte("k/a")); err != nil {
+				return err
+			}
+			if _, _, err := tx.Find([]byte("k/none")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for _, key := range []string{"k/a", "k/none"} {
+		if _, ok := s.reads.main.entries[key]; ok {
+			t.Errorf("%s read twice by one Update is in the main segment", key)
+		}
+		if _, ok := s.reads.probation.entries[key]; !ok {
+			t.Errorf("%s read by an Update is not on probation", key)
+		}
+	}
+	mustUpdate(t, s, func(tx *Txn) error {
+		_, err := tx.Get([]byte("k/a"))
+		return err
+	})
+	if _, ok := s.reads.main.entries["k/a"]; !ok {
+		t.Error("a key a later Update read is not in the main segment")
+	}
+}
+
+// TestStagedHintSettles: the estimate of the keys an Update stages follows
+// what Updates stage, down to a small write and up to a large one, within
+// its bounds.
+func TestStagedHintSettles(t *testing.T) {
+	h := stagedKeysHint
+	for range 200 {
+		h = nextStagedHint(h, 2)
+	}
+	if h != 2 {
+		t.Errorf("after writes of 2 keys the estimate is %d", h)
+	}
+	for range 200 {
+		h = nextStagedHint(h, 30)
+	}
+	if h != 30 {
+		t.Errorf("after writes of 30 keys the estimate is %d", h)
+	}
+	for range 200 {
+		h = nextStagedHint(h, 1000)
+	}
+	if h != 4*stagedKeysHint {
+		t.Errorf("after writes of 1,000 keys the estimate is %d, want the bound %d", h, 4*stagedKeysHint)
+	}
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	for range 50 {
+		_ = s.Update(func(tx *Txn) error {
+			for i := range 60 {
+				if err := tx.Set(fmt.Appendf(nil, "k/%d", i), []byte("v")); err != nil {
+					return err
+				}
+			}
+			return errors.New("refused")
+		})
+	}
+	if s.stagedHint != stagedKeysHint {
+		t.Errorf("refused Updates moved the estimate to %d", s.stagedHint)
+	}
+}

@@ -667,11 +667,9 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	}
 	tx := newTxn(s, s.db, false)
 	tx.keysHint = s.stagedHint
+	s.reads.newTurn()
 	err := fn(tx)
 	tx.finished = true
-	if n := len(tx.writes); n > 0 {
-		s.stagedHint = nextStagedHint(s.stagedHint, n)
-	}
 	if tx.readFailedBatch {
 		// The batch fn read that value from fails the store in its turn,
 		// which needs no write lock.
@@ -699,6 +697,9 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 		return tx, nil
 	}
 
+	if n := len(tx.writes); n > 0 {
+		s.stagedHint = nextStagedHint(s.stagedHint, n)
+	}
 	commit := newCommitWait()
 	s.locals.setLast(commit)
 	// The caches take this batch's writes now, and pending holds them until

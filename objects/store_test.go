@@ -756,6 +756,12 @@ func TestUpdatesRunWhileEarlierBatchesWait(t *testing.T) {
 				}); err != nil {
 					return err
 				}
+				// Metadata the cache let go is found in the batch that
+				// waits, decoded.
+				delete(s.metaCache, m.OID)
+				if meta, err := tx.Stat(m.OID); err != nil || meta.Version != 2 {
+					t.Errorf("Stat behind a waiting batch after the cache let it go: version %d, %v; want 2", meta.Version, err)
+				}
 				_, data, err := tx.Read(m.OID)
 				if err != nil {
 					return err

@@ -55,6 +55,8 @@ type Txn struct {
 type storedRead struct {
 	value []byte
 	found bool
+	// turn is the Update whose read put it in the read cache.
+	turn uint64
 }
 
 type stagedValue struct {
@@ -160,9 +162,13 @@ func (tx *Txn) stage(key []byte, value []byte, deleted bool) {
 const stagedKeysHint = 16
 
 // nextStagedHint moves the estimate hint of the keys an Update stages an
-// eighth of the way to n, the keys the last one staged, rounding up.
+// eighth of the way to n, the keys the last one staged, rounding towards
+// n, so that it settles on n.
 func nextStagedHint(hint, n int) int {
-	return min(max((7*hint+n+7)/8, 1), 4*stagedKeysHint)
+	if n < hint {
+		return max((7*hint+n)/8, 1)
+	}
+	return min((7*hint+n+7)/8, 4*stagedKeysHint)
 }
 
 // newStaged returns a zero stagedValue for the transaction to stage: a
@@ -232,10 +238,11 @@ func (tx *Txn) get(key []byte) ([]byte, bool, error) {
 
 // getStored reads key as the transaction sees the database: for an
 // Update, the batches not yet applied, then the read cache, then Pebble;
-// for a View, its snapshot. Nothing else changes what it reads while the
-// transaction is open (an Update holds the write lock, a View reads a
-// snapshot), and a key read again is found in the read cache, so reads are
-// not remembered per transaction.
+// for a View, its snapshot. Reads are not remembered per transaction: a key
+// an Update reads again is found in the read cache, and nothing else
+// changes what it reads (it holds the write lock; a View reads a snapshot)
+// but a batch not yet applied that fails and is dropped meanwhile, after
+// which the Update fails whatever it read (Store.update).
 func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
 	var r storedRead
 	var ok bool
@@ -266,11 +273,7 @@ func (tx *Txn) getStored(key []byte) (_ []byte, _ bool, err error) {
 // pendingRead reads key from the newest batch not yet applied that wrote it,
 // which Pebble may not have yet (Store.pending). Only an Update reads it.
 func (tx *Txn) pendingRead(key []byte) (storedRead, bool, error) {
-	var sv *stagedValue
-	tx.s.pending.Load().newestFirst(func(p *pendingBatch) bool {
-		sv = p.writes[string(key)]
-		return sv == nil
-	})
+	sv := tx.pendingStaged(key)
 	if sv == nil {
 		return storedRead{}, false, nil
 	}
@@ -283,6 +286,17 @@ func (tx *Txn) pendingRead(key []byte) (storedRead, bool, error) {
 		return storedRead{}, false, fmt.Errorf("read %q: %w", key, err)
 	}
 	return storedRead{value: v, found: true}, true, nil
+}
+
+// pendingStaged returns what the newest batch not yet applied that wrote
+// key staged under it, if any. Only an Update reads it.
+func (tx *Txn) pendingStaged(key []byte) *stagedValue {
+	var sv *stagedValue
+	tx.s.pending.Load().newestFirst(func(p *pendingBatch) bool {
+		sv = p.writes[string(key)]
+		return sv == nil
+	})
+	return sv
 }
 
 // readStored looks key up in the transaction's reader.
