@@ -233,6 +233,9 @@ func (k *Runtime) commitResult(ctx context.Context, pid int64, goOn bool, finish
 			finished = true
 			nx, err = k.goOn(ctx, tx, r)
 			started, taken = tx.started, tx.taken
+			if err == nil {
+				k.maySyncLater(tx, nx)
+			}
 			return err
 		})
 		if err != nil {
@@ -295,6 +298,21 @@ func (n next) phase() quantumPhase {
 		return phaseCall{pid: n.pid, start: n.start}
 	}
 	return nil
+}
+
+// maySyncLater lets tx's sync wait for the next commit's (objects.Txn.
+// SyncLater) when nothing waits on tx: its worker goes on with nothing,
+// starts no call and leaves no process runnable, while another worker's
+// quantum is under way, whose commit follows. A child's exit before its
+// parent's wait commits, and a parent's wait before its child's exit, then
+// share one sync.
+func (k *Runtime) maySyncLater(tx *txn, nx next) {
+	if nx.phase() != nil || len(tx.started) > 0 || tx.taken != 0 || tx.runnableBesides(0) > 0 {
+		return
+	}
+	if k.sched.othersWorking() {
+		tx.SyncLater()
+	}
 }
 
 // goOn is what the worker of r, whose call's result (or effect's result)

@@ -503,6 +503,14 @@ func (s *scheduler) idle() bool {
 	return s.working == 0 && len(s.queue) == 0
 }
 
+// othersWorking reports whether a worker besides the caller's has a
+// quantum to run.
+func (s *scheduler) othersWorking() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.working > 1
+}
+
 // busy reports whether a worker has a quantum to run.
 func (s *scheduler) busy() bool {
 	s.mu.Lock()

@@ -111,6 +111,11 @@ type Store struct {
 	// (or given up after a failure): the next batch waits for it, so batches
 	// reach Pebble one at a time in writeMu's order. Guarded by writeMu.
 	applyTurn chan struct{}
+	// lazy are the commits applied without a sync request that wait for a
+	// later commit's sync (Txn.SyncLater). Guarded by lazyMu.
+	lazyMu   sync.Mutex
+	lazy     []*lazySync
+	lazyWait time.Duration
 	// beforeApply, set only by tests, runs in each batch's turn before it
 	// is published and applied.
 	beforeApply func()
@@ -230,6 +235,7 @@ func Open(dir string, opts Options) (*Store, error) {
 
 		metaCache:      make(map[string]*storedMeta),
 		stagedHint:     stagedKeysHint,
+		lazyWait:       lazySyncWait,
 		metaCacheLimit: defaultMetaCacheLimit,
 		reads:          newReadCache(readCacheBytes),
 	}
@@ -746,9 +752,24 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	if aerr == nil {
 		aerr = berr
 	}
+	lazy := tx.syncLater && aerr == nil
+	var covered []*lazySync
+	var mine *lazySync
+	if lazy {
+		mine = &lazySync{done: make(chan struct{})}
+	} else {
+		covered = s.takeLazy()
+	}
 	if aerr == nil {
 		s.locals.publish(tx.locals, commit)
-		aerr = s.apply(batch)
+		aerr = s.apply(batch, !lazy)
+	}
+	if mine != nil {
+		if aerr == nil {
+			s.addLazy(mine)
+		} else {
+			mine = nil
+		}
 	}
 	if aerr == nil {
 		s.locals.applied(tx.locals)
@@ -763,13 +784,18 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	close(done)
 	failed := aerr != nil
 	if !failed {
-		if serr := batch.SyncWait(); serr != nil {
+		serr := s.waitSync(batch, mine)
+		if serr != nil {
 			s.fail(fmt.Errorf("sync: %w", serr))
 			failed = true
 		}
 		// A log that failed before this commit's sync returned may not hold
 		// its record, whatever Pebble was told (storeFS).
 		failed = failed || s.fs.walDead.Load()
+	}
+	for _, c := range covered {
+		c.failed = failed
+		close(c.done)
 	}
 	if batch != nil {
 		_ = batch.Close()
@@ -841,7 +867,7 @@ func (s *Store) dropPending(pb *pendingBatch) {
 // reports some commit-pipeline errors through Logger.Fatalf (a panic on this
 // goroutine, see storeLogger) and panics on a record after a WAL error;
 // those are turned into an error here.
-func (s *Store) apply(batch *pebble.Batch) (err error) {
+func (s *Store) apply(batch *pebble.Batch, sync bool) (err error) {
 	if ferr := s.failedErr(); ferr != nil {
 		// A WAL error the filesystem watcher saw since it was published.
 		return ferr
@@ -855,7 +881,11 @@ func (s *Store) apply(batch *pebble.Batch) (err error) {
 			err = fmt.Errorf("apply batch: pebble panic: %v", r)
 		}
 	}()
-	if err := s.db.ApplyNoSyncWait(batch, pebble.Sync); err != nil {
+	apply := func() error { return s.db.ApplyNoSyncWait(batch, pebble.Sync) }
+	if !sync {
+		apply = func() error { return s.db.Apply(batch, pebble.NoSync) }
+	}
+	if err := apply(); err != nil {
 		return fmt.Errorf("apply batch: %w", s.writeErr(err))
 	}
 	return nil

@@ -44,6 +44,8 @@ type Txn struct {
 	savepoints    []uint64
 	nextSavepoint uint64
 
+	// syncLater is set by SyncLater.
+	syncLater bool
 	// readFailedBatch is set when a read found, in a batch not yet applied,
 	// a value whose encoding failed (SetFunc): that batch fails the store
 	// in its turn, and this Update fails with it, whatever its function
@@ -885,3 +887,9 @@ const batchHeaderLen = 12
 // batchRecordOverhead covers a batch record's kind byte and two length
 // varints.
 const batchRecordOverhead = 1 + 2*binary.MaxVarintLen32
+
+// SyncLater lets the commit's sync wait, for a short while, for the sync of
+// a later commit, which makes both durable: a caller that knows another
+// commit is on its way and that nothing waits on this one spares the log a
+// sync in a row. Update still returns only once the commit is durable.
+func (tx *Txn) SyncLater() { tx.syncLater = true }

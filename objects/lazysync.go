@@ -1,0 +1,88 @@
+package objects
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// lazySyncWait bounds how long a commit applied without a sync request
+// waits for a later commit's sync before it asks for its own
+// (Store.lazyWait, which tests change).
+const lazySyncWait = time.Millisecond
+
+// lazySync is a commit applied without a sync request (Txn.SyncLater).
+type lazySync struct {
+	done   chan struct{} // closed by the commit whose sync covered it
+	failed bool          // that commit failed; set before done closes
+}
+
+// addLazy records l, applied, for the next synced commit to cover. Caller
+// has its batch's turn.
+func (s *Store) addLazy(l *lazySync) {
+	s.lazyMu.Lock()
+	s.lazy = append(s.lazy, l)
+	s.lazyMu.Unlock()
+}
+
+// takeLazy takes the lazy commits applied so far, which a commit applied
+// after them with a sync covers. Caller has its batch's turn.
+func (s *Store) takeLazy() []*lazySync {
+	s.lazyMu.Lock()
+	defer s.lazyMu.Unlock()
+	l := s.lazy
+	s.lazy = nil
+	return l
+}
+
+// waitSync waits until batch, applied, is durable: its own sync, or, for a
+// lazy commit, the sync of a later commit, or after lazySyncWait a sync it
+// asks for.
+func (s *Store) waitSync(batch *pebble.Batch, lazy *lazySync) error {
+	if lazy == nil {
+		return batch.SyncWait()
+	}
+	t := time.NewTimer(s.lazyWait)
+	defer t.Stop()
+	select {
+	case <-lazy.done:
+		if lazy.failed {
+			return fmt.Errorf("the commit that covered it failed: %w", s.failedErr())
+		}
+		return nil
+	case <-t.C:
+	}
+	s.lazyMu.Lock()
+	if i := slices.Index(s.lazy, lazy); i >= 0 {
+		s.lazy = slices.Delete(s.lazy, i, i+1)
+		s.lazyMu.Unlock()
+		return s.syncLog()
+	}
+	s.lazyMu.Unlock()
+	// A commit took it meanwhile, and reports its sync.
+	<-lazy.done
+	if lazy.failed {
+		return fmt.Errorf("the commit that covered it failed: %w", s.failedErr())
+	}
+	return nil
+}
+
+// syncLog asks for a sync of the write-ahead log, through an empty log
+// record, and waits for it.
+func (s *Store) syncLog() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if f, ok := r.(pebbleFatal); ok {
+				err = fmt.Errorf("sync log: %w", f.err)
+				return
+			}
+			err = fmt.Errorf("sync log: pebble panic: %v", r)
+		}
+	}()
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("sync log: %w", s.writeErr(err))
+	}
+	return nil
+}
