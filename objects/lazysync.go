@@ -19,7 +19,8 @@ type lazySync struct {
 	failed bool          // that commit failed; set before done closes
 }
 
-// addLazy records l, applied, for the next synced commit to cover. Caller
+// addLazy records l, applied, for the next synced commit to cover, or for
+// fail to release. Whoever takes l from the list closes its done. Caller
 // has its batch's turn.
 func (s *Store) addLazy(l *lazySync) {
 	s.lazyMu.Lock()
@@ -58,6 +59,11 @@ func (s *Store) waitSync(batch *pebble.Batch, lazy *lazySync) error {
 	if i := slices.Index(s.lazy, lazy); i >= 0 {
 		s.lazy = slices.Delete(s.lazy, i, i+1)
 		s.lazyMu.Unlock()
+		// A failed store sends Pebble nothing more (fail releases the
+		// lazy commits; this one may have left the list first).
+		if err := s.failedErr(); err != nil {
+			return err
+		}
 		return s.syncLog()
 	}
 	s.lazyMu.Unlock()

@@ -3,6 +3,7 @@ package objects
 import (
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -173,5 +174,170 @@ func TestSyncLaterIsCoveredByOnlyALaterBatch(t *testing.T) {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// heldSyncs holds every sync of a write-ahead log while held is set, and
+// counts the syncs it holds.
+type heldSyncs struct {
+	mu      sync.Mutex
+	held    bool
+	release chan struct{}
+	waiting int
+}
+
+func newHeldSyncs() *heldSyncs { return &heldSyncs{release: make(chan struct{})} }
+
+func (h *heldSyncs) hold() {
+	h.mu.Lock()
+	h.held = true
+	h.mu.Unlock()
+}
+
+// unhold lets the held syncs go, and every later one; a second call does
+// nothing, so a failing test may call it again before closing the store.
+func (h *heldSyncs) unhold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held {
+		h.held = false
+		close(h.release)
+	}
+}
+
+// holding reports how many syncs wait.
+func (h *heldSyncs) holding() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.waiting
+}
+
+func (h *heldSyncs) inject(op errorfs.Op) error {
+	switch op.Kind {
+	case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+	default:
+		return nil
+	}
+	if !strings.HasSuffix(op.Path, ".log") {
+		return nil
+	}
+	h.mu.Lock()
+	if !h.held {
+		h.mu.Unlock()
+		return nil
+	}
+	h.waiting++
+	release := h.release
+	h.mu.Unlock()
+	<-release
+	return nil
+}
+
+// waitFor polls cond until it holds, failing the test after a while.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(generous)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, generous)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// notYet fails the test if done delivers within a short while.
+func notYet(t *testing.T, done <-chan error, what string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s returned (%v)", what, err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// TestSyncLaterIsNotCoveredByAnEarlierCommit: a commit whose sync began
+// before a lazy commit was applied does not release it, whatever the order
+// in which their Updates wait; the next synced commit does.
+func TestSyncLaterIsNotCoveredByAnEarlierCommit(t *testing.T) {
+	h := newHeldSyncs()
+	s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(h.inject))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeTest(t, s)
+	defer h.unhold() // before the close, which a held sync would block
+	s.lazyWait = time.Hour
+	h.hold()
+	earlier := make(chan error, 1)
+	go func() { earlier <- s.Update(func(tx *Txn) error { return tx.Set([]byte("k/earlier"), []byte("v")) }) }()
+	waitFor(t, "the earlier commit's sync is held", func() bool { return h.holding() > 0 })
+	lazy := startLazy(t, s, "k/lazy")
+	h.unhold()
+	if err := released(t, earlier); err != nil {
+		t.Fatal(err)
+	}
+	notYet(t, lazy, "a lazy commit applied after a synced commit's sync began, once that sync ended,")
+	mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("k/later"), []byte("v")) })
+	if err := released(t, lazy); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSyncLaterWaitsForTheCommitThatTookIt: a lazy commit whose wait ends
+// after a synced commit took it returns only once that commit's sync did,
+// not before, and does not ask for a sync of its own; with every sync of
+// the log held, no Update returns.
+func TestSyncLaterWaitsForTheCommitThatTookIt(t *testing.T) {
+	h := newHeldSyncs()
+	s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(h.inject))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeTest(t, s)
+	defer h.unhold() // before the close, which a held sync would block
+	s.lazyWait = 20 * time.Millisecond
+	h.hold()
+	lazy := startLazy(t, s, "k/lazy")
+	covering := make(chan error, 1)
+	go func() { covering <- s.Update(func(tx *Txn) error { return tx.Set([]byte("k/covering"), []byte("v")) }) }()
+	waitFor(t, "the covering commit took the lazy one", func() bool {
+		s.lazyMu.Lock()
+		defer s.lazyMu.Unlock()
+		return len(s.lazy) == 0
+	})
+	time.Sleep(3 * s.lazyWait) // the lazy commit's wait is over
+	notYet(t, lazy, "a lazy commit whose covering commit's sync is held")
+	notYet(t, covering, "a commit whose sync is held")
+	syncs := s.fs.syncs.Load()
+	h.unhold()
+	if err := released(t, covering); err != nil {
+		t.Fatal(err)
+	}
+	if err := released(t, lazy); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.fs.syncs.Load() - syncs; n != 1 {
+		t.Errorf("%d syncs of the log after the hold, want the covering commit's alone", n)
+	}
+}
+
+// TestSyncLaterEndsWithAFailedStore: lazy commits waiting when the store
+// fails return its failure, and none asks Pebble for a sync after it.
+func TestSyncLaterEndsWithAFailedStore(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer func() { _ = s.Close() }()
+	s.lazyWait = time.Hour
+	lazy := startLazy(t, s, "k/lazy")
+	syncs := s.fs.syncs.Load()
+	s.fail(errors.New("injected"))
+	wantErr(t, released(t, lazy), ErrFailed)
+	s.lazyWait = time.Nanosecond
+	late := s.Update(func(tx *Txn) error {
+		tx.SyncLater()
+		return tx.Set([]byte("k/late"), []byte("v"))
+	})
+	wantErr(t, late, ErrFailed)
+	if n := s.fs.syncs.Load() - syncs; n != 0 {
+		t.Errorf("%d syncs of the log after the failure", n)
 	}
 }

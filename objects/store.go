@@ -576,6 +576,12 @@ func (s *Store) begin() error {
 func (s *Store) fail(cause error) {
 	if s.failure.CompareAndSwap(nil, &cause) {
 		close(s.failedCh)
+		// No commit applied after the failure covers the lazy ones
+		// waiting, and none may ask Pebble for a sync now.
+		for _, l := range s.takeLazy() {
+			l.failed = true
+			close(l.done)
+		}
 	}
 }
 
