@@ -78,15 +78,7 @@ func (s *Store) waitSync(batch *pebble.Batch, lazy *lazySync) error {
 // syncLog asks for a sync of the write-ahead log, through an empty log
 // record, and waits for it.
 func (s *Store) syncLog() (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			if f, ok := r.(pebbleFatal); ok {
-				err = fmt.Errorf("sync log: %w", f.err)
-				return
-			}
-			err = fmt.Errorf("sync log: pebble panic: %v", r)
-		}
-	}()
+	defer recoverCommit("sync log", &err)
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("sync log: %w", s.writeErr(err))
 	}

@@ -74,6 +74,13 @@ func TestSyncLaterSharesTheNextCommitsSync(t *testing.T) {
 	if n := s.fs.syncs.Load() - syncs; n != 1 {
 		t.Errorf("two commits, one lazy, took %d syncs of the log, want 1", n)
 	}
+	keptAfterACrash(t, mem, s, "k/lazy", "k/next")
+}
+
+// keptAfterACrash closes s, opens what a crash would have left of mem, and
+// checks that it holds keys.
+func keptAfterACrash(t *testing.T, mem *vfs.MemFS, s *Store, keys ...string) {
+	t.Helper()
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
 	closeTest(t, s)
 	s2, err := Open("/store", Options{FS: crashed, Clock: newFakeClock().Now})
@@ -82,7 +89,7 @@ func TestSyncLaterSharesTheNextCommitsSync(t *testing.T) {
 	}
 	defer closeTest(t, s2)
 	mustView(t, s2, func(tx *Txn) error {
-		for _, key := range []string{"k/lazy", "k/next"} {
+		for _, key := range keys {
 			if _, err := tx.Get([]byte(key)); err != nil {
 				t.Errorf("%s after a crash: %v", key, err)
 			}
@@ -115,19 +122,7 @@ func TestSyncLaterAloneSyncsItself(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d lazy commits still wait after the Update returned", left)
 	}
-	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
-	closeTest(t, s)
-	s2, err := Open("/store", Options{FS: crashed, Clock: newFakeClock().Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeTest(t, s2)
-	mustView(t, s2, func(tx *Txn) error {
-		if _, err := tx.Get([]byte("k/alone")); err != nil {
-			t.Errorf("after a crash: %v", err)
-		}
-		return nil
-	})
+	keptAfterACrash(t, mem, s, "k/alone")
 }
 
 // TestSyncLaterFailsWithTheCommitThatCoversIt: when the sync of the commit
@@ -233,6 +228,22 @@ func (h *heldSyncs) inject(op errorfs.Op) error {
 	return nil
 }
 
+// openHeld opens a store whose log syncs h can hold; it is closed at the
+// test's end, after h lets its syncs go.
+func openHeld(t *testing.T) (*Store, *heldSyncs) {
+	t.Helper()
+	h := newHeldSyncs()
+	s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(h.inject))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.unhold() // before the close, which a held sync would block
+		closeTest(t, s)
+	})
+	return s, h
+}
+
 // waitFor polls cond until it holds, failing the test after a while.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -259,13 +270,7 @@ func notYet(t *testing.T, done <-chan error, what string) {
 // before a lazy commit was applied does not release it, whatever the order
 // in which their Updates wait; the next synced commit does.
 func TestSyncLaterIsNotCoveredByAnEarlierCommit(t *testing.T) {
-	h := newHeldSyncs()
-	s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(h.inject))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeTest(t, s)
-	defer h.unhold() // before the close, which a held sync would block
+	s, h := openHeld(t)
 	s.lazyWait = time.Hour
 	h.hold()
 	earlier := make(chan error, 1)
@@ -288,13 +293,7 @@ func TestSyncLaterIsNotCoveredByAnEarlierCommit(t *testing.T) {
 // not before, and does not ask for a sync of its own; with every sync of
 // the log held, no Update returns.
 func TestSyncLaterWaitsForTheCommitThatTookIt(t *testing.T) {
-	h := newHeldSyncs()
-	s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(h.inject))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeTest(t, s)
-	defer h.unhold() // before the close, which a held sync would block
+	s, h := openHeld(t)
 	s.lazyWait = 20 * time.Millisecond
 	h.hold()
 	lazy := startLazy(t, s, "k/lazy")

@@ -869,24 +869,28 @@ func (s *Store) dropPending(pb *pendingBatch) {
 	s.pending.Store(&pendingList{batches: kept})
 }
 
-// apply hands the batch to Pebble without waiting for the sync. Pebble
-// reports some commit-pipeline errors through Logger.Fatalf (a panic on this
-// goroutine, see storeLogger) and panics on a record after a WAL error;
-// those are turned into an error here.
+// recoverCommit turns what Pebble does instead of returning an error on a
+// commit's path, Logger.Fatalf (a panic on this goroutine, see storeLogger)
+// and a panic on a record after a WAL error, into an error of op. Deferred.
+func recoverCommit(op string, errp *error) {
+	if r := recover(); r != nil {
+		if f, ok := r.(pebbleFatal); ok {
+			*errp = fmt.Errorf("%s: %w", op, f.err)
+			return
+		}
+		*errp = fmt.Errorf("%s: pebble panic: %v", op, r)
+	}
+}
+
+// apply hands the batch to Pebble without waiting for the sync, or, with
+// sync false, without asking for one (Txn.SyncLater). Pebble's panics on a
+// commit's path are turned into an error (recoverCommit).
 func (s *Store) apply(batch *pebble.Batch, sync bool) (err error) {
 	if ferr := s.failedErr(); ferr != nil {
 		// A WAL error the filesystem watcher saw since it was published.
 		return ferr
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			if f, ok := r.(pebbleFatal); ok {
-				err = fmt.Errorf("apply batch: %w", f.err)
-				return
-			}
-			err = fmt.Errorf("apply batch: pebble panic: %v", r)
-		}
-	}()
+	defer recoverCommit("apply batch", &err)
 	apply := func() error { return s.db.ApplyNoSyncWait(batch, pebble.Sync) }
 	if !sync {
 		apply = func() error { return s.db.Apply(batch, pebble.NoSync) }
