@@ -19,6 +19,21 @@ type lazySync struct {
 	failed bool          // that commit failed; set before done closes
 }
 
+// release tells l's Update the outcome of the sync that covered it, or the
+// store's failure. Only whoever took l from the list calls it.
+func (l *lazySync) release(failed bool) {
+	l.failed = failed
+	close(l.done)
+}
+
+// outcome is what l's Update reports once released.
+func (s *Store) outcome(l *lazySync) error {
+	if l.failed {
+		return fmt.Errorf("the commit that covered it failed: %w", s.failedErr())
+	}
+	return nil
+}
+
 // addLazy records l, applied, for the next synced commit to cover, or for
 // fail to release. Whoever takes l from the list closes its done. Caller
 // has its batch's turn.
@@ -49,10 +64,7 @@ func (s *Store) waitSync(batch *pebble.Batch, lazy *lazySync) error {
 	defer t.Stop()
 	select {
 	case <-lazy.done:
-		if lazy.failed {
-			return fmt.Errorf("the commit that covered it failed: %w", s.failedErr())
-		}
-		return nil
+		return s.outcome(lazy)
 	case <-t.C:
 	}
 	s.lazyMu.Lock()
@@ -69,10 +81,7 @@ func (s *Store) waitSync(batch *pebble.Batch, lazy *lazySync) error {
 	s.lazyMu.Unlock()
 	// A commit took it meanwhile, and reports its sync.
 	<-lazy.done
-	if lazy.failed {
-		return fmt.Errorf("the commit that covered it failed: %w", s.failedErr())
-	}
-	return nil
+	return s.outcome(lazy)
 }
 
 // syncLog asks for a sync of the write-ahead log, through an empty log

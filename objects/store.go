@@ -579,8 +579,7 @@ func (s *Store) fail(cause error) {
 		// No commit applied after the failure covers the lazy ones
 		// waiting, and none may ask Pebble for a sync now.
 		for _, l := range s.takeLazy() {
-			l.failed = true
-			close(l.done)
+			l.release(true)
 		}
 	}
 }
@@ -760,22 +759,17 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 	}
 	lazy := tx.syncLater && aerr == nil
 	var covered []*lazySync
-	var mine *lazySync
-	if lazy {
-		mine = &lazySync{done: make(chan struct{})}
-	} else {
+	if !lazy {
 		covered = s.takeLazy()
 	}
 	if aerr == nil {
 		s.locals.publish(tx.locals, commit)
 		aerr = s.apply(batch, !lazy)
 	}
-	if mine != nil {
-		if aerr == nil {
-			s.addLazy(mine)
-		} else {
-			mine = nil
-		}
+	var mine *lazySync
+	if lazy && aerr == nil {
+		mine = &lazySync{done: make(chan struct{})}
+		s.addLazy(mine)
 	}
 	if aerr == nil {
 		s.locals.applied(tx.locals)
@@ -800,8 +794,7 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 		failed = failed || s.fs.walDead.Load()
 	}
 	for _, c := range covered {
-		c.failed = failed
-		close(c.done)
+		c.release(failed)
 	}
 	if batch != nil {
 		_ = batch.Close()
