@@ -302,10 +302,10 @@ func putRecord(tx *txn, key []byte, rec recordEncoder) error {
 			return fmt.Errorf("encode record %s: %w", key, err)
 		}
 	}
-	return tx.SetFunc(key, func() ([]byte, error) {
-		b, err := rec.appendJSON(make([]byte, 0, recordEncodingSize))
-		if err == nil && now != nil && !bytes.Equal(b, now) {
-			err = fmt.Errorf("record %s changed after it was staged: %s, then %s", key, now, b)
+	return tx.SetFunc(key, func(dst []byte) ([]byte, error) {
+		b, err := rec.appendJSON(dst)
+		if err == nil && now != nil && !bytes.Equal(b[len(dst):], now) {
+			err = fmt.Errorf("record %s changed after it was staged: %s, then %s", key, now, b[len(dst):])
 		}
 		return b, err
 	})

@@ -92,22 +92,36 @@ func (r *Request) Validate() error {
 	if len(unanswered) > 0 {
 		return bad("messages", "tool call %s of the last assistant message has no tool message answering it", slices.Min(unanswered))
 	}
-	names := make(map[string]bool, len(r.Tools))
+	// A table of a few dozen tools is checked for duplicates by comparing
+	// names, which costs less than building a set at every call.
+	var names map[string]bool
+	if len(r.Tools) > smallToolTable {
+		names = make(map[string]bool, len(r.Tools))
+	}
 	for i, t := range r.Tools {
 		field := lazyField{"tools", i}
 		if t.Name == "" {
 			return bad(field.String()+".name", "required")
 		}
-		if names[t.Name] {
+		duplicate := names[t.Name]
+		if names == nil {
+			duplicate = slices.ContainsFunc(r.Tools[:i], func(o ToolSchema) bool { return o.Name == t.Name })
+		} else {
+			names[t.Name] = true
+		}
+		if duplicate {
 			return bad(field.String()+".name", "duplicate tool name %q", t.Name)
 		}
-		names[t.Name] = true
 		if len(bytes.TrimSpace(t.Parameters)) > 0 && !knownSchemaObject(t.Parameters) {
 			return bad(field.String()+".parameters", "must be a JSON Schema object")
 		}
 	}
 	return nil
 }
+
+// smallToolTable is the size of a tool table up to which Validate finds a
+// duplicate name by comparing names.
+const smallToolTable = 48
 
 // calledBefore reports whether an assistant message of msgs made a call
 // with id.

@@ -158,12 +158,22 @@ const eventFormatV1 = 1
 
 // encodeEvent stores the time and kind in binary and the data as the JSON the
 // caller supplied; the sequence number is the key.
+// encodeEvent returns the stored form of e: the encoding its data was
+// written into, if it was written late (Txn.encodeEvents).
 func encodeEvent(e *Event) []byte {
+	if e.stored != nil {
+		return e.stored
+	}
 	b := make([]byte, 0, 1+10+len(e.Kind)+2+len(e.Data))
+	return append(appendEventHeader(b, e), e.Data...)
+}
+
+// appendEventHeader appends what precedes an event's data in its stored
+// form.
+func appendEventHeader(b []byte, e *Event) []byte {
 	b = append(b, eventFormatV1)
 	b = binary.AppendVarint(b, e.Time.UnixNano())
-	b = appendString(b, e.Kind)
-	return append(b, e.Data...)
+	return appendString(b, e.Kind)
 }
 
 func decodeEvent(seq uint64, b []byte) (Event, error) {

@@ -91,9 +91,11 @@ type WriteSpec struct {
 }
 
 // An EventEncoder writes an event's data when the batch is built
-// (Txn.AppendEventFunc): AppendEvent appends it to dst and returns the
-// result. A pointer to a caller's own type is one, so handing it over
-// allocates nothing.
+// (Txn.AppendEventFunc): AppendEvent appends it to dst, which may hold
+// bytes of the store's already, and returns the result. dst is the store's
+// scratch buffer, of which the store keeps a copy: AppendEvent must not keep
+// it. A pointer to a caller's own type is one, so handing it over allocates
+// nothing.
 type EventEncoder interface {
 	AppendEvent(dst []byte) ([]byte, error)
 }
@@ -116,6 +118,9 @@ type Event struct {
 	// object is the metadata an object event's Data is written from when
 	// the batch is built (Txn.objectEvent); never modified.
 	object *storedMeta
+	// stored is the event's stored form when its data was written late,
+	// into it: Data is its tail.
+	stored []byte
 }
 
 // Event kinds appended by object operations.

@@ -83,10 +83,11 @@ type valueEncoder interface {
 	encodeValue() ([]byte, error)
 }
 
-// valueEncoderFunc is the valueEncoder of Txn.SetFunc.
-type valueEncoderFunc func() ([]byte, error)
+// valueAppender is the valueEncoder of Txn.SetFunc: it appends the value
+// to a scratch buffer, and the value kept is an exact copy (appendExact).
+type valueAppender func(dst []byte) ([]byte, error)
 
-func (f valueEncoderFunc) encodeValue() ([]byte, error) { return f() }
+func (f valueAppender) encodeValue() ([]byte, error) { return appendExact(nil, f) }
 
 // bytes returns the staged value, written first if it is encoded late.
 func (sv *stagedValue) bytes() ([]byte, error) {
@@ -374,14 +375,16 @@ func (tx *Txn) SetHandoff(key, value []byte) error {
 	return tx.set(key, value, true)
 }
 
-// SetFunc is Set for a value its caller encodes later: encode writes it
-// once, when the batch is built, out of the write lock, or earlier, if a
-// read needs it first (in this transaction, or in a later Update while the
-// batch waits to be applied). encode must depend only on data that does not
-// change after the call, and should not fail: if it fails or panics, a read
-// of the value returns its error, and the commit fails, failing the store,
-// as an event encoder's does (AppendEventFunc).
-func (tx *Txn) SetFunc(key []byte, encode func() ([]byte, error)) error {
+// SetFunc is Set for a value its caller encodes later: encode appends it
+// to dst and returns the result, once, when the batch is built, out of the
+// write lock, or earlier, if a read needs it first (in this transaction, or
+// in a later Update while the batch waits to be applied). dst is the
+// store's scratch buffer, of which the store keeps an exact copy: encode
+// must not keep it. encode must depend only on data that does not change
+// after the call, and should not fail: if it fails or panics, a read of the
+// value returns its error, and the commit fails, failing the store, as an
+// event encoder's does (AppendEventFunc).
+func (tx *Txn) SetFunc(key []byte, encode func(dst []byte) ([]byte, error)) error {
 	if err := tx.canSet(key); err != nil {
 		return err
 	}
@@ -389,7 +392,7 @@ func (tx *Txn) SetFunc(key []byte, encode func() ([]byte, error)) error {
 		return fmt.Errorf("objects: set %q: %w: encode: must not be nil", key, ErrInvalid)
 	}
 	sv := tx.newStaged()
-	sv.encode = valueEncoderFunc(encode)
+	sv.encode = valueAppender(encode)
 	tx.stageValue(key, sv)
 	return nil
 }
@@ -681,8 +684,8 @@ func (tx *Txn) AppendEvent(kind string, data any) (uint64, error) {
 
 // AppendEventFunc is AppendEvent for data its caller encodes, later: encode
 // runs when the batch is built, after the write lock is let go, while later
-// transactions run. It appends the data to dst and returns it, to be kept
-// as given; it must write valid JSON, as json.Marshal writes it, and read
+// transactions run. It appends the data to dst and returns the result
+// (EventEncoder); it must write valid JSON, as json.Marshal writes it, and read
 // only what nobody changes once it is handed over. An error or a panic of encode, or (with
 // LIBOS_CHECK_CACHES=1) data that is not valid JSON, fails the commit and
 // the store with it, as a failed apply does: later transactions may
@@ -718,21 +721,22 @@ func (tx *Txn) encodeEvents() (err error) {
 		if e.encode == nil {
 			continue
 		}
-		data, err := e.encode.AppendEvent(make([]byte, 0, lazyEventSize))
+		// The data is written into the event's stored form, after its
+		// header, so that one allocation holds both.
+		var room [64]byte
+		header := appendEventHeader(room[:0], e)
+		stored, err := appendExact(header, e.encode.AppendEvent)
 		if err != nil {
 			return fmt.Errorf("encode event %d (%s): %w", e.Seq, e.Kind, err)
 		}
+		data := stored[len(header):]
 		if tx.s.checkHandoffs && !json.Valid(data) {
 			return fmt.Errorf("encode event %d (%s): %w: data: must be valid JSON, got %q", e.Seq, e.Kind, ErrInvalid, data)
 		}
-		e.Data, e.encode = data, nil
+		e.Data, e.stored, e.encode = data, stored, nil
 	}
 	return nil
 }
-
-// lazyEventSize is the room an event's encoder starts with: most events of
-// a quantum fit in it.
-const lazyEventSize = 512
 
 // canAppendEvent refuses an event in a transaction that cannot write or
 // of a kind that is not an identifier.

@@ -578,8 +578,8 @@ func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
 	defer closeTest(t, s)
 	var returned bool
 	runs := 0
-	encode := func(v string) func() ([]byte, error) {
-		return func() ([]byte, error) {
+	encode := func(v string) func([]byte) ([]byte, error) {
+		return func(dst []byte) ([]byte, error) {
 			runs++
 			if !returned {
 				t.Errorf("%s was encoded before the transaction's function returned", v)
@@ -589,7 +589,7 @@ func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
 			} else {
 				s.writeMu.Unlock()
 			}
-			return []byte(v), nil
+			return append(dst, v...), nil
 		}
 	}
 	mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("k/held"), []byte("old")) })
@@ -642,7 +642,7 @@ func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
 
 	runs = 0
 	mustUpdate(t, s, func(tx *Txn) error {
-		if err := tx.SetFunc([]byte("k/read"), func() ([]byte, error) { runs++; return []byte("read"), nil }); err != nil {
+		if err := tx.SetFunc([]byte("k/read"), func(dst []byte) ([]byte, error) { runs++; return append(dst, "read"...), nil }); err != nil {
 			return err
 		}
 		var seen []string
@@ -663,7 +663,7 @@ func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
 	}
 
 	err := s.Update(func(tx *Txn) error {
-		if err := tx.SetFunc([]byte("k/broken"), func() ([]byte, error) { return nil, errors.New("no encoding") }); err != nil {
+		if err := tx.SetFunc([]byte("k/broken"), func([]byte) ([]byte, error) { return nil, errors.New("no encoding") }); err != nil {
 			return err
 		}
 		if _, err := tx.Get([]byte("k/broken")); err == nil || !strings.Contains(err.Error(), "no encoding") {
