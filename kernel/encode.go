@@ -330,6 +330,9 @@ func (r *procRecord) encodesSafely() bool {
 }
 
 // appendJSON appends r as json.Marshal encodes it.
+// AppendValue is appendJSON, as objects.ValueEncoder.
+func (r *procRecord) AppendValue(dst []byte) ([]byte, error) { return r.appendJSON(dst) }
+
 func (r *procRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
@@ -404,6 +407,9 @@ func (e liveEntry) appendJSON(buf []byte) ([]byte, error) {
 func (c *callRecord) encodesSafely() bool { return rfc3339(c.StartedAt) && rfc3339(c.FinishedAt) }
 
 // appendJSON appends c as json.Marshal encodes it.
+// AppendValue is appendJSON, as objects.ValueEncoder.
+func (c *callRecord) AppendValue(dst []byte) ([]byte, error) { return c.appendJSON(dst) }
+
 func (c *callRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
@@ -435,6 +441,9 @@ func (c *callRecord) appendJSON(buf []byte) ([]byte, error) {
 func (t *toolRecord) encodesSafely() bool { return true }
 
 // appendJSON appends t as json.Marshal encodes it.
+// AppendValue is appendJSON, as objects.ValueEncoder.
+func (t *toolRecord) AppendValue(dst []byte) ([]byte, error) { return t.appendJSON(dst) }
+
 func (t *toolRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()

@@ -274,9 +274,10 @@ func writeProcs(tx *txn) error {
 }
 
 // recordEncoder is a record the kernel stores as JSON with a hand-written
-// encoder (encode.go), and says whether that encoder cannot fail on it.
+// encoder (encode.go; AppendValue is its appendJSON), and says whether that
+// encoder cannot fail on it.
 type recordEncoder interface {
-	appendJSON([]byte) ([]byte, error)
+	objects.ValueEncoder
 	encodesSafely() bool
 }
 
@@ -289,26 +290,36 @@ type recordEncoder interface {
 // it is also encoded now, and the later encoding must be the same.
 func putRecord(tx *txn, key []byte, rec recordEncoder) error {
 	if tx.records == nil || !rec.encodesSafely() {
-		b, err := rec.appendJSON(make([]byte, 0, recordEncodingSize))
+		b, err := rec.AppendValue(make([]byte, 0, recordEncodingSize))
 		if err != nil {
 			return fmt.Errorf("encode record %s: %w", key, err)
 		}
 		return tx.SetHandoff(key, b)
 	}
-	var now []byte
 	if tx.records.check {
-		var err error
-		if now, err = rec.appendJSON(make([]byte, 0, recordEncodingSize)); err != nil {
+		now, err := rec.AppendValue(nil)
+		if err != nil {
 			return fmt.Errorf("encode record %s: %w", key, err)
 		}
+		return tx.SetFunc(key, &unchangedRecord{key: key, rec: rec, now: now})
 	}
-	return tx.SetFunc(key, func(dst []byte) ([]byte, error) {
-		b, err := rec.appendJSON(dst)
-		if err == nil && now != nil && !bytes.Equal(b[len(dst):], now) {
-			err = fmt.Errorf("record %s changed after it was staged: %s, then %s", key, now, b[len(dst):])
-		}
-		return b, err
-	})
+	return tx.SetFunc(key, rec)
+}
+
+// unchangedRecord encodes rec, staged with its encoding now, and fails if
+// the encoding changed since (LIBOS_CHECK_CACHES=1).
+type unchangedRecord struct {
+	key []byte
+	rec recordEncoder
+	now []byte
+}
+
+func (u *unchangedRecord) AppendValue(dst []byte) ([]byte, error) {
+	b, err := u.rec.AppendValue(dst)
+	if err == nil && !bytes.Equal(b[len(dst):], u.now) {
+		err = fmt.Errorf("record %s changed after it was staged: %s, then %s", u.key, u.now, b[len(dst):])
+	}
+	return b, err
 }
 
 // liveEntry is what the live index keeps of a process: what recovery and

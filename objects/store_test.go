@@ -955,7 +955,7 @@ func TestUpdateReadingAValueThatFailedToEncodeFails(t *testing.T) {
 				errs[i] = s.Update(func(tx *Txn) error {
 					tx.OnApplied(func() { handedOn <- struct{}{} })
 					if key == "raw/bad" {
-						return tx.SetFunc([]byte(key), func([]byte) ([]byte, error) { return nil, errors.New("no encoding") })
+						return tx.SetFunc([]byte(key), ValueEncoderFunc(func([]byte) ([]byte, error) { return nil, errors.New("no encoding") }))
 					}
 					return tx.Set([]byte(key), []byte("v"))
 				})

@@ -76,6 +76,9 @@ type stagedValue struct {
 	encode    valueEncoder
 	encoded   sync.Once
 	encodeErr error
+	// appender is encode for a value staged with SetFunc, held here so
+	// that staging it allocates nothing.
+	appender valueAppender
 }
 
 // valueEncoder writes a staged value encoded late.
@@ -83,11 +86,26 @@ type valueEncoder interface {
 	encodeValue() ([]byte, error)
 }
 
-// valueAppender is the valueEncoder of Txn.SetFunc: it appends the value
-// to a scratch buffer, and the value kept is an exact copy (appendExact).
-type valueAppender func(dst []byte) ([]byte, error)
+// A ValueEncoder writes a value staged with Txn.SetFunc: AppendValue
+// appends it to dst and returns the result. dst is the store's scratch
+// buffer, of which the store keeps an exact copy: AppendValue must not keep
+// it. A pointer to a caller's own type is one, so handing it over allocates
+// nothing.
+type ValueEncoder interface {
+	AppendValue(dst []byte) ([]byte, error)
+}
 
-func (f valueAppender) encodeValue() ([]byte, error) { return appendExact(nil, f) }
+// ValueEncoderFunc is a function that is a ValueEncoder.
+type ValueEncoderFunc func(dst []byte) ([]byte, error)
+
+// AppendValue calls f.
+func (f ValueEncoderFunc) AppendValue(dst []byte) ([]byte, error) { return f(dst) }
+
+// valueAppender is the valueEncoder of Txn.SetFunc: the value is appended
+// to a scratch buffer and kept as an exact copy (appendExact).
+type valueAppender struct{ ValueEncoder }
+
+func (a *valueAppender) encodeValue() ([]byte, error) { return appendExact(nil, a.AppendValue) }
 
 // bytes returns the staged value, written first if it is encoded late.
 func (sv *stagedValue) bytes() ([]byte, error) {
@@ -375,24 +393,23 @@ func (tx *Txn) SetHandoff(key, value []byte) error {
 	return tx.set(key, value, true)
 }
 
-// SetFunc is Set for a value its caller encodes later: encode appends it
-// to dst and returns the result, once, when the batch is built, out of the
-// write lock, or earlier, if a read needs it first (in this transaction, or
-// in a later Update while the batch waits to be applied). dst is the
-// store's scratch buffer, of which the store keeps an exact copy: encode
-// must not keep it. encode must depend only on data that does not change
-// after the call, and should not fail: if it fails or panics, a read of the
-// value returns its error, and the commit fails, failing the store, as an
-// event encoder's does (AppendEventFunc).
-func (tx *Txn) SetFunc(key []byte, encode func(dst []byte) ([]byte, error)) error {
+// SetFunc is Set for a value its caller encodes later: encode writes it
+// once (ValueEncoder), when the batch is built, out of the write lock, or
+// earlier, if a read needs it first (in this transaction, or in a later
+// Update while the batch waits to be applied). encode must depend only on
+// data that does not change after the call, and should not fail: if it
+// fails or panics, a read of the value returns its error, and the commit
+// fails, failing the store, as an event encoder's does (AppendEventFunc).
+func (tx *Txn) SetFunc(key []byte, encode ValueEncoder) error {
 	if err := tx.canSet(key); err != nil {
 		return err
 	}
-	if encode == nil {
+	if f, isFunc := encode.(ValueEncoderFunc); encode == nil || (isFunc && f == nil) {
 		return fmt.Errorf("objects: set %q: %w: encode: must not be nil", key, ErrInvalid)
 	}
 	sv := tx.newStaged()
-	sv.encode = valueAppender(encode)
+	sv.encode = &sv.appender
+	sv.appender.ValueEncoder = encode
 	tx.stageValue(key, sv)
 	return nil
 }

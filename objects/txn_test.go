@@ -578,7 +578,7 @@ func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
 	defer closeTest(t, s)
 	var returned bool
 	runs := 0
-	encode := func(v string) func([]byte) ([]byte, error) {
+	encode := func(v string) ValueEncoderFunc {
 		return func(dst []byte) ([]byte, error) {
 			runs++
 			if !returned {
@@ -619,6 +619,9 @@ func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
 		if err := tx.SetFunc([]byte("k/nil"), nil); !errors.Is(err, ErrInvalid) {
 			t.Errorf("a nil encoder: %v", err)
 		}
+		if err := tx.SetFunc([]byte("k/nil"), ValueEncoderFunc(nil)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("a nil encoder function: %v", err)
+		}
 		returned = true
 		return nil
 	})
@@ -642,7 +645,7 @@ func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
 
 	runs = 0
 	mustUpdate(t, s, func(tx *Txn) error {
-		if err := tx.SetFunc([]byte("k/read"), func(dst []byte) ([]byte, error) { runs++; return append(dst, "read"...), nil }); err != nil {
+		if err := tx.SetFunc([]byte("k/read"), ValueEncoderFunc(func(dst []byte) ([]byte, error) { runs++; return append(dst, "read"...), nil })); err != nil {
 			return err
 		}
 		var seen []string
@@ -663,7 +666,7 @@ func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
 	}
 
 	err := s.Update(func(tx *Txn) error {
-		if err := tx.SetFunc([]byte("k/broken"), func([]byte) ([]byte, error) { return nil, errors.New("no encoding") }); err != nil {
+		if err := tx.SetFunc([]byte("k/broken"), ValueEncoderFunc(func([]byte) ([]byte, error) { return nil, errors.New("no encoding") })); err != nil {
 			return err
 		}
 		if _, err := tx.Get([]byte("k/broken")); err == nil || !strings.Contains(err.Error(), "no encoding") {
