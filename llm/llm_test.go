@@ -88,6 +88,12 @@ func TestRequestValidate(t *testing.T) {
 		{"unanswered call at the end", func(r *Request) { r.Messages = r.Messages[:3] }, "messages: tool call a of the last assistant message has no tool message answering it"},
 		{"tool without name", func(r *Request) { r.Tools[1].Name = "" }, "tools[1].name: required"},
 		{"duplicate tool", func(r *Request) { r.Tools[1].Name = "t" }, `tools[1].name: duplicate tool name "t"`},
+		{"duplicate tool in a table sorted to find it", func(r *Request) {
+			for i := len(r.Tools); i <= tinyToolTable+1; i++ {
+				r.Tools = append(r.Tools, ToolSchema{Name: fmt.Sprintf("tool%d", i)})
+			}
+			r.Tools = append(r.Tools, ToolSchema{Name: "tool5"})
+		}, fmt.Sprintf(`tools[%d].name: duplicate tool name "tool5"`, tinyToolTable+2)},
 		{"duplicate tool in a large table", func(r *Request) {
 			for i := len(r.Tools); i <= smallToolTable+1; i++ {
 				r.Tools = append(r.Tools, ToolSchema{Name: fmt.Sprintf("tool%d", i)})

@@ -92,24 +92,13 @@ func (r *Request) Validate() error {
 	if len(unanswered) > 0 {
 		return bad("messages", "tool call %s of the last assistant message has no tool message answering it", slices.Min(unanswered))
 	}
-	// A table of a few dozen tools is checked for duplicates by comparing
-	// names, which costs less than building a set at every call.
-	var names map[string]bool
-	if len(r.Tools) > smallToolTable {
-		names = make(map[string]bool, len(r.Tools))
-	}
+	dup := duplicateTool(r.Tools)
 	for i, t := range r.Tools {
 		field := lazyField{"tools", i}
 		if t.Name == "" {
 			return bad(field.String()+".name", "required")
 		}
-		duplicate := names[t.Name]
-		if names == nil {
-			duplicate = slices.ContainsFunc(r.Tools[:i], func(o ToolSchema) bool { return o.Name == t.Name })
-		} else {
-			names[t.Name] = true
-		}
-		if duplicate {
+		if i == dup {
 			return bad(field.String()+".name", "duplicate tool name %q", t.Name)
 		}
 		if len(bytes.TrimSpace(t.Parameters)) > 0 && !knownSchemaObject(t.Parameters) {
@@ -119,9 +108,59 @@ func (r *Request) Validate() error {
 	return nil
 }
 
-// smallToolTable is the size of a tool table up to which Validate finds a
-// duplicate name by comparing names.
-const smallToolTable = 48
+// duplicateTool returns the index of the first tool whose name an earlier
+// tool has, or -1. A set built at every call costs more than comparing the
+// names of a table of up to tinyToolTable tools with each other, or than
+// sorting a copy of them, on the stack, up to smallToolTable; only a table
+// with a duplicate is walked again to find it.
+func duplicateTool(tools []ToolSchema) int {
+	if len(tools) <= tinyToolTable {
+		for i, t := range tools {
+			for _, earlier := range tools[:i] {
+				if earlier.Name == t.Name {
+					return i
+				}
+			}
+		}
+		return -1
+	}
+	if len(tools) <= smallToolTable {
+		var room [smallToolTable]string
+		names := room[:0]
+		for _, t := range tools {
+			names = append(names, t.Name)
+		}
+		slices.Sort(names)
+		if !hasAdjacentEqual(names) {
+			return -1
+		}
+	}
+	seen := make(map[string]bool, len(tools))
+	for i, t := range tools {
+		if seen[t.Name] {
+			return i
+		}
+		seen[t.Name] = true
+	}
+	return -1
+}
+
+func hasAdjacentEqual(sorted []string) bool {
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return true
+		}
+	}
+	return false
+}
+
+// tinyToolTable and smallToolTable are the sizes of tool tables up to which
+// duplicateTool compares names with each other, or sorts them, instead of
+// building a set.
+const (
+	tinyToolTable  = 16
+	smallToolTable = 64
+)
 
 // calledBefore reports whether an assistant message of msgs made a call
 // with id.
