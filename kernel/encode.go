@@ -42,12 +42,13 @@ func (w *jsonWriter) close() {
 
 // key writes a member's name; names are plain ASCII literals.
 func (w *jsonWriter) key(name string) {
+	b := w.buf // appended to in a local, stored once
 	if w.more {
-		w.buf = append(w.buf, ',')
+		b = append(b, ',')
 	}
-	w.buf = append(w.buf, '"')
-	w.buf = append(w.buf, name...)
-	w.buf = append(w.buf, '"', ':')
+	b = append(b, '"')
+	b = append(b, name...)
+	w.buf = append(b, '"', ':')
 	w.more = true
 }
 
@@ -95,7 +96,8 @@ func (w *jsonWriter) boolOmit(name string, b bool) {
 // encoder does not refuse.
 func rfc3339(t time.Time) bool {
 	_, offset := t.Zone()
-	return t.Year() >= 0 && t.Year() <= 9999 && offset > -24*3600 && offset < 24*3600
+	year := t.Year()
+	return year >= 0 && year <= 9999 && offset > -24*3600 && offset < 24*3600
 }
 
 func (w *jsonWriter) time(name string, t time.Time) {
@@ -297,9 +299,9 @@ func (w *jsonWriter) string(s string) {
 			return
 		}
 	}
-	w.buf = append(w.buf, '"')
-	w.buf = append(w.buf, s...)
-	w.buf = append(w.buf, '"')
+	b := append(w.buf, '"')
+	b = append(b, s...)
+	w.buf = append(b, '"')
 }
 
 // jsonPlain marks the bytes encoding/json writes as they are in a string:
