@@ -353,11 +353,15 @@ func verifyCachedContext(tx *txn, cached *llmContext) error {
 
 // decodeContext decodes the payload of a context Object at meta.
 func decodeContext(meta objects.Meta, payload []byte) (*llmContext, error) {
-	var doc contextDoc
-	if err := json.Unmarshal(payload, &doc); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
+	entries, ok := decodeEntries(payload)
+	if !ok {
+		var doc contextDoc
+		if err := json.Unmarshal(payload, &doc); err != nil {
+			return nil, fmt.Errorf("decode: %w", err)
+		}
+		entries = doc.Entries
 	}
-	c := &llmContext{meta: meta, entries: doc.Entries}
+	c := &llmContext{meta: meta, entries: entries}
 	for _, e := range c.entries {
 		c.tokens += e.Tokens
 	}
