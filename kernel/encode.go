@@ -331,10 +331,10 @@ func (r *procRecord) encodesSafely() bool {
 	return true
 }
 
-// appendJSON appends r as json.Marshal encodes it.
 // AppendValue is appendJSON, as objects.ValueEncoder.
 func (r *procRecord) AppendValue(dst []byte) ([]byte, error) { return r.appendJSON(dst) }
 
+// appendJSON appends r as json.Marshal encodes it.
 func (r *procRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
@@ -408,10 +408,10 @@ func (e liveEntry) appendJSON(buf []byte) ([]byte, error) {
 // RFC 3339 cannot say fails.
 func (c *callRecord) encodesSafely() bool { return rfc3339(c.StartedAt) && rfc3339(c.FinishedAt) }
 
-// appendJSON appends c as json.Marshal encodes it.
 // AppendValue is appendJSON, as objects.ValueEncoder.
 func (c *callRecord) AppendValue(dst []byte) ([]byte, error) { return c.appendJSON(dst) }
 
+// appendJSON appends c as json.Marshal encodes it.
 func (c *callRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()
@@ -442,10 +442,10 @@ func (c *callRecord) appendJSON(buf []byte) ([]byte, error) {
 // writes strings, integers and a flag.
 func (t *toolRecord) encodesSafely() bool { return true }
 
-// appendJSON appends t as json.Marshal encodes it.
 // AppendValue is appendJSON, as objects.ValueEncoder.
 func (t *toolRecord) AppendValue(dst []byte) ([]byte, error) { return t.appendJSON(dst) }
 
+// appendJSON appends t as json.Marshal encodes it.
 func (t *toolRecord) appendJSON(buf []byte) ([]byte, error) {
 	w := jsonWriter{buf: buf}
 	w.open()

@@ -114,3 +114,28 @@ func TestRequestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicateToolAtEveryTableSize checks duplicateTool on each side of
+// the sizes where it changes method: a table without a duplicate passes,
+// and of two duplicated names, the one whose second use comes first is
+// reported, whichever sorts first.
+func TestDuplicateToolAtEveryTableSize(t *testing.T) {
+	for _, n := range []int{0, 1, 2, tinyToolTable - 1, tinyToolTable, tinyToolTable + 1, smallToolTable - 1, smallToolTable, smallToolTable + 1, 200} {
+		tools := make([]ToolSchema, n)
+		for i := range tools {
+			tools[i].Name = fmt.Sprintf("t%03d", n-i) // descending: sorting moves every name
+		}
+		if got := duplicateTool(tools); got != -1 {
+			t.Errorf("%d distinct tools: duplicate at %d, want none", n, got)
+		}
+		if n < 4 {
+			continue
+		}
+		// The first name (it sorts last) repeats at n-2, the second at n-1.
+		tools[n-2].Name = tools[0].Name
+		tools[n-1].Name = tools[1].Name
+		if got := duplicateTool(tools); got != n-2 {
+			t.Errorf("%d tools: duplicate at %d, want %d", n, got, n-2)
+		}
+	}
+}

@@ -156,10 +156,10 @@ func decodeMeta(b []byte) (storedMeta, error) {
 
 const eventFormatV1 = 1
 
-// encodeEvent stores the time and kind in binary and the data as the JSON the
-// caller supplied; the sequence number is the key.
-// encodeEvent returns the stored form of e: the encoding its data was
-// written into, if it was written late (Txn.encodeEvents).
+// encodeEvent returns the stored form of e: the time and kind in binary and
+// the data as the JSON the caller supplied (the sequence number is the
+// key), which is where its data was written, if it was written late
+// (Txn.encodeEvents).
 func encodeEvent(e *Event) []byte {
 	if e.stored != nil {
 		return e.stored

@@ -251,3 +251,27 @@ func TestEventEncoderPanicFailsTheStore(t *testing.T) {
 		t.Fatal("the next update did not return")
 	}
 }
+
+// TestEventEncoderMustAppendToDst checks that an encoder that replaces dst
+// instead of appending to it (its own buffer, or nothing) fails the commit
+// and the store with an error that says so, rather than storing an event
+// without its header or panicking.
+func TestEventEncoderMustAppendToDst(t *testing.T) {
+	for name, encode := range map[string]EventEncoderFunc{
+		"own buffer": func([]byte) ([]byte, error) { return []byte(`{"a":1}`), nil },
+		"nothing":    func([]byte) ([]byte, error) { return nil, nil },
+		"cut dst":    func(dst []byte) ([]byte, error) { return append(dst[:1], `{}`...), nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := openTest(t, t.TempDir(), newFakeClock())
+			defer closeTest(t, s)
+			err := s.Update(func(tx *Txn) error {
+				_, err := tx.AppendEventFunc("odd", encode)
+				return err
+			})
+			if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "must append its data to dst") {
+				t.Fatalf("an encoder that replaced dst: %v, want the store failed, saying so", err)
+			}
+		})
+	}
+}

@@ -92,9 +92,10 @@ type WriteSpec struct {
 
 // An EventEncoder writes an event's data when the batch is built
 // (Txn.AppendEventFunc): AppendEvent appends it to dst, which may hold
-// bytes of the store's already, and returns the result. dst is the store's
-// scratch buffer, of which the store keeps a copy: AppendEvent must not keep
-// it. A pointer to a caller's own type is one, so handing it over allocates
+// bytes of the store's already, and returns the result; a result that does
+// not begin with those bytes fails the commit. dst is the store's scratch
+// buffer, of which the store keeps a copy: AppendEvent must not keep it. A
+// pointer to a caller's own type is one, so handing it over allocates
 // nothing.
 type EventEncoder interface {
 	AppendEvent(dst []byte) ([]byte, error)

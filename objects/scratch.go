@@ -8,28 +8,27 @@ import "sync"
 // kept lives until its batch is applied, or longer in the caches.
 var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, scratchSize); return &b }}
 
-const (
-	scratchSize = 4 << 10
-	// scratchKeepMax bounds the buffers given back to the pool, so that one
-	// large value does not keep its buffer for good.
-	scratchKeepMax = 64 << 10
-)
+// scratchSize is the room of a scratch buffer: values and events rarely
+// need more.
+const scratchSize = 4 << 10
 
 // appendExact runs encode on a scratch buffer holding prefix and returns a
-// copy of what it appended, prefix included, of exactly that length. The
-// returned bytes share nothing with the scratch buffer.
+// copy of what encode returned, of exactly its length. The returned bytes
+// share nothing with the scratch buffer. Only the buffer lent goes back to
+// the pool, never what encode returned: an encoder that returns a buffer of
+// its own may still hold it, and one an append grew is left to the
+// collector.
 func appendExact(prefix []byte, encode func(dst []byte) ([]byte, error)) ([]byte, error) {
 	p := scratchPool.Get().(*[]byte)
-	b, err := encode(append((*p)[:0], prefix...))
+	dst := append((*p)[:0], prefix...)
+	b, err := encode(dst)
 	if err != nil {
 		// b may be anything encode left; the buffer is not lent again.
 		return nil, err
 	}
 	out := make([]byte, len(b))
 	copy(out, b)
-	if cap(b) <= scratchKeepMax {
-		*p = b[:0]
-		scratchPool.Put(p)
-	}
+	*p = dst[:0]
+	scratchPool.Put(p)
 	return out, nil
 }

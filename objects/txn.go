@@ -746,6 +746,9 @@ func (tx *Txn) encodeEvents() (err error) {
 		if err != nil {
 			return fmt.Errorf("encode event %d (%s): %w", e.Seq, e.Kind, err)
 		}
+		if !bytes.HasPrefix(stored, header) {
+			return fmt.Errorf("encode event %d (%s): %w: the encoder must append its data to dst, and returned %q", e.Seq, e.Kind, ErrInvalid, stored)
+		}
 		data := stored[len(header):]
 		if tx.s.checkHandoffs && !json.Valid(data) {
 			return fmt.Errorf("encode event %d (%s): %w: data: must be valid JSON, got %q", e.Seq, e.Kind, ErrInvalid, data)

@@ -1,6 +1,7 @@
 package objects
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -680,4 +681,38 @@ func TestSetFuncEncodesWhenTheBatchIsBuilt(t *testing.T) {
 	if err := s.Update(func(tx *Txn) error { return tx.Set([]byte("k/v"), []byte("v")) }); !errors.Is(err, ErrFailed) {
 		t.Fatalf("an update after a failed encoding: %v, want ErrFailed", err)
 	}
+}
+
+// TestSetFuncKeepsWhatTheEncoderReturned checks values encoded late past
+// the scratch buffer's room, and that an encoder that returns a buffer of
+// its own keeps it: the store copies it and never lends it out again.
+func TestSetFuncKeepsWhatTheEncoderReturned(t *testing.T) {
+	s := openTest(t, t.TempDir(), newFakeClock())
+	defer closeTest(t, s)
+	own := []byte("mine")
+	big := bytes.Repeat([]byte("0123456789abcdef"), 5000) // 80 KB: grown past the scratch buffer
+	mustUpdate(t, s, func(tx *Txn) error {
+		return tx.SetFunc([]byte("k/own"), ValueEncoderFunc(func([]byte) ([]byte, error) { return own, nil }))
+	})
+	// Encodings after it reuse the pool's buffers, which must not be own.
+	for i := range 20 {
+		mustUpdate(t, s, func(tx *Txn) error {
+			return tx.SetFunc([]byte(fmt.Sprintf("k/%d", i)), ValueEncoderFunc(func(dst []byte) ([]byte, error) { return append(dst, "XYZW"...), nil }))
+		})
+	}
+	mustUpdate(t, s, func(tx *Txn) error {
+		return tx.SetFunc([]byte("k/big"), ValueEncoderFunc(func(dst []byte) ([]byte, error) { return append(dst, big...), nil }))
+	})
+	if string(own) != "mine" {
+		t.Fatalf("the encoder's own buffer was written over: %q", own)
+	}
+	mustUpdate(t, s, func(tx *Txn) error {
+		if v, err := tx.Get([]byte("k/own")); err != nil || string(v) != "mine" {
+			t.Errorf("k/own: %q %v", v, err)
+		}
+		if v, err := tx.Get([]byte("k/big")); err != nil || !bytes.Equal(v, big) {
+			t.Errorf("k/big: %d bytes %v, want %d", len(v), err, len(big))
+		}
+		return nil
+	})
 }
