@@ -82,39 +82,24 @@ func (d *entryDecoder) literal(s string) bool {
 // entry reads an Entry as json.Marshal writes it: its fields in their
 // order, those with omitempty only when set.
 func (d *entryDecoder) entry(e *Entry) bool {
-	if !d.literal(`{"role":`) {
-		return false
-	}
-	role, ok := d.string()
-	if !ok {
+	var role string
+	if !d.literal(`{"role":`) || !d.stringInto(&role) {
 		return false
 	}
 	e.Role = llm.Role(role)
-	if d.literal(`,"kind":`) {
-		if e.Kind, ok = d.string(); !ok {
-			return false
-		}
-	}
-	if d.literal(`,"content":`) {
-		if e.Content, ok = d.string(); !ok {
-			return false
-		}
+	if !d.optional(`,"kind":`, &e.Kind) || !d.optional(`,"content":`, &e.Content) {
+		return false
 	}
 	if d.literal(`,"tool_calls":`) {
+		var ok bool
 		if e.ToolCalls, ok = d.toolCalls(); !ok {
 			return false
 		}
 	}
-	if d.literal(`,"tool_call_id":`) {
-		if e.ToolCallID, ok = d.string(); !ok {
-			return false
-		}
+	if !d.optional(`,"tool_call_id":`, &e.ToolCallID) || !d.optional(`,"name":`, &e.Name) {
+		return false
 	}
-	if d.literal(`,"name":`) {
-		if e.Name, ok = d.string(); !ok {
-			return false
-		}
-	}
+	var ok bool
 	if !d.literal(`,"tokens":`) {
 		return false
 	}
@@ -122,6 +107,18 @@ func (d *entryDecoder) entry(e *Entry) bool {
 		return false
 	}
 	return d.literal("}")
+}
+
+// optional reads into dst the string of the member whose key and colon are
+// field, when it comes next.
+func (d *entryDecoder) optional(field string, dst *string) bool {
+	return !d.literal(field) || d.stringInto(dst)
+}
+
+func (d *entryDecoder) stringInto(dst *string) bool {
+	s, ok := d.string()
+	*dst = s
+	return ok
 }
 
 func (d *entryDecoder) toolCalls() ([]llm.ToolCall, bool) {
@@ -343,46 +340,16 @@ func (d *entryDecoder) skipValue(depth int) bool {
 	d.space()
 	switch c := d.peek(); {
 	case c == '{':
-		d.i++
-		d.space()
-		if d.literal("}") {
-			return true
-		}
-		for {
+		return d.list("}", func() bool {
 			d.space()
 			if !d.skipString() {
 				return false
 			}
 			d.space()
-			if !d.literal(":") || !d.skipValue(depth+1) {
-				return false
-			}
-			d.space()
-			if d.literal("}") {
-				return true
-			}
-			if !d.literal(",") {
-				return false
-			}
-		}
+			return d.literal(":") && d.skipValue(depth+1)
+		})
 	case c == '[':
-		d.i++
-		d.space()
-		if d.literal("]") {
-			return true
-		}
-		for {
-			if !d.skipValue(depth + 1) {
-				return false
-			}
-			d.space()
-			if d.literal("]") {
-				return true
-			}
-			if !d.literal(",") {
-				return false
-			}
-		}
+		return d.list("]", func() bool { return d.skipValue(depth + 1) })
 	case c == '"':
 		return d.skipString()
 	case c == 't':
@@ -393,6 +360,28 @@ func (d *entryDecoder) skipValue(depth int) bool {
 		return d.literal("null")
 	default:
 		return d.number()
+	}
+}
+
+// list moves past an object's members or an array's elements, from its
+// opening bracket up to close, each read by one.
+func (d *entryDecoder) list(close string, one func() bool) bool {
+	d.i++
+	d.space()
+	if d.literal(close) {
+		return true
+	}
+	for {
+		if !one() {
+			return false
+		}
+		d.space()
+		if d.literal(close) {
+			return true
+		}
+		if !d.literal(",") {
+			return false
+		}
 	}
 }
 
