@@ -100,6 +100,11 @@ func TestContextDecoderMatchesEncodingJSON(t *testing.T) {
 		"{\"entries\":[{\"role\":\"user\",\"tool_calls\":[{\"id\":\"a\",\"name\":\"n\",\"arguments\":{\"x\":\"a\x01b\"}}],\"tokens\":1}]}",
 		`{"entries":[{"role":"user","tool_calls":[{"id":"a","name":"n","arguments":{"x":"\u00g1"}}],"tokens":1}]}`,
 		`{"entries":[{"role":"user","tool_calls":[{"id":"a","name":"n","arguments":[1,]}],"tokens":1}]}`,
+		`{"entries":[{"role":"user","tool_calls":[{"id":"a","name":"n","arguments":1.}],"tokens":1}]}`,
+		`{"entries":[{"role":"user","tool_calls":[{"id":"a","name":"n","arguments":{"":[0e]}}],"tokens":1}]}`,
+		`{"entries":[{"role":"user","tool_calls":[{"id":"a","name":"n","arguments":[1e+]}],"tokens":1}]}`,
+		`{"entries":[{"role":"user","tool_calls":[{"id":"a","name":"n","arguments":[-]}],"tokens":1}]}`,
+		`{"entries":[{"role":"user","tool_calls":[{"id":"a","name":"n","arguments":[-1.e2]}],"tokens":1}]}`,
 		`{"entries":[{"role":"user","tool_calls":[{"name":"n","id":"a","arguments":{}}],"tokens":1}]}`,
 		`{"entries":[{"role":"user","tool_calls":[{"id":"a","name":"n","arguments":` + strings.Repeat("[", maxArgumentDepth+2) + strings.Repeat("]", maxArgumentDepth+2) + `}],"tokens":1}]}`,
 		`{"entries":[{"role":"user","tokens":1}`,
@@ -112,6 +117,69 @@ func TestContextDecoderMatchesEncodingJSON(t *testing.T) {
 		if decodeBoth(t, p) {
 			t.Errorf("decodeEntries took a payload it must leave to encoding/json:\n%s", p)
 		}
+	}
+}
+
+// FuzzDecodeEntries builds payloads in encode's shape from fuzzed pieces
+// (string contents inserted between quotes as they are, so escapes, bad
+// UTF-8 and surrogates are the fuzzer's; the token count; the arguments,
+// with their whitespace; which fields appear) and checks decodeEntries
+// against encoding/json: whatever it takes, encoding/json reads the same.
+// go test runs its seeds; -fuzz FuzzDecodeEntries searches.
+func FuzzDecodeEntries(f *testing.F) {
+	f.Add("user", `a\ud83d\ude00b`, "\xff\\u0041", "0", ` {"x":[1,-2.5e+3,"\u00e9"]} `, uint8(0xff))
+	f.Add("tool", `\ud800\u0041`, `\ud83d`, "-0", `null`, uint8(0x3f))
+	f.Add(`\"`, `\/\b\f\n\r\t`, "\xe2\x82", "9223372036854775807", `"s\u12ab"`, uint8(0x15))
+	f.Add("0", "0", "0", "0", "0.", uint8(0xd4))
+	f.Add("0", "0", "0", "0", `{"":[0e]}`, uint8(0x04))
+	f.Fuzz(func(t *testing.T, role, content, kind, tokens, args string, fields uint8) {
+		var b strings.Builder
+		b.WriteString(`{"entries":[{"role":"` + role + `"`)
+		if fields&1 != 0 {
+			b.WriteString(`,"kind":"` + kind + `"`)
+		}
+		if fields&2 != 0 {
+			b.WriteString(`,"content":"` + content + `"`)
+		}
+		if fields&4 != 0 {
+			b.WriteString(`,"tool_calls":[{"id":"` + kind + `","name":"` + content + `","arguments":` + args + `}`)
+			if fields&64 != 0 {
+				b.WriteString(`,{"id":"","name":"","arguments":` + args + `}`)
+			}
+			b.WriteString(`]`)
+		}
+		if fields&8 != 0 {
+			b.WriteString(`,"tool_call_id":"` + content + kind + `"`)
+		}
+		if fields&16 != 0 {
+			b.WriteString(`,"name":"` + role + `"`)
+		}
+		b.WriteString(`,"tokens":` + tokens + `}`)
+		if fields&32 != 0 {
+			b.WriteString(`,{"role":"` + kind + `","tokens":1}`)
+		}
+		b.WriteString(`]}`)
+		decodeBoth(t, b.String())
+	})
+}
+
+// The entries decoded share no memory with the payload, whose array a
+// context may later grow in place or a caller reuse.
+func TestDecodedEntriesOwnTheirBytes(t *testing.T) {
+	payload := []byte(`{"entries":[{"role":"assistant","content":"plain","tool_calls":[{"id":"c","name":"n","arguments":{"a":1}}],"tokens":1},{"role":"tool","content":"esc\naped","tokens":1}]}`)
+	entries, ok := decodeEntries(payload)
+	if !ok {
+		t.Fatal("not taken")
+	}
+	for i := range payload {
+		payload[i] = 'x'
+	}
+	want := []Entry{
+		{Role: "assistant", Content: "plain", ToolCalls: []llm.ToolCall{{ID: "c", Name: "n", Arguments: json.RawMessage(`{"a":1}`)}}, Tokens: 1},
+		{Role: "tool", Content: "esc\naped", Tokens: 1},
+	}
+	if !reflect.DeepEqual(entries, want) {
+		t.Fatalf("after the payload changed: %#v, want %#v", entries, want)
 	}
 }
 
