@@ -40,12 +40,18 @@ func copySpawnIndex(tx *txn, from, to int64) error {
 
 // SpawnIndex returns the spawn index of process pid; the Runtime is the
 // llm.SpawnIndexer of a replay provider answering its processes.
+//
+// It reads with a peek, which waits for no sync: a process's index never
+// changes once its spawn committed, and a provider asks for it in a call,
+// which starts only once that commit is durable. A view would wait for the
+// sync of whatever commit came last, another process's, which held a new
+// child's first call until its parent's commit was durable.
 func (k *Runtime) SpawnIndex(pid int64) (int, error) {
 	if n, ok := k.spawnIndexes.Load(pid); ok {
 		return n.(int), nil
 	}
 	var n uint64
-	err := k.view(func(tx *txn) error {
+	err := k.peek(func(tx *txn) error {
 		b, err := tx.Get(spawnIndexKey(pid))
 		if errors.Is(err, objects.ErrNotFound) {
 			return fmt.Errorf("%w: pid %d has no spawn index", ErrNoProcess, pid)
