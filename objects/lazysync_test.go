@@ -81,13 +81,7 @@ func TestSyncLaterSharesTheNextCommitsSync(t *testing.T) {
 // checks that it holds keys.
 func keptAfterACrash(t *testing.T, mem *vfs.MemFS, s *Store, keys ...string) {
 	t.Helper()
-	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
-	closeTest(t, s)
-	s2, err := Open("/store", Options{FS: crashed, Clock: newFakeClock().Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeTest(t, s2)
+	s2 := openAfterACrash(t, mem, s, "/store")
 	mustView(t, s2, func(tx *Txn) error {
 		for _, key := range keys {
 			if _, err := tx.Get([]byte(key)); err != nil {
@@ -129,17 +123,12 @@ func TestSyncLaterAloneSyncsItself(t *testing.T) {
 // that would cover a lazy one fails, both Updates fail, and so does every
 // later one; the lazy commit is never reported durable.
 func TestSyncLaterFailsWithTheCommitThatCoversIt(t *testing.T) {
-	fault := walFault(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
-	s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, fault)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s, fault := openSyncFault(t)
 	s.lazyWait = time.Hour
 	lazy := startLazy(t, s, "k/lazy")
 	fault.On()
 	defer fault.Off()
-	err = s.Update(func(tx *Txn) error { return tx.Set([]byte("k/next"), []byte("v")) })
+	err := s.Update(func(tx *Txn) error { return tx.Set([]byte("k/next"), []byte("v")) })
 	wantErr(t, err, ErrFailed)
 	wantErr(t, released(t, lazy), ErrFailed)
 	wantErr(t, s.Update(func(tx *Txn) error { return tx.Set([]byte("k/after"), []byte("v")) }), ErrFailed)
@@ -339,4 +328,18 @@ func TestSyncLaterEndsWithAFailedStore(t *testing.T) {
 	if n := s.fs.syncs.Load() - syncs; n != 0 {
 		t.Errorf("%d syncs of the log after the failure", n)
 	}
+}
+
+// openAfterACrash closes s and opens, at dir, what a crash would have left
+// of mem; the store is closed when the test ends.
+func openAfterACrash(t *testing.T, mem *vfs.MemFS, s *Store, dir string) *Store {
+	t.Helper()
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
+	closeTest(t, s)
+	s2, err := Open(dir, Options{FS: crashed, Clock: newFakeClock().Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeTest(t, s2) })
+	return s2
 }

@@ -15,14 +15,7 @@ func TestNewDirectorySurvivesACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := create(t, s, CreateSpec{Namespace: "ns", Name: "first", Kind: "k", Tier: TierDurable, Payload: []byte("acknowledged")})
-	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
-	closeTest(t, s)
-
-	s2, err := Open("/runtimes/new/store", Options{FS: crashed, Clock: newFakeClock().Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeTest(t, s2)
+	s2 := openAfterACrash(t, mem, s, "/runtimes/new/store")
 	mustView(t, s2, func(tx *Txn) error {
 		_, payload, err := tx.Read(m.OID)
 		if err != nil || string(payload) != "acknowledged" {

@@ -222,6 +222,19 @@ func walFault(kinds ...errorfs.OpKind) *errorfs.Toggle {
 	})}
 }
 
+// openSyncFault opens a store in a new directory whose log syncs fail once
+// the returned toggle is on; the store is closed when the test ends.
+func openSyncFault(t *testing.T) (*Store, *errorfs.Toggle) {
+	t.Helper()
+	fault := walFault(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
+	s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, fault)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, fault
+}
+
 func TestDiskFaultFailsStore(t *testing.T) {
 	cases := map[string][]errorfs.OpKind{
 		"write": {errorfs.OpFileWrite, errorfs.OpFileWriteAt},
@@ -321,23 +334,17 @@ func TestDiskFaultFailsStore(t *testing.T) {
 func TestFailedStoreWaitsForReaders(t *testing.T) {
 	// A View that read state whose commit then failed to sync reports the
 	// failure instead of returning data that is not durable.
-	dir := t.TempDir()
-	fault := walFault(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
-	s, err := Open(dir, Options{FS: errorfs.Wrap(vfs.Default, fault)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, fault := openSyncFault(t)
 	mustUpdate(t, s, func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v1")) })
 	fault.On()
 	if err := s.Update(func(tx *Txn) error { return tx.Set([]byte("k"), []byte("v2")) }); !errors.Is(err, ErrFailed) {
 		t.Fatalf("Update = %v", err)
 	}
-	err = s.View(func(tx *Txn) error { _, err := tx.Get([]byte("k")); return err })
+	err := s.View(func(tx *Txn) error { _, err := tx.Get([]byte("k")); return err })
 	// The failed commit is the last one; its state is visible in memory but
 	// was never made durable, so the View must not succeed silently.
 	wantErr(t, err, ErrFailed)
 	fault.Off()
-	_ = s.Close()
 }
 
 func TestCloseWaitsForOperations(t *testing.T) {
@@ -921,15 +928,10 @@ func TestViewWaitsOnlyForWhatItCanSee(t *testing.T) {
 // TestEventsAfterFailedSyncFail: an event read that may see an event whose
 // commit failed to sync reports the failure, as a View does.
 func TestEventsAfterFailedSyncFail(t *testing.T) {
-	fault := walFault(errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo)
-	s, err := Open(t.TempDir(), Options{FS: errorfs.Wrap(vfs.Default, fault)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = s.Close() }()
+	s, fault := openSyncFault(t)
 	fault.On()
 	defer fault.Off()
-	err = s.Update(func(tx *Txn) error { _, err := tx.AppendEvent("lost", nil); return err })
+	err := s.Update(func(tx *Txn) error { _, err := tx.AppendEvent("lost", nil); return err })
 	wantErr(t, err, ErrFailed)
 	_, err = s.Events(0, 0)
 	wantErr(t, err, ErrFailed)
