@@ -181,6 +181,10 @@ func TestModuleRejected(t *testing.T) {
 		{"missing module file", Spec{Dir: basic, Module: "nope.mjs"}, []string{"nope.mjs", "does not exist"}},
 		{"missing named export", Spec{Dir: basic, Module: "named.mjs", Export: "subtract"}, []string{`no export "subtract"`}},
 		{"missing default export", Spec{Dir: basic, Module: "outputs.mjs"}, []string{`no export "default"`}},
+		// Inherited from Object.prototype, not exported.
+		{"inherited toString", Spec{Dir: basic, Module: "named.mjs", Export: "toString"}, []string{`no export "toString"`}},
+		{"inherited constructor", Spec{Dir: basic, Module: "named.mjs", Export: "constructor"}, []string{`no export "constructor"`}},
+		{"inherited __proto__", Spec{Dir: basic, Module: "named.mjs", Export: "__proto__"}, []string{`no export "__proto__"`}},
 		{"export is not a function", Spec{Dir: basic, Module: "named.mjs", Export: "notAFunction"}, []string{`"notAFunction" is not a function`}},
 	}
 	for _, tc := range cases {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -454,6 +455,11 @@ func (w *workerState) invoke(e *engine, req *runMsg, in goja.Value) (resultMsg, 
 	vm := e.vm
 	exports, ok := e.exports.(*goja.Object)
 	if !ok {
+		return resultMsg{Status: statusFailed, Code: CodeModuleRejected, Message: fmt.Sprintf("the module has no export %q", req.Export)}, nil
+	}
+	// Only the module's own exports: the exports object inherits from
+	// Object.prototype, whose toString or constructor is no export.
+	if !slices.Contains(exports.Keys(), req.Export) {
 		return resultMsg{Status: statusFailed, Code: CodeModuleRejected, Message: fmt.Sprintf("the module has no export %q", req.Export)}, nil
 	}
 	fnVal := exports.Get(req.Export)
