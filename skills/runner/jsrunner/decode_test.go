@@ -10,11 +10,11 @@ import (
 )
 
 // encodeValue renders v with the output encoder, or the refusal.
-func encodeValue(t testing.TB, vm *goja.Runtime, v goja.Value) string {
+func encodeValue(t testing.TB, e *engine, v goja.Value) string {
 	t.Helper()
-	enc := newJSONEncoder(64 << 20)
+	enc := newJSONEncoder(64<<20, e.ownIndex)
 	var err error
-	fn, _ := goja.AssertFunction(vm.ToValue(func(goja.FunctionCall) goja.Value {
+	fn, _ := goja.AssertFunction(e.vm.ToValue(func(goja.FunctionCall) goja.Value {
 		err = enc.encode(v)
 		return goja.Undefined()
 	}))
@@ -30,7 +30,8 @@ func encodeValue(t testing.TB, vm *goja.Runtime, v goja.Value) string {
 // compareWithJSONParse checks that decodeJSON builds the same value as the
 // engine's JSON.parse.
 func compareWithJSONParse(t testing.TB, doc []byte) {
-	vm := goja.New()
+	e := newEngine()
+	vm := e.vm
 	parse, _ := goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("parse"))
 	want, wantErr := parse(goja.Undefined(), vm.ToValue(string(doc)))
 	got, gotErr := decodeJSON(vm, doc)
@@ -45,7 +46,7 @@ func compareWithJSONParse(t testing.TB, doc []byte) {
 	if wantErr != nil {
 		return
 	}
-	if g, w := encodeValue(t, vm, got), encodeValue(t, vm, want); g != w {
+	if g, w := encodeValue(t, e, got), encodeValue(t, e, want); g != w {
 		t.Fatalf("%q:\n decodeJSON %s\n JSON.parse %s", doc, g, w)
 	}
 }
@@ -73,7 +74,8 @@ func TestDecodeJSONMatchesJSONParse(t *testing.T) {
 }
 
 func TestDecodeJSONSpecialCases(t *testing.T) {
-	vm := goja.New()
+	e := newEngine()
+	vm := e.vm
 	v, err := decodeJSON(vm, []byte(`{"__proto__":{"polluted":true}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +84,7 @@ func TestDecodeJSONSpecialCases(t *testing.T) {
 	if obj.Prototype() == nil || obj.Prototype().Get("polluted") != nil {
 		t.Fatalf("__proto__ key changed the prototype")
 	}
-	if got := encodeValue(t, vm, v); got != `{"__proto__":{"polluted":true}}` {
+	if got := encodeValue(t, e, v); got != `{"__proto__":{"polluted":true}}` {
 		t.Fatalf("own __proto__ property lost: %s", got)
 	}
 	// An unpaired surrogate escape keeps its code unit (JSON.parse in the

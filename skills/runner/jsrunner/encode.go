@@ -30,14 +30,19 @@ func (e *outputError) Error() string { return e.path + ": " + e.reason }
 
 // jsonEncoder writes a goja value as JSON while enforcing the JSON-compatible
 // subset: null, booleans, finite numbers, strings, arrays and ordinary
-// objects, without cycles. Anything JSON.stringify would silently drop or
+// objects, without cycles. A value JSON.stringify would silently drop or
 // mangle (undefined, functions, symbols, BigInt, non-finite numbers, holes,
 // Map/Set/Date and other exotic objects) is refused instead, so the output is
-// exactly what the module returned.
+// exactly what the module returned. What JSON.stringify never looks at is
+// left out as it leaves it out: non-enumerable and symbol-keyed properties,
+// and an array's properties other than its elements.
 type jsonEncoder struct {
 	buf   []byte
 	limit int
 	seen  map[*goja.Object]struct{}
+	// own reports whether index i is an own property of an array: a
+	// missing element is a hole, even where a prototype has that index.
+	own func(o *goja.Object, i int64) (bool, error)
 	// path is where the encoder is, kept as keys and indexes and spelled
 	// out only when a refusal names it.
 	path []pathSeg
@@ -50,8 +55,8 @@ type pathSeg struct {
 	isIndex bool
 }
 
-func newJSONEncoder(limit int) *jsonEncoder {
-	return &jsonEncoder{limit: limit, seen: make(map[*goja.Object]struct{})}
+func newJSONEncoder(limit int, own func(o *goja.Object, i int64) (bool, error)) *jsonEncoder {
+	return &jsonEncoder{limit: limit, seen: make(map[*goja.Object]struct{}), own: own}
 }
 
 func (e *jsonEncoder) where() string {
@@ -262,8 +267,12 @@ func (e *jsonEncoder) array(o *goja.Object) error {
 			e.buf = append(e.buf, ',')
 		}
 		e.path = append(e.path, pathSeg{index: i, isIndex: true})
+		own, err := e.own(o, i)
+		if err != nil {
+			return err
+		}
 		el := o.Get(strconv.FormatInt(i, 10))
-		if el == nil {
+		if !own || el == nil {
 			return e.refuse("an array hole is not JSON-compatible")
 		}
 		if err := e.encode(el); err != nil {

@@ -230,6 +230,8 @@ func TestOutputs(t *testing.T) {
 		{"nan", []string{"result.x", "NaN"}},
 		{"map", []string{"type Map"}},
 		{"hole", []string{"result[1]", "hole"}},
+		{"holeArrayPrototype", []string{"result[1]", "hole"}},
+		{"holeObjectPrototype", []string{"result[1]", "hole"}},
 		{"tooLarge", []string{"larger than the limit"}},
 		{"deep", []string{"deeper than 1000 levels"}},
 	}

@@ -280,6 +280,7 @@ func refuseSourceMap(string) ([]byte, error) {
 type engine struct {
 	vm     *goja.Runtime
 	freeze goja.Callable
+	hasOwn goja.Callable
 	// inside calls run as one engine call (see workerState.call); it is
 	// built with the engine so that a call does not pay for it.
 	inside goja.Callable
@@ -306,7 +307,9 @@ func newEngine() *engine {
 	vm.SetRandSource(func() float64 { panic(vm.NewTypeError("Math.random is unavailable: modules must be deterministic")) })
 	e := &engine{vm: vm}
 	// Captured before module code can replace it.
-	e.freeze, _ = goja.AssertFunction(vm.Get("Object").ToObject(vm).Get("freeze"))
+	object := vm.Get("Object").ToObject(vm)
+	e.freeze, _ = goja.AssertFunction(object.Get("freeze"))
+	e.hasOwn, _ = goja.AssertFunction(object.Get("hasOwn"))
 	// Never reachable from module code: only the worker holds it.
 	e.inside, _ = goja.AssertFunction(vm.ToValue(func(goja.FunctionCall) goja.Value {
 		e.run()
@@ -315,6 +318,16 @@ func newEngine() *engine {
 	e.bound = &promiseBound{vm: vm}
 	vm.SetAsyncContextTracker(e.bound)
 	return e
+}
+
+// ownIndex reports whether index i is an own property of o, through the
+// Object.hasOwn captured before module code could replace it.
+func (e *engine) ownIndex(o *goja.Object, i int64) (bool, error) {
+	v, err := e.hasOwn(goja.Undefined(), o, e.vm.ToValue(i))
+	if err != nil {
+		return false, err
+	}
+	return v.ToBoolean(), nil
 }
 
 // nextEngine returns the engine prepared for this call, or a new one.
@@ -517,11 +530,11 @@ func (w *workerState) invoke(e *engine, req *runMsg, in goja.Value) (resultMsg, 
 		}
 	}
 	if req.Paged {
-		return encodePaged(ret, req.OutputMax)
+		return encodePaged(ret, req.OutputMax, e.ownIndex)
 	}
 	// The encoded bytes are copied into the answer before the next call
 	// reuses the encoder.
-	enc := w.encoder(req.OutputMax)
+	enc := w.encoder(req.OutputMax, e.ownIndex)
 	if err := enc.encode(ret); err != nil {
 		return outputFailure(err), nil
 	}
@@ -529,30 +542,30 @@ func (w *workerState) invoke(e *engine, req *runMsg, in goja.Value) (resultMsg, 
 }
 
 // encoder returns the worker's result encoder, emptied, with limit.
-func (w *workerState) encoder(limit int) *jsonEncoder {
+func (w *workerState) encoder(limit int, own func(*goja.Object, int64) (bool, error)) *jsonEncoder {
 	if w.enc == nil {
-		w.enc = newJSONEncoder(limit)
+		w.enc = newJSONEncoder(limit, own)
 		return w.enc
 	}
-	w.enc.buf, w.enc.limit, w.enc.path = w.enc.buf[:0], limit, w.enc.path[:0]
+	w.enc.buf, w.enc.limit, w.enc.path, w.enc.own = w.enc.buf[:0], limit, w.enc.path[:0], own
 	clear(w.enc.seen)
 	return w.enc
 }
 
 // encodePaged splits a paged result into its runx_page control value and
 // the rest of the object.
-func encodePaged(ret goja.Value, limit int) (resultMsg, [][]byte) {
+func encodePaged(ret goja.Value, limit int, own func(*goja.Object, int64) (bool, error)) (resultMsg, [][]byte) {
 	obj, ok := ret.(*goja.Object)
 	if !ok || obj.ExportType() != typeOfObject || obj.ClassName() != "Object" || builtinTag(obj) != "" {
 		// Let the ordinary encoder explain a value that is not JSON at all;
 		// otherwise the host reports the wrong shape with the page position.
-		enc := newJSONEncoder(limit)
+		enc := newJSONEncoder(limit, own)
 		if err := enc.encode(ret); err != nil {
 			return outputFailure(err), nil
 		}
 		return resultMsg{Status: statusOK, NotObject: true}, nil
 	}
-	out := newJSONEncoder(limit)
+	out := newJSONEncoder(limit, own)
 	out.seen[obj] = struct{}{}
 	out.buf = append(out.buf, '{')
 	var control []byte
@@ -560,7 +573,7 @@ func encodePaged(ret goja.Value, limit int) (resultMsg, [][]byte) {
 	for _, k := range obj.Keys() {
 		v := obj.Get(k)
 		if k == "runx_page" {
-			ce := newJSONEncoder(limit)
+			ce := newJSONEncoder(limit, own)
 			ce.path = []pathSeg{{key: "runx_page"}}
 			ce.seen[obj] = struct{}{}
 			if err := ce.encode(v); err != nil {

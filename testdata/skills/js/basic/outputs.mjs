@@ -12,6 +12,15 @@ export const cycle = () => {
 export const nan = () => ({ x: NaN });
 export const map = () => new Map([["a", 1]]);
 export const hole = () => [1, , 3];
+// A hole stays a hole where a prototype has that index.
+export const holeArrayPrototype = () => {
+  Array.prototype[1] = "x";
+  return [1, , 3];
+};
+export const holeObjectPrototype = () => {
+  Object.prototype[1] = "y";
+  return [1, , 3];
+};
 export const tooLarge = () => "x".repeat(4 * 1024 * 1024 + 1);
 export const getterThrows = () => ({
   get x() {
