@@ -302,7 +302,12 @@ func (f *arrayFramer) nextPage(budget int64) (framedPage, error) {
 			f.next = f.size
 			break
 		}
-		// c is ','; the next record starts after any whitespace.
+		if c != ',' {
+			// A '}' closes a value at the array's own level: nothing
+			// but a comma or the array's end may follow a record.
+			return framedPage{}, &frameError{offset: term, reason: fmt.Sprintf("%q after an array element, where ',' or ']' must be", c)}
+		}
+		// The next record starts after any whitespace.
 		nextStart, err := f.skipSpace(term+1, pageStart)
 		if err != nil {
 			return framedPage{}, err

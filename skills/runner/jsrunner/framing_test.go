@@ -3,6 +3,7 @@ package jsrunner
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +85,19 @@ func TestFraming(t *testing.T) {
 	for _, s := range framingSamples {
 		for _, budget := range []int64{1, 3, 8, 64, 1 << 20} {
 			checkFraming(t, []byte(s), budget)
+		}
+	}
+}
+
+// TestFramingRefusesAStrayCloser: a '}' where an element ends is refused
+// whatever the page size (each holding an element), not taken for a comma
+// where a page ends.
+func TestFramingRefusesAStrayCloser(t *testing.T) {
+	for _, data := range []string{`[1111}2222]`, `[{"a":1}}{"b":2}]`, `[1,2}]`} {
+		for _, budget := range []int64{8, 9, 16, 64, 1 << 20} {
+			if _, err := frameAll(t, []byte(data), budget); err == nil || !strings.Contains(err.Error(), `'}' after an array element`) {
+				t.Errorf("%s (budget %d): %v, want the stray '}' refused", data, budget, err)
+			}
 		}
 	}
 }
