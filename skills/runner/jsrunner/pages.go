@@ -280,9 +280,11 @@ func (p *Pool) runPaged(ctx context.Context, vs validatedSpec, c *call, in []byt
 			return Result{Pages: pages, Err: failf(CodeResourceLimit, "page %d at byte offset %d: the run needs more than %d pages", index, at, MaxPages)}
 		}
 		room := int64(MaxInputBytes - len(prefix) - metaMax - len(`],"state":`) - len(state) - len(`}}`))
-		// Records travel as JSON strings, which at most double their bytes
-		// (every '"' and '\\' is escaped) plus two quotes each.
-		budget := min(int64(vs.pageBytes), room/2-2)
+		// Records travel as JSON strings: every '"' and '\\' is escaped and
+		// each record gains two quotes. A record with its comma grows at
+		// most 7/3 (`""` and its comma, 3 bytes, become 7), so a span of
+		// budget bytes encodes within 7/3 of budget and a byte or two.
+		budget := min(int64(vs.pageBytes), (room-2)*3/7)
 		if budget <= 0 {
 			return Result{Pages: pages, Err: failf(CodeResourceLimit, "page %d at byte offset %d: the inputs and the %d-byte continuation state leave no room for records within the %d-byte per-call input limit", index, at, len(state), MaxInputBytes)}
 		}

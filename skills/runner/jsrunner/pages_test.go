@@ -347,7 +347,7 @@ func TestPagedInputCeilingFramesFewerBytes(t *testing.T) {
 	}
 	json.Unmarshal(r.Output, &out)
 	// 4 MiB minus 2.5 MiB of filler leaves room for one 600 KiB record per
-	// call once records are encoded as strings (which may double them).
+	// call once records are encoded as strings (which may grow them by 7/3).
 	if out.Count != 8 || len(out.Pages) != 8 {
 		t.Fatalf("output %s: want 8 records on 8 pages", r.Output)
 	}
@@ -355,6 +355,27 @@ func TestPagedInputCeilingFramesFewerBytes(t *testing.T) {
 	spec := pagedSpec(t, "paddedState", MaxPageBytes)
 	in = json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace","state_bytes":2090000,"filler":"` + strings.Repeat("q", 1500<<10) + `"}`)
 	wantFailure(t, p.Run(context.Background(), spec, in, ws), CodeResourceLimit, "page 1 at byte offset", "fits page_bytes but not the 4194304-byte per-call input limit")
+}
+
+// TestPagedCallsStayWithinTheInputLimit: records that grow most when
+// encoded as strings ("" becomes "\"\"", with its comma 7 bytes from 3)
+// still leave every call within the 4 MiB input limit.
+func TestPagedCallsStayWithinTheInputLimit(t *testing.T) {
+	p := newPool(t, PoolOptions{Workers: 1, AddressSpace: 2 << 30})
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "data", "ledger.json"), "["+strings.Repeat(`"",`, 200_000)+`""]`)
+	in := json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace","filler":"` + strings.Repeat("q", 3<<20) + `"}`)
+	r := p.Run(context.Background(), pagedSpec(t, "largestInput", MaxPageBytes), in, ws)
+	if r.Err != nil {
+		t.Fatalf("%+v", r.Err)
+	}
+	var out struct{ Largest, Pages int }
+	if err := json.Unmarshal(r.Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Largest > MaxInputBytes || out.Pages < 2 {
+		t.Fatalf("output %s: the largest call input is %d bytes over %d pages, want at most %d", r.Output, out.Largest, out.Pages, MaxInputBytes)
+	}
 }
 
 func TestPagedPageLimit(t *testing.T) {

@@ -67,3 +67,10 @@ export function countOnly(inputs) {
   const count = (page.state ?? 0) + page.records.length;
   return page.eof ? { count } : { runx_page: { state: count } };
 }
+
+// Reports the largest call input seen, as JSON.stringify measures it.
+export function largestInput(inputs) {
+  const page = inputs.runx_page;
+  const largest = Math.max(page.state ?? 0, JSON.stringify(inputs).length);
+  return page.eof ? { largest, pages: page.page_index + 1 } : { runx_page: { state: largest } };
+}
