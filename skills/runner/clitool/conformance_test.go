@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -238,6 +239,35 @@ func TestConformanceLargeInputArrivesByPathOnly(t *testing.T) {
 	}
 	if rep.Env["RUNX_INPUT_THREAD_TITLE"] != "t" {
 		t.Fatal("a small value next to a large one lost its inline mirror")
+	}
+}
+
+// TestConformanceManyInlineInputsStillStart: 300 inputs of 8,000 bytes
+// would mirror 2.4 MB into the environment, past what a process may start
+// with; the tool starts with every path and the mirrors that fit.
+func TestConformanceManyInlineInputsStillStart(t *testing.T) {
+	t.Parallel()
+	inputs := map[string]string{}
+	for i := range 300 {
+		inputs[fmt.Sprintf("v%03d", i)] = strings.Repeat("x", 8000)
+	}
+	raw, _ := json.Marshal(inputs)
+	out, err := runFixture(t, fixtureCall{runner: "undeclared", inputs: string(raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := decodeReport(t, out)
+	for name, v := range inputs {
+		key := "RUNX_INPUT_" + strings.ToUpper(name)
+		if rep.Files[key+"_PATH"] != v {
+			t.Fatalf("%s_PATH does not hold the value", key)
+		}
+	}
+	if rep.Env["RUNX_INPUT_V000"] != inputs["v000"] {
+		t.Fatal("the first input lost its inline mirror")
+	}
+	if _, ok := rep.Env["RUNX_INPUT_V299"]; ok {
+		t.Fatal("every input was mirrored inline")
 	}
 }
 

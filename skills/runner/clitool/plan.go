@@ -34,6 +34,12 @@ const (
 	// MaxInlineInput is the largest single input value mirrored in
 	// RUNX_INPUT_<NAME>.
 	MaxInlineInput = 8 << 10
+	// MaxInlineInputsTotal bounds the RUNX_INPUT_<NAME> mirrors of one call
+	// together (names and values): a process's arguments and environment
+	// share a limit of their own (2 MiB on Linux by default), past which it
+	// does not start at all. Mirrors are taken in input name order; those
+	// past the bound are by path only, as the contract allows.
+	MaxInlineInputsTotal = 256 << 10
 )
 
 // LookupFunc reads a host environment variable, like os.LookupEnv.
@@ -136,7 +142,8 @@ func serializeValue(v json.RawMessage) []byte {
 }
 
 // transportEnv returns the RUNX_* variables for a call whose input files live
-// in dir: paths on every call, inline mirrors within their size limits.
+// in dir: paths on every call, inline mirrors within their size limits and,
+// together, within MaxInlineInputsTotal.
 // Values holding a NUL byte cannot be environment values and are delivered
 // by path only.
 func (p inputPlan) transportEnv(workspace, inputsPath string, filePath func(inputFile) string) map[string]string {
@@ -147,10 +154,13 @@ func (p inputPlan) transportEnv(workspace, inputsPath string, filePath func(inpu
 	if len(p.all) <= MaxInlineInputsJSON && bytes.IndexByte(p.all, 0) < 0 {
 		env[EnvInputsJSON] = string(p.all)
 	}
+	inline := 0
 	for _, f := range p.files {
 		env[EnvInputPrefix+f.norm+"_PATH"] = filePath(f)
-		if len(f.data) <= MaxInlineInput && bytes.IndexByte(f.data, 0) < 0 {
-			env[EnvInputPrefix+f.norm] = string(f.data)
+		name := EnvInputPrefix + f.norm
+		if n := len(name) + len(f.data); len(f.data) <= MaxInlineInput && inline+n <= MaxInlineInputsTotal && bytes.IndexByte(f.data, 0) < 0 {
+			env[name] = string(f.data)
+			inline += n
 		}
 	}
 	return env

@@ -3,6 +3,7 @@ package clitool
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -132,6 +133,39 @@ func TestPlanInputsInlineLimits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanInputsInlineTotal: mirrors stop, in name order, once together
+// they would pass MaxInlineInputsTotal; every input keeps its path.
+func TestPlanInputsInlineTotal(t *testing.T) {
+	inputs := map[string]string{}
+	for i := range 300 {
+		inputs[fmt.Sprintf("v%03d", i)] = `"` + strings.Repeat("x", 8000) + `"`
+	}
+	plan, err := planInputs(raws(inputs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/" + f.norm })
+	total, mirrored := 0, 0
+	for i := range 300 {
+		name := fmt.Sprintf("RUNX_INPUT_V%03d", i)
+		if _, ok := env[name+"_PATH"]; !ok {
+			t.Fatalf("%s_PATH missing", name)
+		}
+		v, ok := env[name]
+		if ok && i != mirrored {
+			t.Fatalf("%s mirrored after an earlier input was not", name)
+		}
+		if ok {
+			mirrored++
+			total += len(name) + len(v)
+		}
+	}
+	// 8,000 bytes and a 15-byte name each: 32 fit in 256 KiB.
+	if total > MaxInlineInputsTotal || mirrored != MaxInlineInputsTotal/(8000+15) {
+		t.Fatalf("%d mirrors of %d bytes together, want %d within %d", mirrored, total, MaxInlineInputsTotal/(8000+15), MaxInlineInputsTotal)
 	}
 }
 
