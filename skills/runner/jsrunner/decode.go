@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -21,6 +22,7 @@ const maxInputDepth = 10000
 // inputs; unpaired surrogate escapes keep their code unit.
 type jsonDecoder struct {
 	vm    *goja.Runtime
+	eng   *engine
 	data  []byte
 	pos   int
 	depth int
@@ -30,8 +32,8 @@ type jsonDecoder struct {
 
 var errJSONSyntax = errors.New("invalid JSON")
 
-func decodeJSON(vm *goja.Runtime, data []byte) (goja.Value, error) {
-	d := &jsonDecoder{vm: vm, data: data}
+func decodeJSON(e *engine, data []byte) (goja.Value, error) {
+	d := &jsonDecoder{vm: e.vm, eng: e, data: data}
 	v, err := d.value()
 	if err != nil {
 		return nil, err
@@ -111,10 +113,11 @@ func (d *jsonDecoder) object() (goja.Value, error) {
 		if d.pos >= len(d.data) || d.data[d.pos] != '"' {
 			return nil, d.fail("expected a string key")
 		}
-		key, err := d.rawString()
+		k, err := d.str()
 		if err != nil {
 			return nil, err
 		}
+		key := k.String()
 		d.space()
 		if d.pos >= len(d.data) || d.data[d.pos] != ':' {
 			return nil, d.fail("expected ':'")
@@ -128,7 +131,15 @@ func (d *jsonDecoder) object() (goja.Value, error) {
 		// run a setter of Object.prototype (__proto__'s, or one the module
 		// installed while it evaluated, which may be before the inputs are
 		// decoded).
-		if err := obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
+		if strings.ContainsRune(key, utf8.RuneError) && loneSurrogateIn(k) {
+			// As Go text the key would be another (U+FFFD): defined
+			// with the engine's string, through the captured
+			// Object.defineProperty and a descriptor without a
+			// prototype, which module code cannot add fields to.
+			if err := d.defineUTF16(obj, k, v); err != nil {
+				return nil, err
+			}
+		} else if err := obj.DefineDataProperty(key, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 			return nil, err
 		}
 		d.space()
@@ -252,13 +263,33 @@ func (d *jsonDecoder) str() (goja.Value, error) {
 	return nil, d.fail("unterminated string")
 }
 
-// rawString decodes a string as Go text (object keys).
-func (d *jsonDecoder) rawString() (string, error) {
-	v, err := d.str()
-	if err != nil {
-		return "", err
+// defineUTF16 defines key, an engine string Go text cannot hold, on obj as
+// an ordinary data property.
+func (d *jsonDecoder) defineUTF16(obj *goja.Object, key, v goja.Value) error {
+	desc := d.vm.NewObject()
+	if err := desc.SetPrototype(nil); err != nil {
+		return err
 	}
-	return v.String(), nil
+	for name, val := range map[string]goja.Value{"value": v, "writable": d.vm.ToValue(true), "enumerable": d.vm.ToValue(true), "configurable": d.vm.ToValue(true)} {
+		if err := desc.DefineDataProperty(name, val, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
+			return err
+		}
+	}
+	_, err := d.eng.defineProperty(goja.Undefined(), obj, key, desc)
+	return err
+}
+
+// loneSurrogateIn reports whether v, a string, holds an unpaired surrogate.
+func loneSurrogateIn(v goja.Value) bool {
+	s, ok := v.(goja.String)
+	if !ok {
+		return false
+	}
+	units := make([]uint16, s.Length())
+	for i := range units {
+		units[i] = s.CharAt(i)
+	}
+	return hasLoneSurrogate(units)
 }
 
 // escapedString decodes a string with escapes as UTF-16 so that an unpaired

@@ -12,7 +12,7 @@ import (
 // encodeValue renders v with the output encoder, or the refusal.
 func encodeValue(t testing.TB, e *engine, v goja.Value) string {
 	t.Helper()
-	enc := newJSONEncoder(64<<20, e.ownIndex)
+	enc := newJSONEncoder(64<<20, e)
 	var err error
 	fn, _ := goja.AssertFunction(e.vm.ToValue(func(goja.FunctionCall) goja.Value {
 		err = enc.encode(v)
@@ -34,7 +34,7 @@ func compareWithJSONParse(t testing.TB, doc []byte) {
 	vm := e.vm
 	parse, _ := goja.AssertFunction(vm.Get("JSON").ToObject(vm).Get("parse"))
 	want, wantErr := parse(goja.Undefined(), vm.ToValue(string(doc)))
-	got, gotErr := decodeJSON(vm, doc)
+	got, gotErr := decodeJSON(e, doc)
 	if wantErr != nil && strings.Contains(wantErr.Error(), "cannot unmarshal number") {
 		// The engine refuses numbers beyond float64; the language (and
 		// decodeJSON) rounds them to ±Infinity. TestDecodeJSONSpecialCases covers it.
@@ -75,8 +75,7 @@ func TestDecodeJSONMatchesJSONParse(t *testing.T) {
 
 func TestDecodeJSONSpecialCases(t *testing.T) {
 	e := newEngine()
-	vm := e.vm
-	v, err := decodeJSON(vm, []byte(`{"__proto__":{"polluted":true}}`))
+	v, err := decodeJSON(e, []byte(`{"__proto__":{"polluted":true}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +88,23 @@ func TestDecodeJSONSpecialCases(t *testing.T) {
 	}
 	// An unpaired surrogate escape keeps its code unit (JSON.parse in the
 	// engine replaces it with U+FFFD).
-	v, err = decodeJSON(vm, []byte(`"a\ud800b"`))
+	v, err = decodeJSON(e, []byte(`"a\ud800b"`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := v.(goja.String); s.Length() != 3 || s.CharAt(1) != 0xd800 {
 		t.Fatalf("lone surrogate decoded as %q", v.String())
 	}
-	v, err = decodeJSON(vm, []byte(`[1e400,-1e400,1e-400]`))
+	// A key with an unpaired surrogate stays that key, apart from one
+	// holding U+FFFD, and is written back as it came.
+	v, err = decodeJSON(e, []byte(`{"\ud800":"a","\ufffd":"b","x\udc00":{"\ud800\udc00":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := encodeValue(t, e, v), `{"\ud800":"a","\ufffd":"b","x\udc00":{"𐀀":1}}`; got != strings.ReplaceAll(want, `\ufffd`, "\ufffd") {
+		t.Fatalf("keys with unpaired surrogates: %s, want %s", got, want)
+	}
+	v, err = decodeJSON(e, []byte(`[1e400,-1e400,1e-400]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +112,7 @@ func TestDecodeJSONSpecialCases(t *testing.T) {
 	if !goja.IsInfinity(arr.Get("0")) || !goja.IsInfinity(arr.Get("1")) || arr.Get("1").ToFloat() > 0 || arr.Get("2").ToFloat() != 0 {
 		t.Fatalf("out-of-range numbers: %v %v %v", arr.Get("0"), arr.Get("1"), arr.Get("2"))
 	}
-	if _, err := decodeJSON(vm, []byte(strings.Repeat("[", maxInputDepth+1)+strings.Repeat("]", maxInputDepth+1))); err == nil {
+	if _, err := decodeJSON(e, []byte(strings.Repeat("[", maxInputDepth+1)+strings.Repeat("]", maxInputDepth+1))); err == nil {
 		t.Fatal("nesting beyond the limit was accepted")
 	}
 }
@@ -119,8 +127,7 @@ func FuzzDecodeJSON(f *testing.F) {
 			// on surrogate escapes; both are covered above.
 			return
 		}
-		vm := goja.New()
-		_, err := decodeJSON(vm, doc)
+		_, err := decodeJSON(newEngine(), doc)
 		if valid := json.Valid(doc); valid != (err == nil) {
 			t.Fatalf("%q: json.Valid=%v, decodeJSON error %v", doc, valid, err)
 		}

@@ -40,9 +40,9 @@ type jsonEncoder struct {
 	buf   []byte
 	limit int
 	seen  map[*goja.Object]struct{}
-	// own reports whether index i is an own property of an array: a
-	// missing element is a hole, even where a prototype has that index.
-	own func(o *goja.Object, i int64) (bool, error)
+	// eng is the engine the value lives in, for the built-ins captured
+	// before module code ran.
+	eng *engine
 	// path is where the encoder is, kept as keys and indexes and spelled
 	// out only when a refusal names it.
 	path []pathSeg
@@ -55,8 +55,8 @@ type pathSeg struct {
 	isIndex bool
 }
 
-func newJSONEncoder(limit int, own func(o *goja.Object, i int64) (bool, error)) *jsonEncoder {
-	return &jsonEncoder{limit: limit, seen: make(map[*goja.Object]struct{}), own: own}
+func newJSONEncoder(limit int, eng *engine) *jsonEncoder {
+	return &jsonEncoder{limit: limit, seen: make(map[*goja.Object]struct{}), eng: eng}
 }
 
 func (e *jsonEncoder) where() string {
@@ -267,7 +267,9 @@ func (e *jsonEncoder) array(o *goja.Object) error {
 			e.buf = append(e.buf, ',')
 		}
 		e.path = append(e.path, pathSeg{index: i, isIndex: true})
-		own, err := e.own(o, i)
+		// A missing element is a hole, even where a prototype has that
+		// index.
+		own, err := e.eng.ownIndex(o, i)
 		if err != nil {
 			return err
 		}
@@ -285,8 +287,17 @@ func (e *jsonEncoder) array(o *goja.Object) error {
 }
 
 func (e *jsonEncoder) plainObject(o *goja.Object) error {
+	keys := o.Keys()
+	for _, k := range keys {
+		if strings.ContainsRune(k, utf8.RuneError) {
+			// Keys reads keys as Go text, where an unpaired surrogate
+			// becomes U+FFFD: such a key would be written, and read,
+			// as another.
+			return e.plainObjectUTF16(o)
+		}
+	}
 	e.buf = append(e.buf, '{')
-	for i, k := range o.Keys() {
+	for i, k := range keys {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
@@ -294,6 +305,39 @@ func (e *jsonEncoder) plainObject(o *goja.Object) error {
 		e.quote(k)
 		e.buf = append(e.buf, ':')
 		if err := e.encode(o.Get(k)); err != nil {
+			return err
+		}
+		e.path = e.path[:len(e.path)-1]
+	}
+	e.buf = append(e.buf, '}')
+	return e.checkSize()
+}
+
+// plainObjectUTF16 writes o as plainObject does, with its keys as the
+// engine holds them (UTF-16, through the captured Object.keys and
+// Reflect.get), for an object whose keys may hold unpaired surrogates.
+func (e *jsonEncoder) plainObjectUTF16(o *goja.Object) error {
+	v, err := e.eng.keys(goja.Undefined(), o)
+	if err != nil {
+		return err
+	}
+	// A new dense array of the engine's: its elements are its own.
+	list := v.(*goja.Object)
+	n := list.Get("length").ToInteger()
+	e.buf = append(e.buf, '{')
+	for i := int64(0); i < n; i++ {
+		k := list.Get(strconv.FormatInt(i, 10))
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.path = append(e.path, pathSeg{key: k.String()})
+		e.str(k)
+		e.buf = append(e.buf, ':')
+		v, err := e.eng.get(goja.Undefined(), o, k)
+		if err != nil {
+			return err
+		}
+		if err := e.encode(v); err != nil {
 			return err
 		}
 		e.path = e.path[:len(e.path)-1]

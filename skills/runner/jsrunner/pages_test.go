@@ -378,6 +378,21 @@ func TestPagedCallsStayWithinTheInputLimit(t *testing.T) {
 	}
 }
 
+// TestPagedOutputKeysKeepUnpairedSurrogates: the last page's output is
+// written with its keys as the module made them.
+func TestPagedOutputKeysKeepUnpairedSurrogates(t *testing.T) {
+	p := sharedPool(t)
+	ws := t.TempDir()
+	ledger(t, filepath.Join(ws, "data", "ledger.json"), 50, nil)
+	r := p.Run(context.Background(), pagedSpec(t, "surrogateKey", 1024), json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`), ws)
+	if r.Err != nil {
+		t.Fatalf("%+v", r.Err)
+	}
+	if want := fmt.Sprintf("{\"\\ud800\":%d,\"\ufffd\":true}", r.Pages-1); r.Pages < 2 || string(r.Output) != want {
+		t.Fatalf("output %s over %d pages, want %s", r.Output, r.Pages, want)
+	}
+}
+
 func TestPagedPageLimit(t *testing.T) {
 	p := sharedPool(t)
 	ws := t.TempDir()

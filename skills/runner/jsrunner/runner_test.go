@@ -253,6 +253,15 @@ func TestOutputs(t *testing.T) {
 			t.Fatalf("output\n got %s\nwant %s", r.Output, want)
 		}
 	})
+	t.Run("keys with unpaired surrogates keep them", func(t *testing.T) {
+		r := run(t, p, Spec{Dir: basic, Module: "outputs.mjs", Export: "loneSurrogateKeys"}, `{}`)
+		if r.Err != nil {
+			t.Fatalf("run failed: %+v", r.Err)
+		}
+		if want := "{\"\\ud800\":1,\"\ufffd\":2,\"nested\":{\"x\\udc00\":[3]}}"; string(r.Output) != want {
+			t.Fatalf("output = %s, want %s", r.Output, want)
+		}
+	})
 	t.Run("unpaired surrogates are escaped", func(t *testing.T) {
 		r := run(t, p, Spec{Dir: basic, Module: "outputs.mjs", Export: "loneSurrogate"}, `{}`)
 		if r.Err != nil {

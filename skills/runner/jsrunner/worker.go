@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -278,9 +279,11 @@ func refuseSourceMap(string) ([]byte, error) {
 // what evaluating it on arrival would. No other module code runs in an
 // engine before the call it serves, and an engine serves one call.
 type engine struct {
-	vm     *goja.Runtime
-	freeze goja.Callable
-	hasOwn goja.Callable
+	vm *goja.Runtime
+	// Built-ins the worker calls, captured before module code can replace
+	// them: Object.freeze, Object.hasOwn, Object.keys, Reflect.get and
+	// Object.defineProperty.
+	freeze, hasOwn, keys, get, defineProperty goja.Callable
 	// inside calls run as one engine call (see workerState.call); it is
 	// built with the engine so that a call does not pay for it.
 	inside goja.Callable
@@ -307,9 +310,12 @@ func newEngine() *engine {
 	vm.SetRandSource(func() float64 { panic(vm.NewTypeError("Math.random is unavailable: modules must be deterministic")) })
 	e := &engine{vm: vm}
 	// Captured before module code can replace it.
-	object := vm.Get("Object").ToObject(vm)
+	object, reflect := vm.Get("Object").ToObject(vm), vm.Get("Reflect").ToObject(vm)
 	e.freeze, _ = goja.AssertFunction(object.Get("freeze"))
 	e.hasOwn, _ = goja.AssertFunction(object.Get("hasOwn"))
+	e.keys, _ = goja.AssertFunction(object.Get("keys"))
+	e.get, _ = goja.AssertFunction(reflect.Get("get"))
+	e.defineProperty, _ = goja.AssertFunction(object.Get("defineProperty"))
 	// Never reachable from module code: only the worker holds it.
 	e.inside, _ = goja.AssertFunction(vm.ToValue(func(goja.FunctionCall) goja.Value {
 		e.run()
@@ -428,7 +434,7 @@ func (w *workerState) call(req *runMsg, bundle *compiledBundle, inputs []byte) (
 	w.guard.arm(vm, time.Duration(req.TimeoutNS))
 	defer w.guard.disarm()
 
-	in, err := decodeJSON(vm, inputs)
+	in, err := decodeJSON(e, inputs)
 	if err != nil {
 		return resultMsg{Status: statusFailed, Code: CodeInvalidRequest, Message: "inputs: " + err.Error()}, nil
 	}
@@ -530,11 +536,11 @@ func (w *workerState) invoke(e *engine, req *runMsg, in goja.Value) (resultMsg, 
 		}
 	}
 	if req.Paged {
-		return encodePaged(ret, req.OutputMax, e.ownIndex)
+		return encodePaged(ret, req.OutputMax, e)
 	}
 	// The encoded bytes are copied into the answer before the next call
 	// reuses the encoder.
-	enc := w.encoder(req.OutputMax, e.ownIndex)
+	enc := w.encoder(req.OutputMax, e)
 	if err := enc.encode(ret); err != nil {
 		return outputFailure(err), nil
 	}
@@ -542,38 +548,51 @@ func (w *workerState) invoke(e *engine, req *runMsg, in goja.Value) (resultMsg, 
 }
 
 // encoder returns the worker's result encoder, emptied, with limit.
-func (w *workerState) encoder(limit int, own func(*goja.Object, int64) (bool, error)) *jsonEncoder {
+func (w *workerState) encoder(limit int, e *engine) *jsonEncoder {
 	if w.enc == nil {
-		w.enc = newJSONEncoder(limit, own)
+		w.enc = newJSONEncoder(limit, e)
 		return w.enc
 	}
-	w.enc.buf, w.enc.limit, w.enc.path, w.enc.own = w.enc.buf[:0], limit, w.enc.path[:0], own
+	w.enc.buf, w.enc.limit, w.enc.path, w.enc.eng = w.enc.buf[:0], limit, w.enc.path[:0], e
 	clear(w.enc.seen)
 	return w.enc
 }
 
 // encodePaged splits a paged result into its runx_page control value and
 // the rest of the object.
-func encodePaged(ret goja.Value, limit int, own func(*goja.Object, int64) (bool, error)) (resultMsg, [][]byte) {
+func encodePaged(ret goja.Value, limit int, e *engine) (resultMsg, [][]byte) {
 	obj, ok := ret.(*goja.Object)
 	if !ok || obj.ExportType() != typeOfObject || obj.ClassName() != "Object" || builtinTag(obj) != "" {
 		// Let the ordinary encoder explain a value that is not JSON at all;
 		// otherwise the host reports the wrong shape with the page position.
-		enc := newJSONEncoder(limit, own)
+		enc := newJSONEncoder(limit, e)
 		if err := enc.encode(ret); err != nil {
 			return outputFailure(err), nil
 		}
 		return resultMsg{Status: statusOK, NotObject: true}, nil
 	}
-	out := newJSONEncoder(limit, own)
+	out := newJSONEncoder(limit, e)
 	out.seen[obj] = struct{}{}
 	out.buf = append(out.buf, '{')
 	var control []byte
 	res := resultMsg{Status: statusOK}
-	for _, k := range obj.Keys() {
-		v := obj.Get(k)
+	// Keys as the engine holds them, as plainObjectUTF16 reads them: Go
+	// text would turn an unpaired surrogate into U+FFFD.
+	list, err := e.keys(goja.Undefined(), obj)
+	if err != nil {
+		return outputFailure(err), nil
+	}
+	keys := list.(*goja.Object)
+	n := keys.Get("length").ToInteger()
+	for i := int64(0); i < n; i++ {
+		key := keys.Get(strconv.FormatInt(i, 10))
+		k := key.String()
+		v, err := e.get(goja.Undefined(), obj, key)
+		if err != nil {
+			return outputFailure(err), nil
+		}
 		if k == "runx_page" {
-			ce := newJSONEncoder(limit, own)
+			ce := newJSONEncoder(limit, e)
 			ce.path = []pathSeg{{key: "runx_page"}}
 			ce.seen[obj] = struct{}{}
 			if err := ce.encode(v); err != nil {
@@ -588,7 +607,7 @@ func encodePaged(ret goja.Value, limit int, own func(*goja.Object, int64) (bool,
 		}
 		res.OtherKeys++
 		out.path = append(out.path[:0], pathSeg{key: k})
-		out.quote(k)
+		out.str(key)
 		out.buf = append(out.buf, ':')
 		if err := out.encode(v); err != nil {
 			return outputFailure(err), nil

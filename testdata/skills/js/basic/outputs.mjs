@@ -41,3 +41,5 @@ export const deep = () => {
   for (let i = 0; i < 1001; i++) v = [v];
   return v;
 };
+// Keys with an unpaired surrogate next to one holding U+FFFD.
+export const loneSurrogateKeys = () => ({ ["\uD800"]: 1, "\uFFFD": 2, nested: { ["x\uDC00"]: [3] } });

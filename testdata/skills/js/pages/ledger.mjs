@@ -74,3 +74,9 @@ export function largestInput(inputs) {
   const largest = Math.max(page.state ?? 0, JSON.stringify(inputs).length);
   return page.eof ? { largest, pages: page.page_index + 1 } : { runx_page: { state: largest } };
 }
+
+// Ends with an output whose key holds an unpaired surrogate.
+export function surrogateKey(inputs) {
+  const page = inputs.runx_page;
+  return page.eof ? { ["\uD800"]: page.page_index, "\uFFFD": true } : { runx_page: { state: 0 } };
+}
