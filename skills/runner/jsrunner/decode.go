@@ -270,8 +270,11 @@ func (d *jsonDecoder) defineUTF16(obj *goja.Object, key, v goja.Value) error {
 	if err := desc.SetPrototype(nil); err != nil {
 		return err
 	}
-	for name, val := range map[string]goja.Value{"value": v, "writable": d.vm.ToValue(true), "enumerable": d.vm.ToValue(true), "configurable": d.vm.ToValue(true)} {
-		if err := desc.DefineDataProperty(name, val, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
+	if err := desc.DefineDataProperty("value", v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
+		return err
+	}
+	for _, flag := range []string{"writable", "enumerable", "configurable"} {
+		if err := desc.DefineDataProperty(flag, d.vm.ToValue(true), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 			return err
 		}
 	}

@@ -314,19 +314,15 @@ func (e *jsonEncoder) plainObject(o *goja.Object) error {
 }
 
 // plainObjectUTF16 writes o as plainObject does, with its keys as the
-// engine holds them (UTF-16, through the captured Object.keys and
-// Reflect.get), for an object whose keys may hold unpaired surrogates.
+// engine holds them (engine.ownKeys, and the captured Reflect.get), for an
+// object whose keys may hold unpaired surrogates.
 func (e *jsonEncoder) plainObjectUTF16(o *goja.Object) error {
-	v, err := e.eng.keys(goja.Undefined(), o)
+	keys, err := e.eng.ownKeys(o)
 	if err != nil {
 		return err
 	}
-	// A new dense array of the engine's: its elements are its own.
-	list := v.(*goja.Object)
-	n := list.Get("length").ToInteger()
 	e.buf = append(e.buf, '{')
-	for i := int64(0); i < n; i++ {
-		k := list.Get(strconv.FormatInt(i, 10))
+	for i, k := range keys {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}

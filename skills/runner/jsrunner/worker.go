@@ -336,6 +336,23 @@ func (e *engine) ownIndex(o *goja.Object, i int64) (bool, error) {
 	return v.ToBoolean(), nil
 }
 
+// ownKeys returns o's own enumerable string keys as the engine holds them
+// (Go text would turn an unpaired surrogate into U+FFFD), through the
+// Object.keys captured before module code could replace it.
+func (e *engine) ownKeys(o *goja.Object) ([]goja.Value, error) {
+	v, err := e.keys(goja.Undefined(), o)
+	if err != nil {
+		return nil, err
+	}
+	// A new dense array of the engine's: its elements are its own.
+	list := v.(*goja.Object)
+	keys := make([]goja.Value, list.Get("length").ToInteger())
+	for i := range keys {
+		keys[i] = list.Get(strconv.Itoa(i))
+	}
+	return keys, nil
+}
+
 // nextEngine returns the engine prepared for this call, or a new one.
 func (w *workerState) nextEngine() *engine {
 	e := w.ready
@@ -576,16 +593,11 @@ func encodePaged(ret goja.Value, limit int, e *engine) (resultMsg, [][]byte) {
 	out.buf = append(out.buf, '{')
 	var control []byte
 	res := resultMsg{Status: statusOK}
-	// Keys as the engine holds them, as plainObjectUTF16 reads them: Go
-	// text would turn an unpaired surrogate into U+FFFD.
-	list, err := e.keys(goja.Undefined(), obj)
+	keys, err := e.ownKeys(obj)
 	if err != nil {
 		return outputFailure(err), nil
 	}
-	keys := list.(*goja.Object)
-	n := keys.Get("length").ToInteger()
-	for i := int64(0); i < n; i++ {
-		key := keys.Get(strconv.FormatInt(i, 10))
+	for _, key := range keys {
 		k := key.String()
 		v, err := e.get(goja.Undefined(), obj, key)
 		if err != nil {
