@@ -133,9 +133,8 @@ func (d *jsonDecoder) object() (goja.Value, error) {
 		// decoded).
 		if strings.ContainsRune(key, utf8.RuneError) && loneSurrogateIn(k) {
 			// As Go text the key would be another (U+FFFD): defined
-			// with the engine's string, through the captured
-			// Object.defineProperty and a descriptor without a
-			// prototype, which module code cannot add fields to.
+			// with the engine's string, through Object.defineProperty
+			// and a descriptor without a prototype.
 			if err := d.defineUTF16(obj, k, v); err != nil {
 				return nil, err
 			}
@@ -278,7 +277,11 @@ func (d *jsonDecoder) defineUTF16(obj *goja.Object, key, v goja.Value) error {
 			return err
 		}
 	}
-	_, err := d.eng.defineProperty(goja.Undefined(), obj, key, desc)
+	defineProperty, err := d.eng.builtin("Object", "defineProperty")
+	if err != nil {
+		return err
+	}
+	_, err = defineProperty(goja.Undefined(), obj, key, desc)
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -41,8 +42,11 @@ type jsonEncoder struct {
 	limit int
 	seen  map[*goja.Object]struct{}
 	// eng is the engine the value lives in, for the built-ins captured
-	// before module code ran.
+	// before module code ran; it is let go once the call's value is
+	// encoded (release), so that the call's heap does not outlive it.
 	eng *engine
+	// protoIndex caches indexOnPrototypes for each prototype met.
+	protoIndex map[*goja.Object]bool
 	// path is where the encoder is, kept as keys and indexes and spelled
 	// out only when a refusal names it.
 	path []pathSeg
@@ -57,6 +61,13 @@ type pathSeg struct {
 
 func newJSONEncoder(limit int, eng *engine) *jsonEncoder {
 	return &jsonEncoder{limit: limit, seen: make(map[*goja.Object]struct{}), eng: eng}
+}
+
+// release lets go of everything of the engine whose value was encoded.
+func (e *jsonEncoder) release() {
+	e.eng = nil
+	clear(e.seen)
+	clear(e.protoIndex)
 }
 
 func (e *jsonEncoder) where() string {
@@ -261,20 +272,27 @@ func builtinTag(o *goja.Object) string {
 
 func (e *jsonEncoder) array(o *goja.Object) error {
 	n := o.Get("length").ToInteger()
+	// A missing element is a hole, even where a prototype has that index.
+	// Without an index on the prototype chain (the usual case) an element
+	// found is the array's own; otherwise each is checked.
+	checkOwn := e.indexOnPrototypes(o)
 	e.buf = append(e.buf, '[')
 	for i := int64(0); i < n; i++ {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
 		e.path = append(e.path, pathSeg{index: i, isIndex: true})
-		// A missing element is a hole, even where a prototype has that
-		// index.
-		own, err := e.eng.ownIndex(o, i)
-		if err != nil {
-			return err
-		}
 		el := o.Get(strconv.FormatInt(i, 10))
-		if !own || el == nil {
+		if el != nil && checkOwn {
+			own, err := e.eng.ownProperty(o, e.eng.vm.ToValue(i))
+			if err != nil {
+				return err
+			}
+			if !own {
+				el = nil
+			}
+		}
+		if el == nil {
 			return e.refuse("an array hole is not JSON-compatible")
 		}
 		if err := e.encode(el); err != nil {
@@ -286,37 +304,41 @@ func (e *jsonEncoder) array(o *goja.Object) error {
 	return e.checkSize()
 }
 
-func (e *jsonEncoder) plainObject(o *goja.Object) error {
-	keys := o.Keys()
-	for _, k := range keys {
-		if strings.ContainsRune(k, utf8.RuneError) {
-			// Keys reads keys as Go text, where an unpaired surrogate
-			// becomes U+FFFD: such a key would be written, and read,
-			// as another.
-			return e.plainObjectUTF16(o)
+// indexOnPrototypes reports whether an object on o's prototype chain has
+// an own property named like an array index. Each prototype is looked at
+// once an encoding: one that gains an index while the result is encoded
+// (from a getter) can only change what the module itself returns.
+func (e *jsonEncoder) indexOnPrototypes(o *goja.Object) bool {
+	found := false
+	for p := o.Prototype(); p != nil && !found; p = p.Prototype() {
+		has, seen := e.protoIndex[p]
+		if !seen {
+			has = slices.ContainsFunc(p.GetOwnPropertyNames(), isIndexName)
+			if e.protoIndex == nil {
+				e.protoIndex = make(map[*goja.Object]bool)
+			}
+			e.protoIndex[p] = has
 		}
+		found = has
 	}
-	e.buf = append(e.buf, '{')
-	for i, k := range keys {
-		if i > 0 {
-			e.buf = append(e.buf, ',')
-		}
-		e.path = append(e.path, pathSeg{key: k})
-		e.quote(k)
-		e.buf = append(e.buf, ':')
-		if err := e.encode(o.Get(k)); err != nil {
-			return err
-		}
-		e.path = e.path[:len(e.path)-1]
-	}
-	e.buf = append(e.buf, '}')
-	return e.checkSize()
+	return found
 }
 
-// plainObjectUTF16 writes o as plainObject does, with its keys as the
-// engine holds them (engine.ownKeys, and the captured Reflect.get), for an
-// object whose keys may hold unpaired surrogates.
-func (e *jsonEncoder) plainObjectUTF16(o *goja.Object) error {
+// isIndexName reports whether name is a canonical array index ("0", "17",
+// not "01" or "-1").
+func isIndexName(name string) bool {
+	if name == "" || len(name) > 1 && name[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *jsonEncoder) plainObject(o *goja.Object) error {
 	keys, err := e.eng.ownKeys(o)
 	if err != nil {
 		return err
@@ -326,10 +348,10 @@ func (e *jsonEncoder) plainObjectUTF16(o *goja.Object) error {
 		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
-		e.path = append(e.path, pathSeg{key: k.String()})
-		e.str(k)
+		e.path = append(e.path, pathSeg{key: k.name})
+		e.key(k)
 		e.buf = append(e.buf, ':')
-		v, err := e.eng.get(goja.Undefined(), o, k)
+		v, err := e.eng.get(o, k)
 		if err != nil {
 			return err
 		}
@@ -340,6 +362,15 @@ func (e *jsonEncoder) plainObjectUTF16(o *goja.Object) error {
 	}
 	e.buf = append(e.buf, '}')
 	return e.checkSize()
+}
+
+// key writes an object key.
+func (e *jsonEncoder) key(k propertyKey) {
+	if k.exact != nil {
+		e.str(k.exact)
+		return
+	}
+	e.quote(k.name)
 }
 
 func pathKey(k string) string {

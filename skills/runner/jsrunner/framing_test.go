@@ -31,6 +31,7 @@ func checkFraming(t *testing.T, data []byte, budget int64) {
 	pages, err := frameAll(t, data, budget)
 	prevNext := int64(-1)
 	var got []json.RawMessage
+	pagesValid := true
 	for i, pg := range pages {
 		if pg.length > budget || pg.offset < 0 || pg.offset+pg.length > int64(len(data)) || pg.next < pg.offset+pg.length {
 			t.Fatalf("%q page %d: bad bounds %+v (budget %d)", data, i, pg, budget)
@@ -49,7 +50,17 @@ func checkFraming(t *testing.T, data []byte, budget int64) {
 			var recs []json.RawMessage
 			if json.Unmarshal(append(append([]byte("["), pg.span...), ']'), &recs) == nil {
 				got = append(got, recs...)
+			} else {
+				pagesValid = false
 			}
+		}
+	}
+	// Framed pages that each hold valid records make a valid array (a
+	// ';' may follow it, as a script's assignment ends): nothing the
+	// framer passes over between records is left unchecked.
+	if trimmed := bytes.TrimSpace(data); err == nil && pagesValid && len(trimmed) > 0 && trimmed[0] == '[' {
+		if body := bytes.TrimSpace(bytes.TrimSuffix(trimmed, []byte(";"))); !json.Valid(body) {
+			t.Fatalf("%q (budget %d): framed into valid pages, but is not a JSON array", data, budget)
 		}
 	}
 	// A valid array whose elements each fit the budget frames completely,
@@ -79,6 +90,7 @@ func checkFraming(t *testing.T, data []byte, budget int64) {
 var framingSamples = []string{
 	`[]`, ` [ ] `, `[1]`, `[1,2,3]`, "[\n 1 ,\n 2\n]\n", `[{"a":"]"},{"b":"\"}"}]`, `[[1,[2]],{"x":[{}]}]`,
 	`["\\", "\\\""]`, `[1,]`, `[,1]`, `[1 2]`, `{}`, `[1] x`, `[`, `["abc`, ``, `[null,true,false,-1.5e3]`,
+	`[1111}2222]`, `[{"a":1}}{"b":2}]`, `[1,2];`,
 }
 
 func TestFraming(t *testing.T) {

@@ -357,6 +357,22 @@ func TestPagedInputCeilingFramesFewerBytes(t *testing.T) {
 	wantFailure(t, p.Run(context.Background(), spec, in, ws), CodeResourceLimit, "page 1 at byte offset", "fits page_bytes but not the 4194304-byte per-call input limit")
 }
 
+// TestPagedStrayCloserNamesPageAndOffset: a '}' where an element ends fails
+// the run as invalid_request, naming the page and the byte, whatever the
+// page size.
+func TestPagedStrayCloserNamesPageAndOffset(t *testing.T) {
+	p := sharedPool(t)
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "data", "ledger.json"), `[{"id":0,"amount":1},{"id":1,"amount":1}}{"id":2,"amount":1}]`)
+	for _, tc := range []struct {
+		pageBytes int
+		page      string
+	}{{24, "page 1 at byte offset 21"}, {1 << 20, "page 0 at byte offset 0"}} {
+		r := p.Run(context.Background(), pagedSpec(t, "totalPage", tc.pageBytes), json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`), ws)
+		wantFailure(t, r, CodeInvalidRequest, tc.page, "at byte offset 40", "'}' after an array element")
+	}
+}
+
 // TestPagedCallsStayWithinTheInputLimit: records that grow most when
 // encoded as strings ("" becomes "\"\"", with its comma 7 bytes from 3)
 // still leave every call within the 4 MiB input limit.

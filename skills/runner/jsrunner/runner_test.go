@@ -409,6 +409,18 @@ func TestLimitsHoldOnLaterCallsOfAWorker(t *testing.T) {
 	}
 }
 
+// TestAHeapEndsWithItsCall: what a call leaves alive in its engine does not
+// count against the next calls of its worker, which each keep as much again
+// under the same heap limit.
+func TestAHeapEndsWithItsCall(t *testing.T) {
+	// Room for the race detector's shadow memory, as above.
+	p := newPool(t, PoolOptions{Workers: 1, MemoryLimit: 32 << 20, AddressSpace: 2 << 30})
+	keep := Spec{Dir: fixture(t, "hostile"), Module: "keep.mjs", Timeout: 30 * time.Second}
+	for range 3 {
+		wantOutput(t, run(t, p, keep, `{}`), `{"kept":800000}`)
+	}
+}
+
 // TestWorkerCrashIsInternalFailure kills a worker from outside while it
 // runs a call: the call reports internal_failure and the pool recovers.
 func TestWorkerCrashIsInternalFailure(t *testing.T) {

@@ -11,12 +11,12 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
@@ -280,10 +280,9 @@ func refuseSourceMap(string) ([]byte, error) {
 // engine before the call it serves, and an engine serves one call.
 type engine struct {
 	vm *goja.Runtime
-	// Built-ins the worker calls, captured before module code can replace
-	// them: Object.freeze, Object.hasOwn, Object.keys, Reflect.get and
-	// Object.defineProperty.
-	freeze, hasOwn, keys, get, defineProperty goja.Callable
+	// Object.freeze and Object.hasOwn, which the worker calls on every
+	// call, captured before module code can replace them.
+	freeze, hasOwn goja.Callable
 	// inside calls run as one engine call (see workerState.call); it is
 	// built with the engine so that a call does not pay for it.
 	inside goja.Callable
@@ -309,13 +308,10 @@ func newEngine() *engine {
 	vm.SetTimeSource(func() time.Time { return FixedClock })
 	vm.SetRandSource(func() float64 { panic(vm.NewTypeError("Math.random is unavailable: modules must be deterministic")) })
 	e := &engine{vm: vm}
-	// Captured before module code can replace it.
-	object, reflect := vm.Get("Object").ToObject(vm), vm.Get("Reflect").ToObject(vm)
+	// Captured before module code can replace them.
+	object := vm.Get("Object").ToObject(vm)
 	e.freeze, _ = goja.AssertFunction(object.Get("freeze"))
 	e.hasOwn, _ = goja.AssertFunction(object.Get("hasOwn"))
-	e.keys, _ = goja.AssertFunction(object.Get("keys"))
-	e.get, _ = goja.AssertFunction(reflect.Get("get"))
-	e.defineProperty, _ = goja.AssertFunction(object.Get("defineProperty"))
 	// Never reachable from module code: only the worker holds it.
 	e.inside, _ = goja.AssertFunction(vm.ToValue(func(goja.FunctionCall) goja.Value {
 		e.run()
@@ -326,31 +322,84 @@ func newEngine() *engine {
 	return e
 }
 
-// ownIndex reports whether index i is an own property of o, through the
+// ownProperty reports whether key is an own property of o, through the
 // Object.hasOwn captured before module code could replace it.
-func (e *engine) ownIndex(o *goja.Object, i int64) (bool, error) {
-	v, err := e.hasOwn(goja.Undefined(), o, e.vm.ToValue(i))
+func (e *engine) ownProperty(o *goja.Object, key goja.Value) (bool, error) {
+	v, err := e.hasOwn(goja.Undefined(), o, key)
 	if err != nil {
 		return false, err
 	}
 	return v.ToBoolean(), nil
 }
 
-// ownKeys returns o's own enumerable string keys as the engine holds them
-// (Go text would turn an unpaired surrogate into U+FFFD), through the
-// Object.keys captured before module code could replace it.
-func (e *engine) ownKeys(o *goja.Object) ([]goja.Value, error) {
-	v, err := e.keys(goja.Undefined(), o)
+// builtin returns the function global.name, read now. It serves only keys
+// Go text cannot hold, which are rare: capturing it with the engine would
+// cost every call (Reflect alone is most of an engine). Module code may
+// have replaced it by then, which changes how its own values cross the
+// boundary, and nothing it can reach.
+func (e *engine) builtin(global, name string) (goja.Callable, error) {
+	obj := e.vm.Get(global)
+	if obj == nil {
+		return nil, fmt.Errorf("%s is not defined", global)
+	}
+	fn, ok := goja.AssertFunction(obj.ToObject(e.vm).Get(name))
+	if !ok {
+		return nil, fmt.Errorf("%s.%s is not a function", global, name)
+	}
+	return fn, nil
+}
+
+// propertyKey is an own enumerable string key of an object: its Go text,
+// and, when Go text cannot hold it (an unpaired surrogate reads as U+FFFD),
+// the engine's string, through which the property is read and the key
+// written.
+type propertyKey struct {
+	name  string
+	exact goja.Value
+}
+
+// ownKeys returns o's own enumerable string keys in the engine's order.
+func (e *engine) ownKeys(o *goja.Object) ([]propertyKey, error) {
+	names := o.Keys()
+	keys := make([]propertyKey, len(names))
+	lossy := false
+	for i, name := range names {
+		keys[i].name = name
+		lossy = lossy || strings.ContainsRune(name, utf8.RuneError)
+	}
+	if !lossy {
+		return keys, nil
+	}
+	objectKeys, err := e.builtin("Object", "keys")
 	if err != nil {
 		return nil, err
 	}
-	// A new dense array of the engine's: its elements are its own.
-	list := v.(*goja.Object)
-	keys := make([]goja.Value, list.Get("length").ToInteger())
+	v, err := objectKeys(goja.Undefined(), o)
+	if err != nil {
+		return nil, err
+	}
+	list, ok := v.(*goja.Object)
+	if !ok {
+		return nil, errors.New("Object.keys returned no array")
+	}
+	keys = make([]propertyKey, list.Get("length").ToInteger())
 	for i := range keys {
-		keys[i] = list.Get(strconv.Itoa(i))
+		k := list.Get(strconv.Itoa(i))
+		keys[i] = propertyKey{name: k.String(), exact: k}
 	}
 	return keys, nil
+}
+
+// get reads o's property k.
+func (e *engine) get(o *goja.Object, k propertyKey) (goja.Value, error) {
+	if k.exact == nil {
+		return o.Get(k.name), nil
+	}
+	reflectGet, err := e.builtin("Reflect", "get")
+	if err != nil {
+		return nil, err
+	}
+	return reflectGet(goja.Undefined(), o, k.exact)
 }
 
 // nextEngine returns the engine prepared for this call, or a new one.
@@ -510,7 +559,7 @@ func (w *workerState) invoke(e *engine, req *runMsg, in goja.Value) (resultMsg, 
 	}
 	// Only the module's own exports: the exports object inherits from
 	// Object.prototype, whose toString or constructor is no export.
-	if !slices.Contains(exports.Keys(), req.Export) {
+	if own, err := e.ownProperty(exports, vm.ToValue(req.Export)); err != nil || !own {
 		return resultMsg{Status: statusFailed, Code: CodeModuleRejected, Message: fmt.Sprintf("the module has no export %q", req.Export)}, nil
 	}
 	fnVal := exports.Get(req.Export)
@@ -558,7 +607,10 @@ func (w *workerState) invoke(e *engine, req *runMsg, in goja.Value) (resultMsg, 
 	// The encoded bytes are copied into the answer before the next call
 	// reuses the encoder.
 	enc := w.encoder(req.OutputMax, e)
-	if err := enc.encode(ret); err != nil {
+	err = enc.encode(ret)
+	// The encoder outlives the call; the engine's heap must not.
+	enc.release()
+	if err != nil {
 		return outputFailure(err), nil
 	}
 	return resultMsg{Status: statusOK}, [][]byte{enc.buf}
@@ -571,7 +623,6 @@ func (w *workerState) encoder(limit int, e *engine) *jsonEncoder {
 		return w.enc
 	}
 	w.enc.buf, w.enc.limit, w.enc.path, w.enc.eng = w.enc.buf[:0], limit, w.enc.path[:0], e
-	clear(w.enc.seen)
 	return w.enc
 }
 
@@ -597,13 +648,12 @@ func encodePaged(ret goja.Value, limit int, e *engine) (resultMsg, [][]byte) {
 	if err != nil {
 		return outputFailure(err), nil
 	}
-	for _, key := range keys {
-		k := key.String()
-		v, err := e.get(goja.Undefined(), obj, key)
+	for _, k := range keys {
+		v, err := e.get(obj, k)
 		if err != nil {
 			return outputFailure(err), nil
 		}
-		if k == "runx_page" {
+		if k.exact == nil && k.name == "runx_page" {
 			ce := newJSONEncoder(limit, e)
 			ce.path = []pathSeg{{key: "runx_page"}}
 			ce.seen[obj] = struct{}{}
@@ -618,8 +668,8 @@ func encodePaged(ret goja.Value, limit int, e *engine) (resultMsg, [][]byte) {
 			out.buf = append(out.buf, ',')
 		}
 		res.OtherKeys++
-		out.path = append(out.path[:0], pathSeg{key: k})
-		out.str(key)
+		out.path = append(out.path[:0], pathSeg{key: k.name})
+		out.key(k)
 		out.buf = append(out.buf, ':')
 		if err := out.encode(v); err != nil {
 			return outputFailure(err), nil
