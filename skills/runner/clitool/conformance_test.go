@@ -244,7 +244,8 @@ func TestConformanceLargeInputArrivesByPathOnly(t *testing.T) {
 
 // TestConformanceManyInlineInputsStillStart: 300 inputs of 8,000 bytes
 // would mirror 2.4 MB into the environment, past what a process may start
-// with; the tool starts with every path and the mirrors that fit.
+// with; the tool starts with every path and the mirrors that fit
+// (MaxTransportEnv).
 func TestConformanceManyInlineInputsStillStart(t *testing.T) {
 	t.Parallel()
 	inputs := map[string]string{}
@@ -269,6 +270,26 @@ func TestConformanceManyInlineInputsStillStart(t *testing.T) {
 	if _, ok := rep.Env["RUNX_INPUT_V299"]; ok {
 		t.Fatal("every input was mirrored inline")
 	}
+}
+
+// TestConformanceTooManyInputsRefusedBeforeStarting: inputs whose paths
+// alone the environment cannot carry are refused, before anything is
+// written or started.
+func TestConformanceTooManyInputsRefusedBeforeStarting(t *testing.T) {
+	t.Parallel()
+	inputs := map[string]int{}
+	for i := range 30_000 {
+		inputs[fmt.Sprintf("v%05d", i)] = 1
+	}
+	raw, _ := json.Marshal(inputs)
+	out, err := runFixture(t, fixtureCall{runner: "undeclared", inputs: string(raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(out.Err, ErrInvalidRequest) || out.Started || !strings.Contains(out.Err.Error(), "RUNX_INPUT_<NAME>_PATH") {
+		t.Fatalf("30,000 inputs: started %v, %v; want invalid_request before starting", out.Started, out.Err)
+	}
+	assertTempRootEmpty(t, out.tempRoot)
 }
 
 func TestConformanceStdinMode(t *testing.T) {

@@ -34,13 +34,21 @@ const (
 	// MaxInlineInput is the largest single input value mirrored in
 	// RUNX_INPUT_<NAME>.
 	MaxInlineInput = 8 << 10
-	// MaxInlineInputsTotal bounds the RUNX_INPUT_<NAME> mirrors of one call
-	// together (names and values): a process's arguments and environment
-	// share a limit of their own (2 MiB on Linux by default), past which it
-	// does not start at all. Mirrors are taken in input name order; those
-	// past the bound are by path only, as the contract allows.
-	MaxInlineInputsTotal = 256 << 10
+	// MaxTransportEnv bounds the RUNX_* variables of one call together,
+	// each counted as the kernel counts an environment entry (envEntrySize):
+	// a process's arguments and environment share a limit of their own (2
+	// MiB on Linux by default), past which it does not start at all. The
+	// path variables come first, and a call whose paths alone pass the
+	// bound is refused; the mirrors, conveniences the contract lets go,
+	// take what is left: the complete object, then each input in name order
+	// until one would not fit.
+	MaxTransportEnv = 1 << 20
 )
+
+// envEntrySize is what an environment variable takes of a process's
+// argument space: its name, '=', its value, the terminating NUL and the
+// pointer to it.
+func envEntrySize(name string, value []byte) int { return len(name) + 1 + len(value) + 1 + 8 }
 
 // LookupFunc reads a host environment variable, like os.LookupEnv.
 type LookupFunc func(name string) (string, bool)
@@ -142,28 +150,42 @@ func serializeValue(v json.RawMessage) []byte {
 }
 
 // transportEnv returns the RUNX_* variables for a call whose input files live
-// in dir: paths on every call, inline mirrors within their size limits and,
-// together, within MaxInlineInputsTotal.
-// Values holding a NUL byte cannot be environment values and are delivered
-// by path only.
-func (p inputPlan) transportEnv(workspace, inputsPath string, filePath func(inputFile) string) map[string]string {
+// in dir: paths on every call, inline mirrors within their size limits and
+// MaxTransportEnv. Values holding a NUL byte cannot be environment values
+// and are delivered by path only.
+func (p inputPlan) transportEnv(workspace, inputsPath string, filePath func(inputFile) string) (map[string]string, error) {
 	env := map[string]string{
 		EnvCwd:        workspace,
 		EnvInputsPath: inputsPath,
 	}
-	if len(p.all) <= MaxInlineInputsJSON && bytes.IndexByte(p.all, 0) < 0 {
-		env[EnvInputsJSON] = string(p.all)
-	}
-	inline := 0
+	size := envEntrySize(EnvCwd, []byte(workspace)) + envEntrySize(EnvInputsPath, []byte(inputsPath))
 	for _, f := range p.files {
-		env[EnvInputPrefix+f.norm+"_PATH"] = filePath(f)
-		name := EnvInputPrefix + f.norm
-		if n := len(name) + len(f.data); len(f.data) <= MaxInlineInput && inline+n <= MaxInlineInputsTotal && bytes.IndexByte(f.data, 0) < 0 {
-			env[name] = string(f.data)
-			inline += n
-		}
+		name, path := EnvInputPrefix+f.norm+"_PATH", filePath(f)
+		env[name] = path
+		size += envEntrySize(name, []byte(path))
 	}
-	return env
+	if size > MaxTransportEnv {
+		return nil, fmt.Errorf("%w: %d inputs: their RUNX_INPUT_<NAME>_PATH variables alone take %d bytes of the tool's environment, more than the %d its transport variables may take", ErrInvalidRequest, len(p.files), size, MaxTransportEnv)
+	}
+	// The mirrors take what is left, the complete object first; the inputs'
+	// stop at the first that does not fit.
+	if n := envEntrySize(EnvInputsJSON, p.all); len(p.all) <= MaxInlineInputsJSON && bytes.IndexByte(p.all, 0) < 0 && size+n <= MaxTransportEnv {
+		env[EnvInputsJSON] = string(p.all)
+		size += n
+	}
+	for _, f := range p.files {
+		if len(f.data) > MaxInlineInput || bytes.IndexByte(f.data, 0) >= 0 {
+			continue
+		}
+		name := EnvInputPrefix + f.norm
+		n := envEntrySize(name, f.data)
+		if size+n > MaxTransportEnv {
+			break
+		}
+		env[name] = string(f.data)
+		size += n
+	}
+	return env, nil
 }
 
 // BuildEnv constructs a child environment from nothing: the baseline names

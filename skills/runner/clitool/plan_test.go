@@ -73,7 +73,10 @@ func TestPlanInputsTransport(t *testing.T) {
 	if string(plan.all) != `{"n":12,"nul":"a\u0000b","opts":{"depth":2},"thread.title":"Hello \"world\"\n"}` {
 		t.Fatalf("all = %s", plan.all)
 	}
-	env := plan.transportEnv("/ws", "/tmp/d/inputs.json", func(f inputFile) string { return "/tmp/d/" + f.norm })
+	env, err := plan.transportEnv("/ws", "/tmp/d/inputs.json", func(f inputFile) string { return "/tmp/d/" + f.norm })
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]string{
 		"RUNX_CWD":                     "/ws",
 		"RUNX_INPUTS_PATH":             "/tmp/d/inputs.json",
@@ -113,7 +116,10 @@ func TestPlanInputsInlineLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			env := plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/" + f.norm })
+			env, err := plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/" + f.norm })
+			if err != nil {
+				t.Fatal(err)
+			}
 			if _, ok := env[EnvInputsJSON]; ok != tc.wantAllInline {
 				t.Fatalf("RUNX_INPUTS_JSON present = %v for %d bytes", ok, len(plan.all))
 			}
@@ -136,36 +142,61 @@ func TestPlanInputsInlineLimits(t *testing.T) {
 	}
 }
 
-// TestPlanInputsInlineTotal: mirrors stop, in name order, once together
-// they would pass MaxInlineInputsTotal; every input keeps its path.
-func TestPlanInputsInlineTotal(t *testing.T) {
+// TestPlanInputsTransportBound: the RUNX_* variables of a call stay within
+// MaxTransportEnv: every path, then the input mirrors in name order until
+// the first that does not fit; paths that alone do not fit refuse the call.
+func TestPlanInputsTransportBound(t *testing.T) {
 	inputs := map[string]string{}
 	for i := range 300 {
 		inputs[fmt.Sprintf("v%03d", i)] = `"` + strings.Repeat("x", 8000) + `"`
 	}
+	// Small enough for a mirror, and after every other name: it stays by
+	// path only once the mirrors have stopped.
+	inputs["zz"] = `"z"`
 	plan, err := planInputs(raws(inputs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/" + f.norm })
-	total, mirrored := 0, 0
+	env, err := plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/" + f.norm })
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, mirrored := 0, 0
+	for name, v := range env {
+		size += envEntrySize(name, []byte(v))
+	}
 	for i := range 300 {
 		name := fmt.Sprintf("RUNX_INPUT_V%03d", i)
 		if _, ok := env[name+"_PATH"]; !ok {
 			t.Fatalf("%s_PATH missing", name)
 		}
-		v, ok := env[name]
-		if ok && i != mirrored {
-			t.Fatalf("%s mirrored after an earlier input was not", name)
-		}
-		if ok {
+		if _, ok := env[name]; ok {
+			if i != mirrored {
+				t.Fatalf("%s mirrored after an earlier input was not", name)
+			}
 			mirrored++
-			total += len(name) + len(v)
 		}
 	}
-	// 8,000 bytes and a 15-byte name each: 32 fit in 256 KiB.
-	if total > MaxInlineInputsTotal || mirrored != MaxInlineInputsTotal/(8000+15) {
-		t.Fatalf("%d mirrors of %d bytes together, want %d within %d", mirrored, total, MaxInlineInputsTotal/(8000+15), MaxInlineInputsTotal)
+	if size > MaxTransportEnv || mirrored == 0 || mirrored == 300 {
+		t.Fatalf("%d of 300 mirrors, %d bytes of transport, want some within %d", mirrored, size, MaxTransportEnv)
+	}
+	if next := fmt.Sprintf("RUNX_INPUT_V%03d", mirrored); size+envEntrySize(next, []byte(strings.Repeat("x", 8000))) <= MaxTransportEnv {
+		t.Fatalf("%s was left out although it fits", next)
+	}
+	if _, ok := env["RUNX_INPUT_ZZ"]; ok {
+		t.Fatal("a mirror after the first that did not fit")
+	}
+
+	many := map[string]string{}
+	for i := range 30_000 {
+		many[fmt.Sprintf("v%05d", i)] = `"1"`
+	}
+	if plan, err = planInputs(raws(many)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/input_" + f.norm })
+	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "30000 inputs") || !strings.Contains(err.Error(), "RUNX_INPUT_<NAME>_PATH") {
+		t.Fatalf("30,000 paths: %v, want invalid_request naming the paths", err)
 	}
 }
 

@@ -286,6 +286,10 @@ func prepareInputs(root string, plan inputPlan, workspace string) (string, map[s
 		transport, err := writeInputs(dir, plan, workspace)
 		if err != nil {
 			os.RemoveAll(dir)
+			if errors.Is(err, ErrInvalidRequest) {
+				// The inputs, not the folder: another root fails alike.
+				return "", nil, err
+			}
 			lastErr = err
 			continue
 		}
@@ -320,16 +324,21 @@ func writeInputs(dir string, plan inputPlan, workspace string) (map[string]strin
 		return nil, fmt.Errorf("%w: securing the input folder: %v", ErrInternal, err)
 	}
 	inputsPath := filepath.Join(dir, inputsFile)
+	filePath := func(f inputFile) string { return inputFilePath(dir, f) }
+	// Decided first: inputs the environment cannot carry write nothing.
+	transport, err := plan.transportEnv(workspace, inputsPath, filePath)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(inputsPath, plan.all, 0o600); err != nil {
 		return nil, fmt.Errorf("%w: writing inputs: %v", ErrInternal, err)
 	}
-	filePath := func(f inputFile) string { return inputFilePath(dir, f) }
 	for _, f := range plan.files {
 		if err := os.WriteFile(filePath(f), f.data, 0o600); err != nil {
 			return nil, fmt.Errorf("%w: writing input %q: %v", ErrInternal, f.input, err)
 		}
 	}
-	return plan.transportEnv(workspace, inputsPath, filePath), nil
+	return transport, nil
 }
 
 // resolveCommand finds the executable for a declared command.
