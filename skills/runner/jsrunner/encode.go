@@ -63,11 +63,13 @@ func newJSONEncoder(limit int, eng *engine) *jsonEncoder {
 	return &jsonEncoder{limit: limit, seen: make(map[*goja.Object]struct{}), eng: eng}
 }
 
-// release lets go of everything of the engine whose value was encoded.
+// release lets go of everything of the engine whose value was encoded: the
+// engine and the prototypes met, whose map is dropped, not cleared (a cleared
+// map was seen to keep its keys reachable). seen is empty already: object
+// removes what it adds, however it returns.
 func (e *jsonEncoder) release() {
 	e.eng = nil
-	clear(e.seen)
-	clear(e.protoIndex)
+	e.protoIndex = nil
 }
 
 func (e *jsonEncoder) where() string {
@@ -260,6 +262,7 @@ var (
 	typeOfArray   = reflect.TypeOf([]any{})
 	typeOfObject  = reflect.TypeOf(map[string]any{})
 	typeOfPromise = reflect.TypeOf((*goja.Promise)(nil))
+	typeOfProxy   = reflect.TypeOf(goja.Proxy{})
 )
 
 // builtinTag returns the Symbol.toStringTag of o ("Map", "Promise", ...) or "".
@@ -304,16 +307,17 @@ func (e *jsonEncoder) array(o *goja.Object) error {
 	return e.checkSize()
 }
 
-// indexOnPrototypes reports whether an object on o's prototype chain has
-// an own property named like an array index. Each prototype is looked at
-// once an encoding: one that gains an index while the result is encoded
-// (from a getter) can only change what the module itself returns.
+// indexOnPrototypes reports whether an object on o's prototype chain may
+// answer an index: a proxy, or an object with an own property named like
+// one. Each prototype is looked at once an encoding: one that gains an index
+// while the result is encoded (from a getter) can only change what the
+// module itself returns.
 func (e *jsonEncoder) indexOnPrototypes(o *goja.Object) bool {
 	found := false
 	for p := o.Prototype(); p != nil && !found; p = p.Prototype() {
 		has, seen := e.protoIndex[p]
 		if !seen {
-			has = slices.ContainsFunc(p.GetOwnPropertyNames(), isIndexName)
+			has = p.ExportType() == typeOfProxy || slices.ContainsFunc(p.GetOwnPropertyNames(), isIndexName)
 			if e.protoIndex == nil {
 				e.protoIndex = make(map[*goja.Object]bool)
 			}

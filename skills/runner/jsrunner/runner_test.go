@@ -232,6 +232,7 @@ func TestOutputs(t *testing.T) {
 		{"hole", []string{"result[1]", "hole"}},
 		{"holeArrayPrototype", []string{"result[1]", "hole"}},
 		{"holeObjectPrototype", []string{"result[1]", "hole"}},
+		{"holeProxyPrototype", []string{"result[1]", "hole"}},
 		{"tooLarge", []string{"larger than the limit"}},
 		{"deep", []string{"deeper than 1000 levels"}},
 	}
@@ -240,6 +241,9 @@ func TestOutputs(t *testing.T) {
 			wantFailure(t, run(t, p, Spec{Dir: basic, Module: "outputs.mjs", Export: tc.export}, `{}`), CodeOutputRejected, tc.parts...)
 		})
 	}
+	t.Run("Object.keys replaced by one that lies", func(t *testing.T) {
+		wantFailure(t, run(t, p, Spec{Dir: basic, Module: "outputs.mjs", Export: "lyingObjectKeys"}, `{}`), CodeExecutionFailed, "Object.keys did not return the object's keys")
+	})
 	t.Run("getter throws while encoding", func(t *testing.T) {
 		wantFailure(t, run(t, p, Spec{Dir: basic, Module: "outputs.mjs", Export: "getterThrows"}, `{}`), CodeExecutionFailed, "getter boom")
 	})
@@ -417,7 +421,14 @@ func TestAHeapEndsWithItsCall(t *testing.T) {
 	p := newPool(t, PoolOptions{Workers: 1, MemoryLimit: 32 << 20, AddressSpace: 2 << 30})
 	keep := Spec{Dir: fixture(t, "hostile"), Module: "keep.mjs", Timeout: 30 * time.Second}
 	for range 3 {
-		wantOutput(t, run(t, p, keep, `{}`), `{"kept":800000}`)
+		wantOutput(t, run(t, p, keep, `{}`), `{"kept":16777216}`)
+	}
+	// A call whose result throws while it is encoded lets its heap go too.
+	throws := keep
+	throws.Export = "keepAndThrow"
+	wantFailure(t, run(t, p, throws, `{}`), CodeExecutionFailed, "boom while encoding")
+	for range 2 {
+		wantOutput(t, run(t, p, keep, `{}`), `{"kept":16777216}`)
 	}
 }
 

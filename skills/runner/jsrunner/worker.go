@@ -378,14 +378,18 @@ func (e *engine) ownKeys(o *goja.Object) ([]propertyKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Module code may have replaced Object.keys: what it returned must be
+	// the keys Go text found, as strings.
 	list, ok := v.(*goja.Object)
-	if !ok {
-		return nil, errors.New("Object.keys returned no array")
+	if !ok || list.Get("length") == nil || list.Get("length").ToInteger() != int64(len(names)) {
+		return nil, errors.New("Object.keys did not return the object's keys")
 	}
-	keys = make([]propertyKey, list.Get("length").ToInteger())
 	for i := range keys {
 		k := list.Get(strconv.Itoa(i))
-		keys[i] = propertyKey{name: k.String(), exact: k}
+		if k == nil || !goja.IsString(k) || k.String() != names[i] {
+			return nil, errors.New("Object.keys did not return the object's keys")
+		}
+		keys[i].exact = k
 	}
 	return keys, nil
 }
@@ -607,10 +611,10 @@ func (w *workerState) invoke(e *engine, req *runMsg, in goja.Value) (resultMsg, 
 	// The encoded bytes are copied into the answer before the next call
 	// reuses the encoder.
 	enc := w.encoder(req.OutputMax, e)
-	err = enc.encode(ret)
-	// The encoder outlives the call; the engine's heap must not.
-	enc.release()
-	if err != nil {
+	// The encoder outlives the call; the engine's heap must not, whatever
+	// ends the encoding (a getter that throws unwinds past a plain call).
+	defer enc.release()
+	if err := enc.encode(ret); err != nil {
 		return outputFailure(err), nil
 	}
 	return resultMsg{Status: statusOK}, [][]byte{enc.buf}
@@ -622,6 +626,7 @@ func (w *workerState) encoder(limit int, e *engine) *jsonEncoder {
 		w.enc = newJSONEncoder(limit, e)
 		return w.enc
 	}
+	w.enc.release()
 	w.enc.buf, w.enc.limit, w.enc.path, w.enc.eng = w.enc.buf[:0], limit, w.enc.path[:0], e
 	return w.enc
 }

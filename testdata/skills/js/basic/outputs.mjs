@@ -17,6 +17,11 @@ export const holeArrayPrototype = () => {
   Array.prototype[1] = "x";
   return [1, , 3];
 };
+export const holeProxyPrototype = () => {
+  const a = [1, , 3];
+  Object.setPrototypeOf(a, new Proxy([], { get: (t, k, r) => (k === "1" ? "x" : Reflect.get(t, k, r)) }));
+  return a;
+};
 export const holeObjectPrototype = () => {
   Object.prototype[1] = "y";
   return [1, , 3];
@@ -43,3 +48,9 @@ export const deep = () => {
 };
 // Keys with an unpaired surrogate next to one holding U+FFFD.
 export const loneSurrogateKeys = () => ({ ["\uD800"]: 1, "\uFFFD": 2, nested: { ["x\uDC00"]: [3] } });
+// Object.keys replaced by one that lies, for a result whose keys Go text
+// cannot hold.
+export const lyingObjectKeys = () => {
+  Object.keys = () => ({ length: 1e15 });
+  return { ["a\uD800"]: 1 };
+};
