@@ -245,7 +245,7 @@ func TestConformanceLargeInputArrivesByPathOnly(t *testing.T) {
 // TestConformanceManyInlineInputsStillStart: 300 inputs of 8,000 bytes
 // would mirror 2.4 MB into the environment, past what a process may start
 // with; the tool starts with every path and the mirrors that fit
-// (MaxTransportEnv).
+// (MaxStartBytes).
 func TestConformanceManyInlineInputsStillStart(t *testing.T) {
 	t.Parallel()
 	inputs := map[string]string{}
@@ -272,6 +272,31 @@ func TestConformanceManyInlineInputsStillStart(t *testing.T) {
 	}
 }
 
+// TestConformanceLargeArgumentsLeaveLessForMirrors: arguments of about 1
+// MiB leave the mirrors less room; the tool still starts, with every path.
+func TestConformanceLargeArgumentsLeaveLessForMirrors(t *testing.T) {
+	t.Parallel()
+	inputs := map[string]string{"doc": strings.Repeat("d", 120<<10)}
+	for i := range 140 {
+		inputs[fmt.Sprintf("v%03d", i)] = strings.Repeat("x", 8000)
+	}
+	raw, _ := json.Marshal(inputs)
+	out, err := runFixture(t, fixtureCall{runner: "large-args", inputs: string(raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := decodeReport(t, out)
+	if len(rep.Argv) < 10 || rep.Argv[len(rep.Argv)-1] != inputs["doc"] {
+		t.Fatalf("argv of %d entries, want the document nine times", len(rep.Argv))
+	}
+	if rep.Files["RUNX_INPUT_V139_PATH"] != inputs["v139"] {
+		t.Fatal("RUNX_INPUT_V139_PATH does not hold the value")
+	}
+	if _, ok := rep.Env["RUNX_INPUT_V139"]; ok {
+		t.Fatal("every input was mirrored beside a megabyte of arguments")
+	}
+}
+
 // TestConformanceTooManyInputsRefusedBeforeStarting: inputs whose paths
 // alone the environment cannot carry are refused, before anything is
 // written or started.
@@ -286,7 +311,7 @@ func TestConformanceTooManyInputsRefusedBeforeStarting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(out.Err, ErrInvalidRequest) || out.Started || !strings.Contains(out.Err.Error(), "RUNX_INPUT_<NAME>_PATH") {
+	if !errors.Is(out.Err, ErrInvalidRequest) || out.Started || !strings.Contains(out.Err.Error(), "path variables") {
 		t.Fatalf("30,000 inputs: started %v, %v; want invalid_request before starting", out.Started, out.Err)
 	}
 	assertTempRootEmpty(t, out.tempRoot)

@@ -34,21 +34,33 @@ const (
 	// MaxInlineInput is the largest single input value mirrored in
 	// RUNX_INPUT_<NAME>.
 	MaxInlineInput = 8 << 10
-	// MaxTransportEnv bounds the RUNX_* variables of one call together,
-	// each counted as the kernel counts an environment entry (envEntrySize):
-	// a process's arguments and environment share a limit of their own (2
-	// MiB on Linux by default), past which it does not start at all. The
-	// path variables come first, and a call whose paths alone pass the
-	// bound is refused; the mirrors, conveniences the contract lets go,
-	// take what is left: the complete object, then each input in name order
-	// until one would not fit.
-	MaxTransportEnv = 1 << 20
+	// MaxStartBytes bounds what a tool starts with: its arguments and its
+	// whole environment, each entry counted as the kernel counts it
+	// (startEntrySize). Linux refuses to start a process past a limit of
+	// its own (2 MiB with the default 8 MiB stack); this leaves it room.
+	// The RUNX_* variables take what the arguments and the other variables
+	// leave: the path variables first, and a call whose paths do not fit is
+	// refused; then the mirrors, conveniences the contract lets go: the
+	// complete object, then each input in name order until one would not
+	// fit.
+	MaxStartBytes = 1536 << 10
 )
 
 // envEntrySize is what an environment variable takes of a process's
 // argument space: its name, '=', its value, the terminating NUL and the
 // pointer to it.
 func envEntrySize(name string, value []byte) int { return len(name) + 1 + len(value) + 1 + 8 }
+
+// startSize is what argv and env take of a process's argument space.
+func startSize(argv, env []string) int {
+	n := 0
+	for _, list := range [][]string{argv, env} {
+		for _, s := range list {
+			n += len(s) + 1 + 8
+		}
+	}
+	return n
+}
 
 // LookupFunc reads a host environment variable, like os.LookupEnv.
 type LookupFunc func(name string) (string, bool)
@@ -150,10 +162,10 @@ func serializeValue(v json.RawMessage) []byte {
 }
 
 // transportEnv returns the RUNX_* variables for a call whose input files live
-// in dir: paths on every call, inline mirrors within their size limits and
-// MaxTransportEnv. Values holding a NUL byte cannot be environment values
-// and are delivered by path only.
-func (p inputPlan) transportEnv(workspace, inputsPath string, filePath func(inputFile) string) (map[string]string, error) {
+// in dir, within room bytes (see MaxStartBytes): paths on every call, inline
+// mirrors within their size limits and what the paths leave. Values holding
+// a NUL byte cannot be environment values and are delivered by path only.
+func (p inputPlan) transportEnv(workspace, inputsPath string, filePath func(inputFile) string, room int) (map[string]string, error) {
 	env := map[string]string{
 		EnvCwd:        workspace,
 		EnvInputsPath: inputsPath,
@@ -164,12 +176,12 @@ func (p inputPlan) transportEnv(workspace, inputsPath string, filePath func(inpu
 		env[name] = path
 		size += envEntrySize(name, []byte(path))
 	}
-	if size > MaxTransportEnv {
-		return nil, fmt.Errorf("%w: %d inputs: their RUNX_INPUT_<NAME>_PATH variables alone take %d bytes of the tool's environment, more than the %d its transport variables may take", ErrInvalidRequest, len(p.files), size, MaxTransportEnv)
+	if size > room {
+		return nil, fmt.Errorf("%w: %d inputs: the RUNX_* path variables take %d bytes, and the arguments and the other variables leave %d of the %d a tool may start with", ErrInvalidRequest, len(p.files), size, max(room, 0), MaxStartBytes)
 	}
 	// The mirrors take what is left, the complete object first; the inputs'
 	// stop at the first that does not fit.
-	if n := envEntrySize(EnvInputsJSON, p.all); len(p.all) <= MaxInlineInputsJSON && bytes.IndexByte(p.all, 0) < 0 && size+n <= MaxTransportEnv {
+	if n := envEntrySize(EnvInputsJSON, p.all); len(p.all) <= MaxInlineInputsJSON && bytes.IndexByte(p.all, 0) < 0 && size+n <= room {
 		env[EnvInputsJSON] = string(p.all)
 		size += n
 	}
@@ -179,7 +191,7 @@ func (p inputPlan) transportEnv(workspace, inputsPath string, filePath func(inpu
 		}
 		name := EnvInputPrefix + f.norm
 		n := envEntrySize(name, f.data)
-		if size+n > MaxTransportEnv {
+		if size+n > room {
 			break
 		}
 		env[name] = string(f.data)

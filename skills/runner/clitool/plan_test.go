@@ -73,7 +73,7 @@ func TestPlanInputsTransport(t *testing.T) {
 	if string(plan.all) != `{"n":12,"nul":"a\u0000b","opts":{"depth":2},"thread.title":"Hello \"world\"\n"}` {
 		t.Fatalf("all = %s", plan.all)
 	}
-	env, err := plan.transportEnv("/ws", "/tmp/d/inputs.json", func(f inputFile) string { return "/tmp/d/" + f.norm })
+	env, err := plan.transportEnv("/ws", "/tmp/d/inputs.json", func(f inputFile) string { return "/tmp/d/" + f.norm }, MaxStartBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestPlanInputsInlineLimits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			env, err := plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/" + f.norm })
+			env, err := plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/" + f.norm }, MaxStartBytes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,8 +143,9 @@ func TestPlanInputsInlineLimits(t *testing.T) {
 }
 
 // TestPlanInputsTransportBound: the RUNX_* variables of a call stay within
-// MaxTransportEnv: every path, then the input mirrors in name order until
-// the first that does not fit; paths that alone do not fit refuse the call.
+// the room the arguments and other variables leave: every path, then the
+// input mirrors in name order until the first that does not fit; paths that
+// do not fit refuse the call.
 func TestPlanInputsTransportBound(t *testing.T) {
 	inputs := map[string]string{}
 	for i := range 300 {
@@ -157,7 +158,9 @@ func TestPlanInputsTransportBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/" + f.norm })
+	// What the arguments and the other variables leave.
+	const room = 900 << 10
+	env, err := plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/" + f.norm }, room)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,10 +180,10 @@ func TestPlanInputsTransportBound(t *testing.T) {
 			mirrored++
 		}
 	}
-	if size > MaxTransportEnv || mirrored == 0 || mirrored == 300 {
-		t.Fatalf("%d of 300 mirrors, %d bytes of transport, want some within %d", mirrored, size, MaxTransportEnv)
+	if size > room || mirrored == 0 || mirrored == 300 {
+		t.Fatalf("%d of 300 mirrors, %d bytes of transport, want some within %d", mirrored, size, room)
 	}
-	if next := fmt.Sprintf("RUNX_INPUT_V%03d", mirrored); size+envEntrySize(next, []byte(strings.Repeat("x", 8000))) <= MaxTransportEnv {
+	if next := fmt.Sprintf("RUNX_INPUT_V%03d", mirrored); size+envEntrySize(next, []byte(strings.Repeat("x", 8000))) <= room {
 		t.Fatalf("%s was left out although it fits", next)
 	}
 	if _, ok := env["RUNX_INPUT_ZZ"]; ok {
@@ -194,8 +197,8 @@ func TestPlanInputsTransportBound(t *testing.T) {
 	if plan, err = planInputs(raws(many)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/input_" + f.norm })
-	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "30000 inputs") || !strings.Contains(err.Error(), "RUNX_INPUT_<NAME>_PATH") {
+	_, err = plan.transportEnv("/ws", "/d/inputs.json", func(f inputFile) string { return "/d/input_" + f.norm }, room)
+	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "30000 inputs") || !strings.Contains(err.Error(), "path variables") {
 		t.Fatalf("30,000 paths: %v, want invalid_request naming the paths", err)
 	}
 }
@@ -380,7 +383,7 @@ func TestRemoveInputsRemovesFilesTheProcessAdded(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	dir, _, err := prepareInputs(root, plan, "/ws")
+	dir, _, err := prepareInputs(root, plan, "/ws", MaxStartBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +398,7 @@ func TestRemoveInputsRemovesFilesTheProcessAdded(t *testing.T) {
 
 func TestPrepareInputsReportsAnUnusableRoot(t *testing.T) {
 	plan, _ := planInputs(nil)
-	_, _, err := prepareInputs(filepath.Join(t.TempDir(), "missing"), plan, "/ws")
+	_, _, err := prepareInputs(filepath.Join(t.TempDir(), "missing"), plan, "/ws", MaxStartBytes)
 	if !errors.Is(err, ErrInternal) {
 		t.Fatalf("err = %v, want ErrInternal", err)
 	}

@@ -181,7 +181,10 @@ func run(ctx context.Context, call Call, place treePlace) Result {
 		return fail(fmt.Errorf("%w before the process started: %v", ErrAborted, context.Cause(ctx)))
 	}
 
-	inputDir, transport, err := prepareInputs(call.TempDir, plan, call.Workspace)
+	// The RUNX_* variables take what the arguments and the other variables
+	// leave of what a process may start with.
+	room := MaxStartBytes - startSize(res.Argv, BuildEnv(lookup, call.Environment, nil))
+	inputDir, transport, err := prepareInputs(call.TempDir, plan, call.Workspace, room)
 	if err != nil {
 		return fail(err)
 	}
@@ -271,7 +274,7 @@ const ramTempDir = "/dev/shm"
 // prepareInputs creates the private input folder and writes the inputs into
 // it. With no explicit root it tries ramTempDir first and falls back to
 // os.TempDir() when that is missing, not writable or full.
-func prepareInputs(root string, plan inputPlan, workspace string) (string, map[string]string, error) {
+func prepareInputs(root string, plan inputPlan, workspace string, room int) (string, map[string]string, error) {
 	roots := []string{root}
 	if root == "" {
 		roots = []string{ramTempDir, os.TempDir()}
@@ -283,7 +286,7 @@ func prepareInputs(root string, plan inputPlan, workspace string) (string, map[s
 			lastErr = fmt.Errorf("%w: creating the input folder: %v", ErrInternal, err)
 			continue
 		}
-		transport, err := writeInputs(dir, plan, workspace)
+		transport, err := writeInputs(dir, plan, workspace, room)
 		if err != nil {
 			os.RemoveAll(dir)
 			if errors.Is(err, ErrInvalidRequest) {
@@ -317,7 +320,7 @@ func inputFilePath(dir string, f inputFile) string { return filepath.Join(dir, "
 
 // writeInputs writes the complete input object and one file per input into
 // the private folder and returns the transport variables pointing at them.
-func writeInputs(dir string, plan inputPlan, workspace string) (map[string]string, error) {
+func writeInputs(dir string, plan inputPlan, workspace string, room int) (map[string]string, error) {
 	// MkdirTemp already creates 0700; chmod states the requirement and
 	// survives an unusual umask.
 	if err := os.Chmod(dir, 0o700); err != nil {
@@ -326,7 +329,7 @@ func writeInputs(dir string, plan inputPlan, workspace string) (map[string]strin
 	inputsPath := filepath.Join(dir, inputsFile)
 	filePath := func(f inputFile) string { return inputFilePath(dir, f) }
 	// Decided first: inputs the environment cannot carry write nothing.
-	transport, err := plan.transportEnv(workspace, inputsPath, filePath)
+	transport, err := plan.transportEnv(workspace, inputsPath, filePath, room)
 	if err != nil {
 		return nil, err
 	}
