@@ -35,8 +35,8 @@ const (
 	// RUNX_INPUT_<NAME>.
 	MaxInlineInput = 8 << 10
 	// MaxStartBytes bounds what a tool starts with: its arguments and its
-	// whole environment, each entry counted as the kernel counts it
-	// (startEntrySize). Linux refuses to start a process past a limit of
+	// whole environment, each string counted as the kernel counts it
+	// (argSpaceOverhead). Linux refuses to start a process past a limit of
 	// its own (2 MiB with the default 8 MiB stack); this leaves it room.
 	// The RUNX_* variables take what the arguments and the other variables
 	// leave: the path variables first, and a call whose paths do not fit is
@@ -46,17 +46,22 @@ const (
 	MaxStartBytes = 1536 << 10
 )
 
-// envEntrySize is what an environment variable takes of a process's
-// argument space: its name, '=', its value, the terminating NUL and the
-// pointer to it.
-func envEntrySize(name string, value []byte) int { return len(name) + 1 + len(value) + 1 + 8 }
+// argSpaceOverhead is what the kernel counts for each argument or
+// environment string of a starting process beyond its bytes: the NUL that
+// ends it and the pointer to it.
+const argSpaceOverhead = 1 + 8
 
-// startSize is what argv and env take of a process's argument space.
+// envEntrySize is what the environment variable name=value takes.
+func envEntrySize(name string, value []byte) int {
+	return len(name) + 1 + len(value) + argSpaceOverhead
+}
+
+// startSize is what argv and env take.
 func startSize(argv, env []string) int {
 	n := 0
 	for _, list := range [][]string{argv, env} {
 		for _, s := range list {
-			n += len(s) + 1 + 8
+			n += len(s) + argSpaceOverhead
 		}
 	}
 	return n
