@@ -97,6 +97,14 @@ func NormalizeInputName(name string) string {
 	return b.String()
 }
 
+// inputFilePrefix starts the name of each input's file, followed by the
+// normalized name; maxFileName is the longest file name Linux and the BSDs
+// allow.
+const (
+	inputFilePrefix = "input_"
+	maxFileName     = 255
+)
+
 // inputFile is one input's delivery: its normalized name and the bytes
 // written to its file (and mirrored inline when small enough).
 type inputFile struct {
@@ -128,6 +136,9 @@ func planInputs(inputs map[string]json.RawMessage) (inputPlan, error) {
 		norm := NormalizeInputName(name)
 		if norm == "" {
 			return inputPlan{}, fmt.Errorf("%w: input name %q has no letter or digit to form RUNX_INPUT_<NAME>", ErrInvalidRequest, name)
+		}
+		if len(inputFilePrefix)+len(norm) > maxFileName {
+			return inputPlan{}, fmt.Errorf("%w: input name %q is too long: its file %s<NAME> would have %d bytes, more than the %d a file name may have", ErrInvalidRequest, name, inputFilePrefix, len(inputFilePrefix)+len(norm), maxFileName)
 		}
 		for _, v := range []string{EnvInputPrefix + norm, EnvInputPrefix + norm + "_PATH"} {
 			if other, taken := owner[v]; taken {

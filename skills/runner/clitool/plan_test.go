@@ -60,6 +60,20 @@ func TestPlanInputsRefusesCollisions(t *testing.T) {
 	}
 }
 
+// TestPlanInputsRefusesNamesTooLongForAFile: an input whose file name would
+// pass 255 bytes is refused as invalid, naming it, before anything is
+// written; one at the limit is planned.
+func TestPlanInputsRefusesNamesTooLongForAFile(t *testing.T) {
+	atLimit := strings.Repeat("a", maxFileName-len(inputFilePrefix))
+	if _, err := planInputs(raws(map[string]string{atLimit: `1`})); err != nil {
+		t.Fatalf("a name at the limit: %v", err)
+	}
+	_, err := planInputs(raws(map[string]string{atLimit + "b": `1`}))
+	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "too long") {
+		t.Fatalf("a name one byte over: %v, want invalid_request", err)
+	}
+}
+
 func TestPlanInputsTransport(t *testing.T) {
 	plan, err := planInputs(raws(map[string]string{
 		"thread.title": `"Hello \"world\"\n"`,

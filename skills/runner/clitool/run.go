@@ -316,7 +316,7 @@ func removeInputs(dir string, plan inputPlan) {
 
 const inputsFile = "inputs.json"
 
-func inputFilePath(dir string, f inputFile) string { return filepath.Join(dir, "input_"+f.norm) }
+func inputFilePath(dir string, f inputFile) string { return filepath.Join(dir, inputFilePrefix+f.norm) }
 
 // writeInputs writes the complete input object and one file per input into
 // the private folder and returns the transport variables pointing at them.
