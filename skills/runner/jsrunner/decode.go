@@ -21,7 +21,6 @@ const maxInputDepth = 10000
 // is several times faster than the engine's token-based JSON.parse on page
 // inputs; unpaired surrogate escapes keep their code unit.
 type jsonDecoder struct {
-	vm    *goja.Runtime
 	eng   *engine
 	data  []byte
 	pos   int
@@ -33,7 +32,7 @@ type jsonDecoder struct {
 var errJSONSyntax = errors.New("invalid JSON")
 
 func decodeJSON(e *engine, data []byte) (goja.Value, error) {
-	d := &jsonDecoder{vm: e.vm, eng: e, data: data}
+	d := &jsonDecoder{eng: e, data: data}
 	v, err := d.value()
 	if err != nil {
 		return nil, err
@@ -70,9 +69,9 @@ func (d *jsonDecoder) value() (goja.Value, error) {
 	case c == '-' || c >= '0' && c <= '9':
 		return d.number()
 	case d.literal("true"):
-		return d.vm.ToValue(true), nil
+		return d.eng.vm.ToValue(true), nil
 	case d.literal("false"):
-		return d.vm.ToValue(false), nil
+		return d.eng.vm.ToValue(false), nil
 	case d.literal("null"):
 		return goja.Null(), nil
 	default:
@@ -102,7 +101,7 @@ func (d *jsonDecoder) object() (goja.Value, error) {
 	}
 	defer func() { d.depth-- }()
 	d.pos++ // '{'
-	obj := d.vm.NewObject()
+	obj := d.eng.vm.NewObject()
 	d.space()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
@@ -171,7 +170,7 @@ func (d *jsonDecoder) array() (goja.Value, error) {
 	d.space()
 	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
-		return d.vm.NewArray(), nil
+		return d.eng.vm.NewArray(), nil
 	}
 	for {
 		v, err := d.value()
@@ -188,7 +187,7 @@ func (d *jsonDecoder) array() (goja.Value, error) {
 			d.pos++
 		case ']':
 			d.pos++
-			return d.vm.NewArray(d.scratch[base:]...), nil
+			return d.eng.vm.NewArray(d.scratch[base:]...), nil
 		default:
 			return nil, d.fail("expected ',' or ']'")
 		}
@@ -235,13 +234,13 @@ func (d *jsonDecoder) number() (goja.Value, error) {
 	text := string(d.data[start:d.pos])
 	if integer && n <= 15 {
 		if v, err := strconv.ParseInt(text, 10, 64); err == nil && !(v == 0 && text[0] == '-') {
-			return d.vm.ToValue(v), nil
+			return d.eng.vm.ToValue(v), nil
 		}
 	}
 	// Out-of-range values round to ±Inf or 0 as in JavaScript; the grammar
 	// was checked above, so only a range error can occur.
 	f, _ := strconv.ParseFloat(text, 64)
-	return d.vm.ToValue(f), nil
+	return d.eng.vm.ToValue(f), nil
 }
 
 func (d *jsonDecoder) str() (goja.Value, error) {
@@ -251,7 +250,7 @@ func (d *jsonDecoder) str() (goja.Value, error) {
 		switch c := d.data[i]; {
 		case c == '"':
 			d.pos = i + 1
-			return d.vm.ToValue(string(d.data[start:i])), nil
+			return d.eng.vm.ToValue(string(d.data[start:i])), nil
 		case c == '\\':
 			return d.escapedString()
 		case c < 0x20:
@@ -265,7 +264,7 @@ func (d *jsonDecoder) str() (goja.Value, error) {
 // defineUTF16 defines key, an engine string Go text cannot hold, on obj as
 // an ordinary data property.
 func (d *jsonDecoder) defineUTF16(obj *goja.Object, key, v goja.Value) error {
-	desc := d.vm.NewObject()
+	desc := d.eng.vm.NewObject()
 	if err := desc.SetPrototype(nil); err != nil {
 		return err
 	}
@@ -273,7 +272,7 @@ func (d *jsonDecoder) defineUTF16(obj *goja.Object, key, v goja.Value) error {
 		return err
 	}
 	for _, flag := range []string{"writable", "enumerable", "configurable"} {
-		if err := desc.DefineDataProperty(flag, d.vm.ToValue(true), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
+		if err := desc.DefineDataProperty(flag, d.eng.vm.ToValue(true), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 			return err
 		}
 	}
@@ -311,7 +310,7 @@ func (d *jsonDecoder) escapedString() (goja.Value, error) {
 			if hasLoneSurrogate(units) {
 				return goja.StringFromUTF16(units), nil
 			}
-			return d.vm.ToValue(string(utf16.Decode(units))), nil
+			return d.eng.vm.ToValue(string(utf16.Decode(units))), nil
 		case c < 0x20:
 			return nil, d.fail("control character in a string")
 		case c == '\\':
