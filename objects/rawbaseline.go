@@ -89,6 +89,42 @@ func (r *RawPebble) SyncedSets(writers, n int, value []byte) (float64, error) {
 	return float64(n) / d.Seconds(), nil
 }
 
+// SyncedBatches runs n synced batches spread over writers goroutines, each
+// of records Sets under keys of its own, with values sized so that a batch
+// encodes to about batchBytes (Stats.AppliedBytes counts the same), and
+// returns their rate per second: raw Pebble writing batches of the shape a
+// store's commits had, with none of the work that chose what they hold.
+func (r *RawPebble) SyncedBatches(writers, n, records, batchBytes int) (float64, error) {
+	if records < 1 {
+		return 0, fmt.Errorf("objects: synced batches: %w: records: %d, want at least 1", ErrInvalid, records)
+	}
+	const keyBytes = 32 // about a store key: a prefix and a UUID or a sequence
+	// A batch's header is 12 bytes; a record adds its kind and two length
+	// varints (about 4 bytes) to its key and value.
+	valueBytes := max((batchBytes-12)/records-4-keyBytes, 0)
+	value := make([]byte, valueBytes)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	var seq atomic.Uint64
+	d, err := RunWriters(writers, n, func(w int) error {
+		b := r.db.NewBatch()
+		defer b.Close()
+		first := seq.Add(uint64(records)) - uint64(records)
+		for i := range records {
+			key := fmt.Appendf(make([]byte, 0, keyBytes), "bench/batch/%03d/%016d", w%1000, first+uint64(i))
+			if err := b.Set(key, value, nil); err != nil {
+				return err
+			}
+		}
+		return b.Commit(pebble.Sync)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(n) / d.Seconds(), nil
+}
+
 // errShapeOnly ends the transaction WriteLike reads a write's records from.
 var errShapeOnly = errors.New("objects: shape only")
 

@@ -10,9 +10,9 @@
 package objects
 
 import (
+	"os"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -68,6 +68,11 @@ type Stats struct {
 	// Applying is the total wall time batches took to be applied to Pebble
 	// in their turn, one at a time, beside the next Updates' functions.
 	Applying time.Duration
+	// AppliedRecords counts the records (keys set or deleted) of the
+	// batches applied to Pebble, and AppliedBytes their batches' encoded
+	// size: what the commits wrote, for a raw baseline of the same shape
+	// (RawPebble.SyncedBatches).
+	AppliedRecords, AppliedBytes uint64
 }
 
 // Store is an open runtime database. It is safe for concurrent use by many
@@ -164,8 +169,10 @@ type Store struct {
 	conflicts       atomic.Uint64
 	// writeLockHeld sums nanoseconds writeMu was held (lockWrite to
 	// unlockWrite).
-	writeLockHeld atomic.Int64
-	applying      atomic.Int64
+	writeLockHeld  atomic.Int64
+	applying       atomic.Int64
+	appliedRecords atomic.Uint64
+	appliedBytes   atomic.Uint64
 }
 
 // Open opens (creating if needed) the database in dir. It returns an error
@@ -611,6 +618,8 @@ func (s *Store) Stats() Stats {
 		WALSyncs:        s.fs.syncs.Load(),
 		WriteLockHeld:   time.Duration(s.writeLockHeld.Load()),
 		Applying:        time.Duration(s.applying.Load()),
+		AppliedRecords:  s.appliedRecords.Load(),
+		AppliedBytes:    s.appliedBytes.Load(),
 	}
 }
 
@@ -772,6 +781,8 @@ func (s *Store) update(fn func(tx *Txn) error) (*Txn, error) {
 		s.addLazy(mine)
 	}
 	if aerr == nil {
+		s.appliedRecords.Add(uint64(batch.Count()))
+		s.appliedBytes.Add(uint64(batch.Len()))
 		s.locals.applied(tx.locals)
 		if n := len(tx.events); n > 0 {
 			s.lastEventSeq.Store(tx.events[n-1].Seq)
