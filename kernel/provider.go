@@ -33,6 +33,9 @@ func providerEvent(pid int64, turn, attempt int, cr callRecord, perr error, resp
 	}
 	detail["prompt_tokens"] = resp.Usage.PromptTokens
 	detail["completion_tokens"] = resp.Usage.CompletionTokens
+	if resp.Usage.Estimated {
+		detail["usage_estimated"] = true
+	}
 	detail["tool_calls"] = len(resp.ToolCalls)
 	if resp.FinishReason != "" {
 		detail["finish_reason"] = resp.FinishReason

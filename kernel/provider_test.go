@@ -23,8 +23,11 @@ import (
 
 // faultKinds are what a faulty chat-completions server does instead of
 // answering well: server statuses, broken connections, a slow first byte,
-// and model output that is not a usable action.
-var faultKinds = []string{"503", "429", "500", "reset-before", "reset-mid-body", "slow", "bad-json-args", "unknown-tool", "text-only", "length"}
+// model output that is not a usable action, and answers that break the
+// rules of the history the next request carries (a call without a name,
+// two calls with one id) or report no usage.
+var faultKinds = []string{"503", "429", "500", "529", "reset-before", "reset-mid-body", "slow", "bad-json-args", "unknown-tool",
+	"text-only", "length", "empty-name", "dup-ids", "no-usage"}
 
 // countingModel is a chat-completions server whose model reads the time as
 // many times as its goal says and then exits with the count of successful
@@ -110,8 +113,9 @@ func (m *countingModel) serve(w http.ResponseWriter, r *http.Request) {
 		call, args = "process_exit", fmt.Sprintf(`{"payload":{"goal":%d,"reads":%d}}`, goal, reads)
 	}
 	finish, text := "tool_calls", ""
+	calls := 1
 	switch fault {
-	case "503", "429", "500":
+	case "503", "429", "500", "529":
 		code, _ := strconv.Atoi(fault)
 		if code != 500 {
 			w.Header().Set("Retry-After", "2")
@@ -137,19 +141,34 @@ func (m *countingModel) serve(w http.ResponseWriter, r *http.Request) {
 		args = `{timezone: UTC`
 	case "unknown-tool":
 		call = "get_time"
+	case "empty-name":
+		call = ""
+	case "dup-ids":
+		// Two reads under one id, while the goal has room for both, so
+		// the count ends where it would.
+		if reads+2 <= goal {
+			calls = 2
+		}
 	case "text-only":
 		call, text, finish = "", "It is probably noon somewhere.", "stop"
 	case "length":
 		args, finish = `{"timezone": "UT`, "length"
 	}
 	msg := map[string]any{"role": "assistant", "content": text}
-	if call != "" {
-		msg["tool_calls"] = []map[string]any{{"id": fmt.Sprintf("call_%d", n), "type": "function",
-			"function": map[string]any{"name": call, "arguments": args}}}
+	if finish == "tool_calls" || finish == "length" {
+		var toolCalls []map[string]any
+		for range calls {
+			toolCalls = append(toolCalls, map[string]any{"id": fmt.Sprintf("call_%d", n), "type": "function",
+				"function": map[string]any{"name": call, "arguments": args}})
+		}
+		msg["tool_calls"] = toolCalls
 	}
 	resp := map[string]any{"id": "c", "object": "chat.completion", "model": "counting",
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish}},
 		"usage":   map[string]int{"prompt_tokens": 10, "completion_tokens": 5}}
+	if fault == "no-usage" {
+		delete(resp, "usage")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(resp)
 }

@@ -85,6 +85,10 @@ type Request struct {
 type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
+	// Estimated is set when the provider reported no usage and the counts
+	// are estimated from the sizes of the request and the answer, so that
+	// a server that reports none still has its calls charged.
+	Estimated bool
 }
 
 // Response is the model's answer to one Request.
@@ -144,9 +148,11 @@ type CallError struct {
 	Permanent bool
 	// Transient means the same request may well succeed later: nothing
 	// reached the server, no answer came in time, or the server answered a
-	// status that says "not now" (408, 409, 429, 500, 502, 503, 504).
+	// status that says "not now" (408, 409, 425, 429, and 5xx but 501 and
+	// 505).
 	Transient bool
-	// RetryAfter is the server's Retry-After hint, or 0.
+	// RetryAfter is when the server said to ask again (Retry-After,
+	// retry-after-ms, or the reset of an exhausted x-ratelimit limit), or 0.
 	RetryAfter time.Duration
 	// NeedsHost means the settings are wrong (a bad key, an unknown model, a
 	// wrong base URL): asking again unchanged cannot succeed. Hint says what

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,9 @@ const (
 	DefaultOpenAIRetryBackoff = 500 * time.Millisecond
 	// maxRetryDelay caps one wait between attempts, including a server's Retry-After.
 	maxRetryDelay = 30 * time.Second
+	// MaxAnswerBytes bounds the body of an answer the adapter reads: an answer of 128k
+	// tokens is about half a MiB, and a larger body is refused instead of held in memory.
+	MaxAnswerBytes = 16 << 20
 )
 
 // Environment variables read by OpenAIConfigFromEnv.
@@ -185,10 +189,13 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultOpenAIBaseURL
 	}
-	httpClient := cfg.HTTPClient
-	if httpClient == nil {
-		httpClient = &http.Client{}
+	// A copy, so that refusing redirects that change the method leaves the Host's client as
+	// it was.
+	httpClient := &http.Client{}
+	if cfg.HTTPClient != nil {
+		*httpClient = *cfg.HTTPClient
 	}
+	httpClient.CheckRedirect = keepMethod(httpClient.CheckRedirect)
 	_, isStd := httpClient.Transport.(*http.Transport)
 	stdTransport := httpClient.Transport == nil || isStd
 	oc := openai.DefaultConfig(cfg.APIKey)
@@ -213,7 +220,53 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if p.backoff == 0 {
 		p.backoff = DefaultOpenAIRetryBackoff
 	}
+	if err := p.libraryAccepts(); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// libraryAccepts reports settings go-openai refuses before sending anything, such as a
+// temperature with a reasoning model, as a configuration error: otherwise every call of
+// every process would be refused the same way. The probe is a request as buildRequest
+// makes it, with one tool, as a process's requests have.
+func (p *OpenAI) libraryAccepts() error {
+	probe, err := p.buildRequest(&Request{Messages: []Message{{Role: RoleUser, Content: "probe"}}, MaxTokens: 1,
+		Tools: []ToolSchema{{Name: "probe", Parameters: json.RawMessage(`{"type":"object"}`)}}})
+	if err == nil {
+		err = openai.NewReasoningValidator().Validate(probe)
+	}
+	if err == nil {
+		return nil
+	}
+	field := "model"
+	switch {
+	case errors.Is(err, openai.ErrReasoningModelLimitationsOther), errors.Is(err, openai.ErrReasoningSamplingUnsupported):
+		field = "temperature"
+	case errors.Is(err, openai.ErrReasoningModelMaxTokensDeprecated):
+		field = "max_tokens_field"
+	}
+	return fmt.Errorf("%w: openai: %s: the client library refuses requests to model %q with these settings: %w",
+		ErrInvalidConfig, field, p.cfg.Model, err)
+}
+
+// keepMethod refuses to follow a redirect that would send the request again with another
+// method (net/http turns a POST into a GET without a body on 301, 302 and 303, and the
+// server's answer to that hides the cause); next, the Host client's own policy, or net/http's
+// limit of 10 redirects, decides the rest.
+func keepMethod(next func(req *http.Request, via []*http.Request) error) func(req *http.Request, via []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) > 0 && req.Method != via[0].Method {
+			return http.ErrUseLastResponse
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }
 
 // Name returns "openai".
@@ -375,7 +428,7 @@ type attemptRecord struct {
 	gotConn    bool
 	writeState int // 0: not finished, 1: written, 2: write failed
 	status     int
-	retryAfter string
+	header     http.Header
 }
 
 func (r *attemptRecord) trace() *httptrace.ClientTrace {
@@ -405,7 +458,8 @@ func (r *attemptRecord) trace() *httptrace.ClientTrace {
 }
 
 // recordingDoer is the go-openai HTTP client: it tells the attemptRecord of the request's
-// context what the server answered.
+// context what the server answered, turns a redirect it did not follow into an error, and
+// bounds the body it hands on to MaxAnswerBytes.
 type recordingDoer struct{ client *http.Client }
 
 func (d *recordingDoer) Do(req *http.Request) (*http.Response, error) {
@@ -416,13 +470,31 @@ func (d *recordingDoer) Do(req *http.Request) (*http.Response, error) {
 		rec.mu.Unlock()
 	}
 	resp, err := d.client.Do(req)
-	if rec != nil && resp != nil {
+	if resp == nil {
+		return resp, err
+	}
+	if rec != nil {
 		rec.mu.Lock()
-		rec.status = resp.StatusCode
-		rec.retryAfter = resp.Header.Get("Retry-After")
+		rec.status, rec.header = resp.StatusCode, resp.Header
 		rec.mu.Unlock()
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// go-openai would read a redirect's body as an answer.
+		_ = resp.Body.Close()
+		return nil, &redirectError{status: resp.StatusCode, location: resp.Header.Get("Location")}
+	}
+	resp.Body = http.MaxBytesReader(nil, resp.Body, MaxAnswerBytes)
 	return resp, err
+}
+
+// redirectError is a redirect the adapter did not follow (keepMethod).
+type redirectError struct {
+	status   int
+	location string
+}
+
+func (e *redirectError) Error() string {
+	return fmt.Sprintf("server answered %d %s, redirecting to %q", e.status, http.StatusText(e.status), e.location)
 }
 
 // attempt makes one HTTP call and classifies its failure.
@@ -439,12 +511,25 @@ func (p *OpenAI) attempt(ctx context.Context, req *Request, chatReq openai.ChatC
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	var redirect *redirectError
+	var tooLarge *http.MaxBytesError
 	switch {
 	case !rec.doerCalled:
-		// Refused by the client library before anything was sent.
-		return Response{}, &CallError{Settlement: SettlementNotStarted, Permanent: true, Err: fmt.Errorf("openai: %w", err)}
+		// Refused by the client library before anything was sent: the request is valid
+		// (Validate), so the settings are what it cannot send.
+		return Response{}, &CallError{Settlement: SettlementNotStarted, NeedsHost: true,
+			Hint: fmt.Sprintf("the client library refuses requests to model %q: check %s / --model and the provider settings", p.cfg.Model, EnvModel),
+			Err:  fmt.Errorf("openai: %w", err)}
+	case errors.As(err, &redirect):
+		// The server did not run the call; it names another address for it.
+		return Response{}, &CallError{Settlement: SettlementRejected, StatusCode: redirect.status, NeedsHost: true,
+			Hint: fmt.Sprintf("the server redirects to %q: set %s / --base-url to the address it names", redirect.location, EnvOpenAIBaseURL),
+			Err:  fmt.Errorf("openai: %w", err)}
 	case rec.status >= 400:
-		return Response{}, p.statusError(rec.status, rec.retryAfter, err)
+		return Response{}, p.statusError(rec.status, rec.header, err)
+	case errors.As(err, &tooLarge):
+		return Response{}, &CallError{Settlement: SettlementUnknown, StatusCode: rec.status, Transient: true,
+			Err: fmt.Errorf("openai: the answer (status %d) is larger than %d bytes: %w", rec.status, tooLarge.Limit, err)}
 	case rec.status != 0:
 		return Response{}, &CallError{Settlement: SettlementUnknown, StatusCode: rec.status,
 			Err: fmt.Errorf("openai: unreadable answer (status %d): %w", rec.status, err)}
@@ -474,8 +559,10 @@ func (p *OpenAI) attempt(ctx context.Context, req *Request, chatReq openai.ChatC
 }
 
 // statusError classifies an error status the server answered with, keeping one shortened
-// copy of what it said.
-func (p *OpenAI) statusError(status int, retryAfter string, err error) *CallError {
+// copy of what it said. What a status does not settle, the server's words do: servers
+// answer an unknown model, a bad key or a prompt over the window with 400 as often as with
+// their own statuses.
+func (p *OpenAI) statusError(status int, header http.Header, err error) *CallError {
 	detail, code := serverDetail(err)
 	ce := &CallError{
 		Settlement: SettlementRejected,
@@ -484,23 +571,82 @@ func (p *OpenAI) statusError(status int, retryAfter string, err error) *CallErro
 		Err:        &statusErr{status: status, detail: detail},
 	}
 	ce.Permanent = !ce.Transient
-	if after, ok := ParseRetryAfter(retryAfter, time.Now()); ok && ce.Transient {
+	if after, ok := retryAfterOf(header, time.Now()); ok && ce.Transient {
 		ce.RetryAfter = after
 		ce.Err = &retryAfterError{after: after, err: ce.Err}
 	}
 	base := strings.TrimRight(p.cfg.BaseURL, "/")
 	lower := strings.ToLower(detail + " " + code)
+	modelHint := fmt.Sprintf("model %q not found at %s: check %s / --model", p.cfg.Model, base, EnvModel)
+	keyHint := "authentication failed: check " + EnvOpenAIAPIKey
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		ce.NeedsHost, ce.Hint = true, "authentication failed: check "+EnvOpenAIAPIKey
+		ce.NeedsHost, ce.Hint = true, keyHint
+	case status == http.StatusPaymentRequired:
+		ce.NeedsHost, ce.Hint = true, "the account cannot pay for the call: add credit, or check "+EnvOpenAIAPIKey
+	case status == http.StatusRequestEntityTooLarge:
+		// Often a proxy's limit on the body, answered with its own page: a smaller
+		// context is the remedy either way.
+		ce.ContextTooLong, ce.Hint = true, "the request is larger than the server accepts"
+	case (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) && contextTooLong(lower):
+		ce.ContextTooLong, ce.Hint = true, "the prompt is longer than the model's context window"
 	case status == http.StatusNotFound && strings.Contains(lower, "model"):
-		ce.NeedsHost, ce.Hint = true, fmt.Sprintf("model %q not found at %s: check %s / --model", p.cfg.Model, base, EnvModel)
+		ce.NeedsHost, ce.Hint = true, modelHint
 	case status == http.StatusNotFound:
 		ce.NeedsHost, ce.Hint = true, fmt.Sprintf("no chat-completions endpoint at %s: the base URL usually ends in /v1", base)
-	case (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) && contextTooLong(lower):
-		ce.ContextTooLong, ce.Hint = true, "the prompt is longer than the model's context window"
+	case (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) && unknownModel(lower):
+		ce.NeedsHost, ce.Hint = true, modelHint
+	case status == http.StatusBadRequest && badKey(lower):
+		ce.NeedsHost, ce.Hint = true, keyHint
 	}
 	return ce
+}
+
+// retryAfterOf reads when a server said to ask again: Retry-After (seconds or an HTTP
+// date), else retry-after-ms, else the latest reset among the x-ratelimit limits it says
+// are exhausted (all of those it gives a reset for when it says none is), each a duration
+// such as "6m0s" or "20ms", or seconds.
+func retryAfterOf(h http.Header, now time.Time) (time.Duration, bool) {
+	if after, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
+		return after, true
+	}
+	if ms, err := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After-Ms")), 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
+		return time.Duration(min(ms, float64(maxRetryAfter/time.Millisecond)) * float64(time.Millisecond)), true
+	}
+	var exhausted, latest time.Duration
+	found, foundExhausted := false, false
+	for _, limit := range []string{"requests", "tokens"} {
+		reset, ok := parseReset(h.Get("X-Ratelimit-Reset-" + limit))
+		if !ok {
+			continue
+		}
+		found, latest = true, max(latest, reset)
+		if strings.TrimSpace(h.Get("X-Ratelimit-Remaining-"+limit)) == "0" {
+			foundExhausted, exhausted = true, max(exhausted, reset)
+		}
+	}
+	switch {
+	case foundExhausted:
+		return exhausted, true
+	case found:
+		return latest, true
+	}
+	return 0, false
+}
+
+// parseReset reads an x-ratelimit reset: a Go duration ("1m30s", "250ms") or seconds.
+func parseReset(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return min(d, maxRetryAfter), true
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 && !math.IsInf(secs, 0) {
+		return time.Duration(min(secs, maxRetryAfter.Seconds()) * float64(time.Second)), true
+	}
+	return 0, false
 }
 
 // statusErr is an error status with what the server said, shortened.
@@ -525,12 +671,14 @@ func serverDetail(err error) (detail, code string) {
 	var apiErr *openai.APIError
 	var reqErr *openai.RequestError
 	switch {
-	case errors.As(err, &apiErr):
+	case errors.As(err, &apiErr) && apiErr.Message != "":
 		detail = apiErr.Message
 		if apiErr.Code != nil {
 			code = fmt.Sprint(apiErr.Code)
 		}
-	case errors.As(err, &reqErr):
+	case errors.As(err, &reqErr) && len(reqErr.Body) > 0:
+		// A body go-openai could not read as {"error": {...}}, such as {"error": "..."} or
+		// an HTML page: its text is what the server said.
 		detail = string(reqErr.Body)
 	default:
 		detail = err.Error()
@@ -546,12 +694,34 @@ func serverDetail(err error) (detail, code string) {
 	return detail, code
 }
 
-// contextTooLong reports whether a 400's words say the prompt exceeds the window, as
-// OpenAI, vLLM, llama.cpp and Ollama phrase it.
+// contextTooLong reports whether a refusal's words say the prompt exceeds the window, as
+// OpenAI, vLLM, llama.cpp, Ollama, Gemini and TGI phrase it.
 func contextTooLong(lower string) bool {
-	for _, s := range []string{"context_length_exceeded", "maximum context length", "context length", "context window",
-		"too many tokens", "prompt is too long", "exceeds the available context", "input is too long"} {
-		if strings.Contains(lower, s) {
+	if containsAny(lower, "context_length_exceeded", "maximum context length", "context length", "context window",
+		"too many tokens", "prompt is too long", "exceeds the available context", "input is too long",
+		"exceeds the maximum number of tokens") {
+		return true
+	}
+	// TGI: "`inputs` tokens + `max_new_tokens` must be <= 4096".
+	return strings.Contains(lower, "max_new_tokens") && strings.Contains(lower, "must be <=")
+}
+
+// unknownModel reports whether a refusal's words say the model is unknown or cannot serve
+// these requests, as DeepSeek, OpenRouter and compatible servers phrase it.
+func unknownModel(lower string) bool {
+	return containsAny(lower, "model_not_found", "model not exist", "model does not exist", "model not found",
+		"not a valid model", "unknown model", "no such model", "invalid model")
+}
+
+// badKey reports whether a refusal's words blame the API key, as Gemini and compatible
+// servers phrase it when they answer 400 rather than 401.
+func badKey(lower string) bool {
+	return containsAny(lower, "api key not valid", "invalid api key", "incorrect api key", "api_key_invalid", "invalid_api_key")
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
 			return true
 		}
 	}
@@ -588,16 +758,39 @@ func (p *OpenAI) mapResponse(req *Request, resp *openai.ChatCompletionResponse) 
 	if out.Model == "" {
 		out.Model = p.cfg.Model
 	}
+	// The calls become history the next request carries, which Request.Validate and servers
+	// hold to one id per call and a name for each: an answer breaking that is mended here,
+	// where the model's mistake can still be answered, instead of failing every later call.
+	seen := make(map[string]bool, len(choice.Message.ToolCalls))
 	for i, tc := range choice.Message.ToolCalls {
 		id := tc.ID
-		if id == "" {
-			// Some compatible servers omit ids; the next request must still pair results.
+		for n := 0; id == "" || seen[id]; n++ {
+			// Some compatible servers omit ids, or repeat one in a message.
 			id = fmt.Sprintf("call_%d_%d_%d", req.Process.PID, req.Turn, i)
+			if n > 0 {
+				id += fmt.Sprintf("_%d", n)
+			}
 		}
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: id, Name: tc.Function.Name, Arguments: normalizeArguments(tc.Function.Arguments)})
+		seen[id] = true
+		name := tc.Function.Name
+		if strings.TrimSpace(name) == "" {
+			// No tool has this name, so the call is answered as one of an unknown tool.
+			name = MissingToolName
+		}
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: id, Name: name, Arguments: normalizeArguments(tc.Function.Arguments)})
+	}
+	if out.Usage.PromptTokens == 0 && out.Usage.CompletionTokens == 0 {
+		// No prompt is free: the server reported no usage, and the call is charged at an
+		// estimate rather than at nothing.
+		out.Usage = estimatedUsage(req, &out)
+		out.Usage.Estimated = true
 	}
 	return out, nil
 }
+
+// MissingToolName stands for the name of a tool call the model gave none: the call is kept,
+// and answered as a call of a tool that does not exist.
+const MissingToolName = "missing_tool_name"
 
 // normalizeArguments makes model-written arguments valid JSON: empty means {}, and text that
 // is not JSON is carried as a JSON string.

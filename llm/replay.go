@@ -155,7 +155,6 @@ func (r *Replay) Complete(ctx context.Context, req Request) (Response, error) {
 	}
 	env := refEnv{req: &req}
 	resp := Response{Text: turn.text, Model: r.model, FinishReason: "stop"}
-	completionBytes := len(turn.text)
 	if len(turn.calls) > 0 {
 		resp.FinishReason = "tool_calls"
 		resp.ToolCalls = make([]ToolCall, len(turn.calls))
@@ -170,11 +169,19 @@ func (r *Replay) Complete(ctx context.Context, req Request) (Response, error) {
 				Name:      c.name,
 				Arguments: args,
 			}
-			completionBytes += len(c.name) + len(args)
 		}
 	}
-	resp.Usage = Usage{PromptTokens: estimateTokens(promptBytes(&req)), CompletionTokens: estimateTokens(completionBytes)}
+	resp.Usage = estimatedUsage(&req, &resp)
 	return resp, nil
+}
+
+// estimatedUsage estimates the tokens of req and of its answer resp from their sizes.
+func estimatedUsage(req *Request, resp *Response) Usage {
+	completion := len(resp.Text)
+	for _, c := range resp.ToolCalls {
+		completion += len(c.Name) + len(c.Arguments)
+	}
+	return Usage{PromptTokens: estimateTokens(promptBytes(req)), CompletionTokens: estimateTokens(completion)}
 }
 
 // promptBytes is the size of everything the model would read.

@@ -114,15 +114,22 @@ func DispositionOf(err error) Disposition {
 	return DispositionRetry
 }
 
-// transientStatus reports the HTTP statuses worth a later attempt.
+// transientStatus reports the HTTP statuses worth a later attempt: "not now" (408, 409,
+// 425, 429) and every server-side failure, the overload and gateway statuses of providers and
+// proxies (529, 520–524) included, but the two that say the request's kind will never be
+// served (501 Not Implemented, 505 HTTP Version Not Supported).
 func transientStatus(code int) bool {
 	switch code {
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests,
-		http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
 		return true
+	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		return false
 	}
-	return false
+	return code >= 500 && code <= 599
 }
+
+// maxRetryAfter caps a server's hint of when to ask again.
+const maxRetryAfter = 365 * 24 * time.Hour
 
 // ParseRetryAfter reads a Retry-After header: delay seconds or an HTTP date
 // (measured from now). A date in the past is a zero wait.
@@ -135,7 +142,7 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		if secs < 0 {
 			return 0, false
 		}
-		return time.Duration(min(secs, int64(365*24*3600))) * time.Second, true
+		return time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second, true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
