@@ -153,7 +153,8 @@ func compressorGoal(job *compactionJob, stage int) string {
 		"stage": stage + 1, "stages": len(job.Chunks), "previous_summary": prev, "entries": items,
 	}, "", "  ")
 	return fmt.Sprintf("Compress stage %d of %d of another process's LLM context into a new rolling summary that merges previous_summary with these entries. "+
-		"Exit with payload = an object with exactly the keys %s.\n\n%s", stage+1, len(job.Chunks), strings.Join(summaryKeys, ", "), body)
+		"Aim for a summary of about %d tokens at most (the target the compaction was asked for; a goal, not a hard limit). "+
+		"Exit with payload = an object with exactly the keys %s.\n\n%s", stage+1, len(job.Chunks), job.Request.TargetTokens, strings.Join(summaryKeys, ", "), body)
 }
 
 func jobName(pid int64) string { return fmt.Sprintf("%s%d", jobNamePrefix, pid) }

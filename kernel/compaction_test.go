@@ -255,6 +255,10 @@ processes:
 		if info.Image != "context-compressor:v0" || info.Status != process.Exited || info.ParentPID != pid {
 			t.Fatalf("compressor %d: %+v", cp, info)
 		}
+		// target_tokens is the summary's goal as well as the no-op's threshold.
+		if goal, err := h.rt.GoalOf(cp); err != nil || !strings.Contains(goal.Text, "about 256 tokens") {
+			t.Fatalf("compressor %d's goal does not state the target: %q, %v", cp, goal.Text, err)
+		}
 	}
 	// The context is rebuilt from evidence after a reopen: summary and tail.
 	h.rt.Close()

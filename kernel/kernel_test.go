@@ -592,3 +592,95 @@ func TestNotStartedCallIsNotCharged(t *testing.T) {
 		t.Fatalf("backoff took %s", waited)
 	}
 }
+
+// A sleep a reopen cut short answers with an error of unknown settlement,
+// not a success: the review does not count it among the successful calls
+// that completion evidence may cite.
+func TestSleepCutShortByAReopenIsNoSuccess(t *testing.T) {
+	script := `
+processes:
+  - image: coding:v0
+    turns:
+      - tool_calls: [{name: sleep, arguments: {seconds: 30}}]
+      - tool_calls: [{name: process_exit, arguments: {}}]
+`
+	h := newHarness(t, script)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "coding:v0", Goal: "g", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rt.RunReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if info := h.info(pid); info.Wait == nil || info.Wait.Kind != process.WaitTimer {
+		t.Fatalf("before the reopen: %+v, want a timer wait", info)
+	}
+	h.rt.Close()
+	h.open(script)
+	h.run()
+	res := h.toolResults(pid)
+	if len(res) != 2 {
+		t.Fatalf("results %v", res)
+	}
+	errObj, _ := res[0]["error"].(map[string]any)
+	if res[0]["ok"] != false || errObj["code"] != "settlement_unknown" || res[0]["effect_started"] != true {
+		t.Fatalf("the sleep's result %v, want an error of unknown settlement whose effect started", res[0])
+	}
+	review, _ := res[1]["completion_review"].(map[string]any)
+	if review == nil || strings.Contains(fmt.Sprint(review["observed_successful_tool_calls"]), "sleep") {
+		t.Fatalf("review %v counts the sleep as a success", review)
+	}
+}
+
+// After a reopen lost the goal's payload, the completion review carries the
+// goal recovered from retained evidence, since its reference's read cannot
+// return it any more.
+func TestReviewCarriesTheRecoveredGoal(t *testing.T) {
+	script := `
+processes:
+  - image: coding:v0
+    turns:
+      - tool_calls: [{name: sleep, arguments: {seconds: 30}}]
+      - tool_calls: [{name: process_exit, arguments: {}}]
+      - tool_calls: [{name: read_object, arguments: {namespace: "${last.completion_review.goal.reference.arguments.namespace}", name: "${last.completion_review.goal.reference.arguments.name}"}}]
+      - tool_calls: [{name: process_exit, arguments: {}}]
+`
+	h := newHarness(t, script)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "coding:v0", Goal: "the original goal", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.rt.RunReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Close()
+	h.open(script)
+	h.run()
+	res := h.toolResults(pid)
+	if len(res) < 3 {
+		t.Fatalf("results %v", res)
+	}
+	review, _ := res[1]["completion_review"].(map[string]any)
+	goal, _ := review["goal"].(map[string]any)
+	if goal["recovered_text"] != "the original goal" || !strings.Contains(fmt.Sprint(review["hints"]), "goal.recovered_text") {
+		t.Fatalf("review after the reopen: %v", review)
+	}
+	if res[2]["ok"] != false {
+		t.Fatalf("the goal's payload read back after the reopen: %v", res[2])
+	}
+	// Before any reopen the review does not inline the goal.
+	h2 := newHarness(t, script)
+	pid2, err := h2.rt.Spawn(SpawnSpec{Image: "coding:v0", Goal: "the original goal", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.run()
+	res2 := h2.toolResults(pid2)
+	if len(res2) < 2 {
+		t.Fatalf("results %v", res2)
+	}
+	review2, _ := res2[1]["completion_review"].(map[string]any)
+	if goal2, _ := review2["goal"].(map[string]any); goal2 == nil || goal2["recovered_text"] != nil {
+		t.Fatalf("a live goal is inlined: %v", review2)
+	}
+}

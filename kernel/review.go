@@ -26,7 +26,7 @@ func (k *Runtime) reviewInput(tx *txn, r *procRecord) (process.ReviewInput, erro
 		if rerr != nil {
 			in.GoalUnavailable = fmt.Sprintf("the payload of goal %s version %d did not survive a reopen and cannot be recovered (%v): restore a checkpoint, or have the Host restate the goal (libos goal set %d TEXT)", meta.OID, meta.Version, rerr, r.PID)
 		} else {
-			in.GoalSHA256 = sha([]byte(goal))
+			in.GoalSHA256, in.RecoveredGoal = sha([]byte(goal)), goal
 		}
 	case err != nil:
 		return in, fmt.Errorf("completion review of pid %d: goal: %w", r.PID, err)

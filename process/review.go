@@ -90,6 +90,11 @@ type ReviewInput struct {
 	// GoalUnavailable, when non-empty, says why the goal payload is gone and
 	// unrecoverable; the review then fails closed with ErrGoalUnavailable.
 	GoalUnavailable string
+	// RecoveredGoal is the goal's text recovered from retained evidence when
+	// its live payload did not survive a reopen (bounded by the recovery),
+	// or "". The review carries it inline: the reference's read cannot
+	// return it.
+	RecoveredGoal string
 }
 
 // GoalReference is the exact read_object call that reads the goal.
@@ -101,12 +106,16 @@ type GoalReference struct {
 	} `json:"arguments"`
 }
 
-// ReviewGoal identifies the goal without inlining it.
+// ReviewGoal identifies the goal without inlining it, but for a goal whose
+// live payload a reopen lost, whose recovered text it carries.
 type ReviewGoal struct {
 	OID       string        `json:"oid"`
 	Version   uint64        `json:"version"`
 	SHA256    string        `json:"sha256,omitempty"`
 	Reference GoalReference `json:"reference"`
+	// RecoveredText is the exact initial goal recovered from retained
+	// evidence, present only when the live payload is missing after a reopen.
+	RecoveredText string `json:"recovered_text,omitempty"`
 }
 
 // MessageReadArguments are the read_process_messages arguments that re-read
@@ -291,9 +300,10 @@ func BuildReview(in ReviewInput, errs []ValidationError) (Review, error) {
 	r := Review{
 		ReviewToken: ReviewToken(in),
 		Goal: ReviewGoal{
-			OID:     in.GoalOID,
-			Version: in.GoalVersion,
-			SHA256:  in.GoalSHA256,
+			OID:           in.GoalOID,
+			Version:       in.GoalVersion,
+			SHA256:        in.GoalSHA256,
+			RecoveredText: in.RecoveredGoal,
 		},
 		ExpectedSourceRefs:              append([]string{in.GoalOID}, acked...),
 		UnreadHumanMessageIDs:           unread,
@@ -330,7 +340,11 @@ func reviewHints(r Review) []string {
 			"%d unread Human message(s) block exit: read them with %s (message_ids from unread_human_message_ids, ack=true), merge what they ask into your work, then call %s again with no token and no evidence. Acknowledging changes review_token, so this review's token cannot be used.",
 			n, ToolReadProcessMessages, ToolProcessExit))
 	}
-	hints = append(hints, "Re-read the goal with goal.reference (by namespace and name; the goal OID is not a name); give each explicit deliverable its own acceptance check.")
+	if r.Goal.RecoveredText != "" {
+		hints = append(hints, "The goal's payload did not survive a reopen, so goal.reference cannot read it: goal.recovered_text is the exact initial goal, recovered from retained evidence; give each explicit deliverable its own acceptance check.")
+	} else {
+		hints = append(hints, "Re-read the goal with goal.reference (by namespace and name; the goal OID is not a name); give each explicit deliverable its own acceptance check.")
+	}
 	if r.AcknowledgedHumanMessageCount > 0 {
 		hints = append(hints, "Re-read the acknowledged Human messages with acknowledged_human_message_reference (include_acked=true, ack=false); list them all in reviewed_message_ids and cite each in some check's source_refs.")
 	} else {

@@ -232,12 +232,11 @@ func endSleep(sys tools.Caller, p tools.Pending) (tools.Outcome, error) {
 	}
 	now := sys.Now()
 	if p.Recovered {
-		return tools.Outcome{Result: map[string]any{
-			"requested_seconds": d.RequestedSeconds,
-			"settlement":        "unknown",
-			"note":              "the runtime restarted during this delay; it may or may not have fully elapsed. Re-read the time and state; do not blindly sleep again.",
-			"now_iso8601":       now.UTC().Format(time.RFC3339Nano),
-		}}, nil
+		// Not a success: nothing certifies the delay, so it is not an observed
+		// successful call that completion evidence could cite.
+		return tools.Outcome{}, &tools.Error{Code: tools.CodeSettlementUnknown, EffectStarted: true, Message: fmt.Sprintf(
+			"the runtime restarted during this delay of %g seconds (now %s); it may or may not have fully elapsed. "+
+				"Re-read the time and state; do not blindly sleep again", d.RequestedSeconds, now.UTC().Format(time.RFC3339Nano))}
 	}
 	elapsed := now.Sub(p.StartedAt).Seconds()
 	return tools.Outcome{Result: map[string]any{
