@@ -6,6 +6,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,11 +86,7 @@ func Handle(k *kernel.Runtime, req Request) Response {
 		}
 		return Response{Processes: ps}
 	case "send":
-		m, err := k.PostHumanMessage(kernel.HumanMessage{To: req.To, From: req.From, Body: req.Body, Subject: req.Subject, Interrupt: req.Interrupt})
-		if err != nil {
-			return Response{Error: err.Error()}
-		}
-		return Response{Message: &m}
+		return send(k, req)
 	}
 	var v any
 	var err error
@@ -141,6 +138,33 @@ func Handle(k *kernel.Runtime, req Request) Response {
 		return Response{Error: err.Error()}
 	}
 	return Response{Result: b}
+}
+
+// sendFields names, by the mailbox's name of a message field, the field of
+// a send request that fills it.
+var sendFields = map[string]string{"sender": "from", "recipient": "to"}
+
+// send posts req's Human message. Its errors name the request's fields, not
+// the mailbox's or a tool's.
+func send(k *kernel.Runtime, req Request) Response {
+	// The kernel looks the recipient up before anything names it, in words
+	// of its message tool; a missing one is told here as the request's.
+	if _, err := k.Process(req.To); errors.Is(err, kernel.ErrNoProcess) {
+		return Response{Error: fmt.Sprintf("to: no process has pid %d", req.To)}
+	}
+	m, err := k.PostHumanMessage(kernel.HumanMessage{To: req.To, From: req.From, Body: req.Body, Subject: req.Subject, Interrupt: req.Interrupt})
+	var fe *mailbox.FieldError
+	if errors.As(err, &fe) {
+		field := fe.Field
+		if f, ok := sendFields[field]; ok {
+			field = f
+		}
+		return Response{Error: field + ": " + fe.Rule}
+	}
+	if err != nil {
+		return Response{Error: err.Error()}
+	}
+	return Response{Message: &m}
 }
 
 // socketAddr returns a path for the socket in dir short enough for
@@ -382,18 +406,34 @@ func (s *server) close() {
 	s.wg.Wait()
 }
 
-// readRequest decodes one request of at most limit bytes. It never
-// reads more than limit+1 bytes from r, so a larger request costs the server
-// no more than the bound.
+// readRequest decodes one request: a JSON object of at most limit bytes
+// holding only Request's fields, then its newline and nothing more. It never
+// reads more than limit+1 bytes from r (the request and its newline), so a
+// larger request costs the server no more than the bound.
 func readRequest(r io.Reader, limit int64) (Request, error) {
 	lr := &io.LimitedReader{R: r, N: limit + 1}
+	dec := json.NewDecoder(lr)
+	// A misspelt field would otherwise be dropped and the request served
+	// without it: a send meant as an interrupt would go out as a normal one.
+	dec.DisallowUnknownFields()
 	var req Request
-	err := json.NewDecoder(lr).Decode(&req)
-	if lr.N <= 0 {
+	err := dec.Decode(&req)
+	if dec.InputOffset() > limit || (lr.N <= 0 && errors.Is(err, io.ErrUnexpectedEOF)) {
 		return Request{}, fmt.Errorf("control request larger than %d bytes (%d MiB): refused", limit, limit>>20)
 	}
 	if err != nil {
 		return Request{}, fmt.Errorf("decode request: %w", err)
+	}
+	// A second request on the connection would never be answered: refuse
+	// the first as well rather than serve one and drop the other. Only what
+	// arrived with the request is seen; the server reads nothing more.
+	rest, _ := io.ReadAll(dec.Buffered())
+	if rest = bytes.TrimSpace(rest); len(rest) > 0 {
+		const shown = 64
+		if len(rest) > shown {
+			rest = append(rest[:shown:shown], "..."...)
+		}
+		return Request{}, fmt.Errorf("decode request: trailing data after the request (%q): send one request per connection", rest)
 	}
 	return req, nil
 }
@@ -427,13 +467,32 @@ func Dial(ctx context.Context, dir string, req Request, wait time.Duration) (Res
 		if err == nil {
 			break
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return Response{}, fmt.Errorf("control socket %s: %w", filepath.Join(abs, SocketName), ctx.Err())
+		}
+		if time.Now().After(deadline) {
 			return Response{}, fmt.Errorf("%w (%s): %v", ErrUnreachable, filepath.Join(abs, SocketName), err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	// The context's end cuts the exchange short: a past deadline wakes the
+	// blocked write or read at once.
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	resp, err := exchange(conn, body)
+	if err != nil && ctx.Err() != nil {
+		return Response{}, fmt.Errorf("control request: %w", ctx.Err())
+	}
+	return resp, err
+}
+
+// exchange writes a request's body on conn and reads the answer.
+func exchange(conn net.Conn, body []byte) (Response, error) {
 	if _, err := conn.Write(body); err != nil {
 		// A server that refused the request (busy, wrong peer) may have
 		// answered why before closing; that says more than a broken pipe.

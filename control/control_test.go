@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/libos/libos/clock"
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/llm"
+	"github.com/libos/libos/mailbox"
 )
 
 // harness is a runtime on a temporary directory.
@@ -355,5 +357,143 @@ processes:
 			op == "checkpoint_create" || op == "checkpoint_restore" || op == "checkpoint_fork") {
 			t.Errorf("op %s: read-only %v", op, ReadOnlyOps[op])
 		}
+	}
+}
+
+// spawnIdle spawns a process that never runs (no loop is started), so
+// what a request did to it can be read back.
+func spawnIdle(t *testing.T, h *harness) int64 {
+	t.Helper()
+	pid, err := h.rt.Spawn(kernel.SpawnSpec{Image: "base:v0", Goal: "idle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// A request of exactly the bound, with its newline, is served; one byte
+// more is refused. Client and server count the same bytes.
+func TestControlRequestOfExactlyTheBound(t *testing.T) {
+	for _, c := range []struct {
+		pad    int
+		served bool
+	}{{0, true}, {1, false}} {
+		body := `{"op":"ps","goal":"` + strings.Repeat("g", 100+c.pad) + `"}`
+		limit := int64(len(body) - c.pad)
+		_, err := readRequest(strings.NewReader(body+"\n"), limit)
+		if served := err == nil; served != c.served {
+			t.Errorf("a request of %d bytes against a bound of %d: %v", len(body), limit, err)
+		}
+		if !c.served && (err == nil || !strings.Contains(err.Error(), "larger than")) {
+			t.Errorf("over the bound: %v", err)
+		}
+	}
+
+	h := newHarness(t)
+	serveTestControl(t, h, defaultConfig())
+	req := Request{Op: "ps"}
+	empty, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Goal = strings.Repeat("g", MaxRequest-len(empty)-len(`,"goal":""`))
+	if body, _ := json.Marshal(req); len(body) != MaxRequest {
+		t.Fatalf("the request is %d bytes, want %d", len(body), MaxRequest)
+	}
+	resp, err := Dial(context.Background(), h.dir, req, 5*time.Second)
+	if err != nil || resp.Error != "" {
+		t.Fatalf("a request of exactly MaxRequest bytes: %v %q", err, resp.Error)
+	}
+}
+
+// Dial gives up as soon as its context ends, whether it is still waiting
+// for the socket or for the answer.
+func TestControlDialHonoursItsContext(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	end := make(chan struct{})
+	defer close(end)
+	go func() {
+		// Accept and never answer.
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		<-end
+		conn.Close()
+	}()
+	for _, c := range []struct{ name, dir string }{{"waiting for the answer", dir}, {"waiting for the socket", t.TempDir()}} {
+		name, d := c.name, c.dir
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := Dial(ctx, d, Request{Op: "ps"}, time.Minute)
+			done <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: Dial returned %v, want context.Canceled", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Dial did not return within 5s of its context's end", name)
+		}
+	}
+}
+
+// A request with a field Request does not have, or with anything after it,
+// is refused as a whole, naming what is wrong; nothing of it is done.
+func TestControlRefusesUnknownFieldsAndTrailingRequests(t *testing.T) {
+	h := newHarness(t)
+	serveTestControl(t, h, defaultConfig())
+	pid := spawnIdle(t, h)
+	for _, c := range []struct{ raw, want string }{
+		{fmt.Sprintf(`{"op":"send","to":%d,"from":"ana","body":"stop","interupt":true}`+"\n", pid), `unknown field "interupt"`},
+		{fmt.Sprintf(`{"op":"ps"} {"op":"signal","pid":%d,"signal":"kill"}`+"\n", pid), `trailing data after the request ("{\"op\":\"signal\"`},
+		{fmt.Sprintf(`{"op":"ps"}`+"\n"+`{"op":"signal","pid":%d,"signal":"kill"}`+"\n", pid), `trailing data`},
+	} {
+		conn := dialRaw(t, h)
+		if _, err := io.WriteString(conn, c.raw); err != nil {
+			t.Fatal(err)
+		}
+		if resp := readAnswer(t, conn); !strings.Contains(resp.Error, c.want) || resp.Processes != nil {
+			t.Errorf("%q: %+v; want an error containing %s", c.raw, resp, c.want)
+		}
+	}
+	msgs, err := h.rt.Messages(pid, true)
+	if err != nil || len(msgs.Messages) != 0 {
+		t.Fatalf("a refused send posted: %+v %v", msgs, err)
+	}
+	if info, err := h.rt.Process(pid); err != nil || info.Status.Terminal() {
+		t.Fatalf("a refused trailing signal ran: %+v %v", info, err)
+	}
+}
+
+// A send's errors name the request's fields, from and to.
+func TestControlSendNamesItsFields(t *testing.T) {
+	h := newHarness(t)
+	pid := spawnIdle(t, h)
+	for _, c := range []struct {
+		req  Request
+		want string
+	}{
+		{Request{Op: "send", To: 0, From: "ana", Body: "b"}, "to: "},
+		{Request{Op: "send", To: pid + 10, From: "ana", Body: "b"}, "to: "},
+		{Request{Op: "send", To: pid, From: strings.Repeat("a", mailbox.MaxHumanNameChars+1), Body: "b"}, "from: at most"},
+		{Request{Op: "send", To: pid, From: "an\x01a", Body: "b"}, "from: "},
+	} {
+		resp := Handle(h.rt, c.req)
+		if !strings.HasPrefix(resp.Error, c.want) || strings.Contains(resp.Error, "sender") || strings.Contains(resp.Error, "recipient") {
+			t.Errorf("to %d from %.10q: %q; want it to start with %q", c.req.To, c.req.From, resp.Error, c.want)
+		}
+	}
+	if resp := Handle(h.rt, Request{Op: "send", To: pid, From: "ana", Body: "b"}); resp.Error != "" || resp.Message == nil {
+		t.Fatalf("a good send: %+v", resp)
 	}
 }

@@ -49,11 +49,19 @@ const DefaultChannel = "default"
 const (
 	MaxSubjectChars   = 512
 	MaxBodyChars      = 32000
-	MaxPayloadBytes   = 128 << 10 // of compact JSON
+	MaxPayloadBytes   = 128 << 10 // of compact JSON, as encoding/json writes it (payloadJSONLen)
 	MaxLabelChars     = 256       // channel, correlation_id, reply_to
 	MaxHumanNameChars = 128
 	maxPayloadDepth   = 10000 // the nesting limit encoding/json applies too
 )
+
+// MaxMessageJSONBytes bounds what any message Post accepts takes in Read's
+// measure (its encoding/json form, in a page of its own), whatever its
+// status: a Read whose maxBytes is at least this returns every message.
+// encoding/json writes no code point of a string in more than 6 bytes
+// (\u00XX, or \u003c for <), and the fixed part (keys, id, seq, kind,
+// status, times) takes well under the kilobyte allowed for it.
+const MaxMessageJSONBytes = MaxPayloadBytes + 6*(MaxBodyChars+MaxSubjectChars+3*MaxLabelChars+MaxHumanNameChars) + 1024
 
 // ErrInvalid is wrapped by every validation error, of message fields and of
 // filters alike. The error text names the field and the rule; errors.As with
@@ -265,8 +273,11 @@ func normalizePayload(p json.RawMessage) (json.RawMessage, error) {
 	if err := json.Compact(&compact, p); err != nil {
 		return nil, invalid("payload", "must be valid JSON (%v)", err)
 	}
-	if compact.Len() > MaxPayloadBytes {
-		return nil, invalid("payload", "at most %d bytes of compact JSON (got %d)", MaxPayloadBytes, compact.Len())
+	// Read measures messages as encoding/json writes them, so the payload
+	// is bounded in that measure too: otherwise a payload of HTML could be
+	// accepted here and then never fit a read.
+	if n := payloadJSONLen(compact.Bytes()); n > MaxPayloadBytes {
+		return nil, invalid("payload", "at most %d bytes of compact JSON (got %d), counted as a read encodes it: <, > and & take 6 bytes each, U+2028 and U+2029 6", MaxPayloadBytes, n)
 	}
 	// Canonicalizing catches duplicate object keys, which would make the
 	// content hash ambiguous, and nesting beyond what decoders accept.
@@ -274,6 +285,22 @@ func normalizePayload(p json.RawMessage) (json.RawMessage, error) {
 		return nil, invalid("payload", "%v", err)
 	}
 	return json.RawMessage(compact.Bytes()), nil
+}
+
+// payloadJSONLen returns the length of compact, valid JSON as encoding/json
+// writes a json.RawMessage: it escapes <, > and & as \u003c (5 bytes more
+// each) and U+2028 and U+2029 as \u2028 (3 bytes more each).
+func payloadJSONLen(compact []byte) int {
+	n := len(compact)
+	for i, c := range compact {
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			n += 5
+		case c == 0xE2 && i+2 < len(compact) && compact[i+1] == 0x80 && compact[i+2]&^1 == 0xA8:
+			n += 3
+		}
+	}
+	return n
 }
 
 // parsePID parses a canonical positive decimal pid: no sign, no leading

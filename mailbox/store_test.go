@@ -465,6 +465,64 @@ func TestMaxBytesSplitsPage(t *testing.T) {
 	checkInvariants(t, s, 8)
 }
 
+// Any message Post accepts fits a read of MaxMessageJSONBytes, however its
+// text encodes: a payload of '<' is bounded as the read measures it (6
+// bytes each), not by its compact bytes alone.
+func TestEveryPostedMessageFitsARead(t *testing.T) {
+	s, _ := openStore(t)
+	html := func(n int) string { return strings.Repeat("<", n) }
+	// 131072 bytes of compact JSON that a read encodes in 786 KB.
+	update(t, s, func(tx *objects.Txn) error {
+		_, err := Post(tx, Message{Sender: "process:1", Recipient: 3, Payload: bigPayloadOf('<', MaxPayloadBytes-2)}, t0)
+		checkFieldError(t, err, "payload", "counted as a read encodes it")
+		return nil
+	})
+	if got := rawMailboxKeys(t, s); len(got) != 0 {
+		t.Fatalf("the refused post left keys %q", got)
+	}
+
+	// Every field at its limit, in the characters encoding/json writes
+	// longest, with the largest pid and times a read can show.
+	worst := Message{
+		Sender: "human:" + html(MaxHumanNameChars), Recipient: 1<<63 - 1, Kind: KindInterrupt,
+		Channel: html(MaxLabelChars), CorrelationID: html(MaxLabelChars), ReplyTo: html(MaxLabelChars),
+		Subject: html(MaxSubjectChars), Body: strings.Repeat("\x01", MaxBodyChars),
+		Payload: bigPayloadOf('<', (MaxPayloadBytes-2)/6),
+	}
+	if err := worst.Validate(); err != nil {
+		t.Fatalf("the worst message must be valid: %v", err)
+	}
+	full := worst
+	full.ID, full.Seq, full.Status = FormatID(full.Recipient, 1<<64-1), 1<<64-1, StatusSuperseded
+	full.CreatedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -(23*3600+59*60)))
+	full.AckedAt = full.CreatedAt
+	if raw, err := json.Marshal([]Message{full}); err != nil || len(raw) > MaxMessageJSONBytes {
+		t.Fatalf("the worst message takes %d bytes of a read, over MaxMessageJSONBytes %d (%v)", len(raw), MaxMessageJSONBytes, err)
+	}
+	worst.Recipient = 3
+	posted := post(t, s, worst)
+	p := readPage(t, s, 3, Filter{Limit: 1}, true, MaxMessageJSONBytes)
+	wantIDs(t, "page", ids(p.Messages), []string{posted.ID})
+}
+
+// The payload's measure is what encoding/json writes for it.
+func TestPayloadJSONLenMatchesEncodingJSON(t *testing.T) {
+	for _, p := range []string{`null`, `{"a":"<b>&amp;</b>"}`, `["\u2028\u2029","  ","…€"]`, `"\u003c<"`, `{"k<":[1,2.5e3,"é"]}`} {
+		raw, err := json.Marshal(json.RawMessage(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := payloadJSONLen([]byte(p)); got != len(raw) {
+			t.Errorf("%s: measured %d bytes, encoding/json writes %d (%s)", p, got, len(raw), raw)
+		}
+	}
+}
+
+// bigPayloadOf returns a JSON string value of n copies of c.
+func bigPayloadOf(c byte, n int) json.RawMessage {
+	return json.RawMessage(`"` + strings.Repeat(string(c), n) + `"`)
+}
+
 func TestFailedTransactionAcksNothing(t *testing.T) {
 	s, _ := openStore(t)
 	postN(t, s, 4, 3)

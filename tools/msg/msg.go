@@ -15,8 +15,10 @@ import (
 )
 
 // MaxResultBytes bounds the messages one read returns; a single valid
-// message always fits.
+// message always fits (TestAnyMessageFitsARead).
 const MaxResultBytes = 512 * 1024
+
+var payloadDescription = fmt.Sprintf("Any JSON value, at most %d KiB of JSON (<, > and & count 6 bytes each).", mailbox.MaxPayloadBytes>>10)
 
 // Tools returns the mailbox family.
 func Tools(tools.Config) []*tools.Tool {
@@ -30,13 +32,13 @@ func send() *tools.Tool {
 			"tool call; normal messages produce a notice after its next tool call.",
 		Schema: schema.Object(map[string]*schema.Schema{
 			"recipient_pid":  {Type: "integer", Minimum: schema.Ptr(1.0)},
-			"body":           {Type: "string", MaxLength: schema.Ptr(32000)},
-			"subject":        {Type: "string", MaxLength: schema.Ptr(512)},
-			"payload":        {Description: "Any JSON value, at most 128 KiB."},
-			"kind":           {Type: "string", Enum: []any{"normal", "interrupt"}, Default: "normal"},
-			"channel":        {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(128), Default: "default"},
-			"correlation_id": {Type: "string", MaxLength: schema.Ptr(256)},
-			"reply_to":       {Type: "string", MaxLength: schema.Ptr(256)},
+			"body":           {Type: "string", MaxLength: schema.Ptr(mailbox.MaxBodyChars)},
+			"subject":        {Type: "string", MaxLength: schema.Ptr(mailbox.MaxSubjectChars)},
+			"payload":        {Description: payloadDescription},
+			"kind":           {Type: "string", Enum: []any{mailbox.KindNormal, mailbox.KindInterrupt}, Default: mailbox.KindNormal},
+			"channel":        {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(mailbox.MaxLabelChars), Default: mailbox.DefaultChannel},
+			"correlation_id": {Type: "string", MaxLength: schema.Ptr(mailbox.MaxLabelChars)},
+			"reply_to":       {Type: "string", MaxLength: schema.Ptr(mailbox.MaxLabelChars)},
 		}, "recipient_pid", "body"),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
 			return sendMessage(sys, raw)
@@ -71,13 +73,13 @@ func sendMessage(sys tools.Mailbox, raw json.RawMessage) (tools.Outcome, error) 
 func filterProps(block bool) map[string]*schema.Schema {
 	props := map[string]*schema.Schema{
 		"include_acked":  {Type: "boolean", Default: false, Description: "Also return acked messages (never superseded ones)."},
-		"kind":           {Type: "string", Enum: []any{"normal", "interrupt"}},
+		"kind":           {Type: "string", Enum: []any{mailbox.KindNormal, mailbox.KindInterrupt}},
 		"sender":         {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(256), Description: "process:<pid> or human:<name>."},
-		"channel":        {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(128)},
-		"correlation_id": {Type: "string", MaxLength: schema.Ptr(256)},
-		"reply_to":       {Type: "string", MaxLength: schema.Ptr(256)},
-		"message_ids":    {Type: "array", MaxItems: schema.Ptr(1000), Items: &schema.Schema{Type: "string", MinLength: schema.Ptr(1)}, Description: "Exact ids; an empty list matches nothing."},
-		"limit":          {Type: "integer", Minimum: schema.Ptr(0.0), Maximum: schema.Ptr(1000.0), Default: 50},
+		"channel":        {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(mailbox.MaxLabelChars)},
+		"correlation_id": {Type: "string", MaxLength: schema.Ptr(mailbox.MaxLabelChars)},
+		"reply_to":       {Type: "string", MaxLength: schema.Ptr(mailbox.MaxLabelChars)},
+		"message_ids":    {Type: "array", MaxItems: schema.Ptr(mailbox.MaxMessageIDs), Items: &schema.Schema{Type: "string", MinLength: schema.Ptr(1)}, Description: "Exact ids; an empty list matches nothing."},
+		"limit":          {Type: "integer", Minimum: schema.Ptr(0.0), Maximum: schema.Ptr(float64(mailbox.MaxLimit)), Default: mailbox.DefaultLimit},
 		"ack":            {Type: "boolean", Default: true, Description: "Mark returned unread messages acked."},
 	}
 	if block {
@@ -169,7 +171,14 @@ func receive() *tools.Tool {
 	}
 }
 
-func startReceive(sys tools.Mailbox, raw json.RawMessage) (tools.Outcome, error) {
+// receiver is what a receive uses: the caller, whose pid tells which ids
+// its queue can ever hold, and its mailbox.
+type receiver interface {
+	tools.Caller
+	tools.Mailbox
+}
+
+func startReceive(sys receiver, raw json.RawMessage) (tools.Outcome, error) {
 	args, err := decodeRead("receive_process_messages", raw)
 	if err != nil {
 		return tools.Outcome{}, err
@@ -181,6 +190,9 @@ func startReceive(sys tools.Mailbox, raw json.RawMessage) (tools.Outcome, error)
 		}
 		if f.Limit == 0 {
 			return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "limit: 0 returns nothing, so block=true would wait forever")
+		}
+		if err := ownIDs(sys.Self().PID, f); err != nil {
+			return tools.Outcome{}, err
 		}
 	}
 	found, err := sys.HasMessage(f)
@@ -194,6 +206,9 @@ func startReceive(sys tools.Mailbox, raw json.RawMessage) (tools.Outcome, error)
 		}
 		return tools.Outcome{Result: pageResult(page)}, nil
 	}
+	if err := someMayArrive(sys, f); err != nil {
+		return tools.Outcome{}, err
+	}
 	fj, err := json.Marshal(f)
 	if err != nil {
 		return tools.Outcome{}, fmt.Errorf("receive_process_messages: encode filter: %w", err)
@@ -203,4 +218,68 @@ func startReceive(sys tools.Mailbox, raw json.RawMessage) (tools.Outcome, error)
 		kind = process.WaitHuman
 	}
 	return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: kind, Filter: fj}, Data: raw}}, nil
+}
+
+// ownIDs refuses, for a blocking receive, an exact id that no message of
+// pid's queue can ever have: one that is not an id as mailbox.FormatID
+// writes it, or one of another process's queue. Such an id is a mistake
+// whatever the other ids are, so it is refused even when they could match.
+func ownIDs(pid int64, f mailbox.Filter) error {
+	if f.MessageIDs == nil {
+		return nil
+	}
+	for i, id := range *f.MessageIDs {
+		owner, _, ok := mailbox.ParseID(id)
+		if !ok {
+			return tools.Errorf(tools.CodeInvalidArguments, "message_ids[%d]: %q is not a message id (msg_<pid>_<seq>, decimal without leading zeros), so block=true would wait forever for it", i, id)
+		}
+		if owner != pid {
+			return tools.Errorf(tools.CodeInvalidArguments, "message_ids[%d]: %q is a message of process %d's queue, never of yours (pid %d), so block=true would wait forever for it", i, id, owner, pid)
+		}
+	}
+	return nil
+}
+
+// maxReasons is how many excluded ids a refusal names one by one.
+const maxReasons = 3
+
+// someMayArrive refuses a blocking receive whose exact ids all name
+// messages already in the caller's queue that f excludes: such a message
+// keeps its content and only moves on from unread (to acked or
+// superseded), so it never comes to match, and the wait would never end.
+// While one id names a message not posted yet the wait stands; the ids
+// already excluded are then skipped, as a read skips them.
+func someMayArrive(sys tools.Mailbox, f mailbox.Filter) error {
+	if f.MessageIDs == nil {
+		return nil
+	}
+	ids := *f.MessageIDs
+	for _, id := range ids {
+		posted, err := sys.HasMessage(mailbox.Filter{IncludeAcked: true, MessageIDs: &[]string{id}})
+		if err != nil {
+			return err
+		}
+		if !posted {
+			return nil
+		}
+	}
+	var reasons []string
+	for i, id := range ids[:min(len(ids), maxReasons)] {
+		why := "does not match the other filters"
+		if !f.IncludeAcked {
+			unread, err := sys.HasMessage(mailbox.Filter{MessageIDs: &[]string{id}})
+			if err != nil {
+				return err
+			}
+			if !unread {
+				why = "is acked and include_acked is false"
+			}
+		}
+		reasons = append(reasons, fmt.Sprintf("message_ids[%d] %q %s", i, id, why))
+	}
+	if more := len(ids) - len(reasons); more > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d more alike", more))
+	}
+	return tools.Errorf(tools.CodeInvalidArguments, "message_ids: every id names a message already in your mailbox that this filter excludes (%s), so block=true would wait forever",
+		strings.Join(reasons, "; "))
 }

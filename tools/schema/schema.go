@@ -76,8 +76,13 @@ func (s *Schema) Normalize(raw json.RawMessage) (json.RawMessage, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, &FieldError{Rule: "not valid JSON: " + err.Error()}
 	}
-	if dec.More() {
+	// More misses a stray '}' or ']' after the value, so the rest is
+	// checked byte by byte.
+	if len(bytes.TrimSpace(raw[dec.InputOffset():])) > 0 {
 		return nil, &FieldError{Rule: "trailing data after the JSON value"}
+	}
+	if err := checkDuplicateKeys(raw); err != nil {
+		return nil, err
 	}
 	v, err := s.validate(v, "")
 	if err != nil {
@@ -88,6 +93,125 @@ func (s *Schema) Normalize(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("schema: encode arguments: %w", err)
 	}
 	return out, nil
+}
+
+// keyFrame is an object or an array open at some point of a scan.
+type keyFrame struct {
+	object bool
+	first  int                 // keys[first:] are the keys of this object and of the ones open inside it
+	index  int                 // the array element being read
+	set    map[string]struct{} // an object's keys, once it has more than linearKeys
+}
+
+// linearKeys is how many keys an object's duplicate check compares one by
+// one before it builds a set: tool arguments rarely have more.
+const linearKeys = 32
+
+// checkDuplicateKeys refuses an object anywhere in raw that names a key
+// twice: decoding into a map keeps only the last value, so a tool would act
+// on one the caller may not have meant. raw is one JSON value encoding/json
+// has accepted, so the scan checks no syntax. The keys of the open objects
+// share one slice and are compared as written, unless they hold an escape.
+func checkDuplicateKeys(raw []byte) error {
+	var frameBuf [16]keyFrame
+	var keyBuf [64][]byte
+	stack, keys := frameBuf[:0], keyBuf[:0]
+	expectKey := false
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '{':
+			stack = append(stack, keyFrame{object: true, first: len(keys)})
+			expectKey = true
+		case '[':
+			stack = append(stack, keyFrame{first: len(keys)})
+		case '}', ']':
+			keys = keys[:stack[len(stack)-1].first]
+			stack = stack[:len(stack)-1]
+			expectKey = false
+		case ',':
+			if top := &stack[len(stack)-1]; top.object {
+				expectKey = true
+			} else {
+				top.index++
+			}
+		case '"':
+			end := stringEnd(raw, i)
+			if expectKey {
+				expectKey = false
+				key := raw[i+1 : end]
+				if bytes.IndexByte(key, '\\') >= 0 {
+					var s string
+					if err := json.Unmarshal(raw[i:end+1], &s); err != nil {
+						return &FieldError{Rule: "not valid JSON: " + err.Error()}
+					}
+					key = []byte(s)
+				}
+				top := &stack[len(stack)-1]
+				if top.hasKey(keys, key) {
+					return &FieldError{Field: keyPath(stack, keys), Rule: fmt.Sprintf("duplicate key %q: an object may name each key once", key)}
+				}
+				keys = append(keys, key)
+			}
+			i = end
+		}
+	}
+	return nil
+}
+
+// hasKey reports whether the object f already has key, and notes key in
+// its set when it keeps one.
+func (f *keyFrame) hasKey(keys [][]byte, key []byte) bool {
+	if f.set == nil && len(keys)-f.first < linearKeys {
+		for _, k := range keys[f.first:] {
+			if bytes.Equal(k, key) {
+				return true
+			}
+		}
+		return false
+	}
+	if f.set == nil {
+		f.set = make(map[string]struct{}, 2*linearKeys)
+		for _, k := range keys[f.first:] {
+			f.set[string(k)] = struct{}{}
+		}
+	}
+	if _, dup := f.set[string(key)]; dup {
+		return true
+	}
+	f.set[string(key)] = struct{}{}
+	return false
+}
+
+// keyPath is the path of the innermost open object, in FieldError's form.
+func keyPath(stack []keyFrame, keys [][]byte) string {
+	path := ""
+	for j, f := range stack[:len(stack)-1] {
+		if f.object {
+			// Its member being read is the last key it had when the next
+			// frame opened.
+			path = join(path, string(keys[stack[j+1].first-1]))
+		} else {
+			path = fmt.Sprintf("%s[%d]", path, f.index)
+		}
+	}
+	return path
+}
+
+// stringEnd returns the index of the quote that closes the JSON string
+// opening at raw[open].
+func stringEnd(raw []byte, open int) int {
+	from := open + 1
+	for {
+		q := from + bytes.IndexByte(raw[from:], '"')
+		escapes := 0
+		for p := q - 1; p > open && raw[p] == '\\'; p-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return q
+		}
+		from = q + 1
+	}
 }
 
 func join(path, field string) string {

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,7 @@ func TestNormalize(t *testing.T) {
 		{in: `{"seconds": 1, "nested": {"x": 1, "y": 2}}`, field: "nested.y", rule: "unknown field"},
 		{in: `[1]`, field: "", rule: "must be an object"},
 		{in: `{"seconds": 1} {}`, rule: "trailing data"},
+		{in: `{"seconds": 1} }`, rule: "trailing data"},
 		{in: `{"seconds": 1e400}`, field: "seconds", rule: "must be"},
 		{in: `{"seconds":`, rule: "not valid JSON"},
 	}
@@ -68,6 +70,46 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
+// A key named twice in one object is refused wherever the object sits,
+// naming the object's path and the key; the same key in different objects
+// is fine.
+func TestNormalizeRefusesDuplicateKeys(t *testing.T) {
+	var many strings.Builder
+	many.WriteString(`{"seconds": 1, "payload": {`)
+	for i := range 40 {
+		fmt.Fprintf(&many, `"k%d": %d, `, i, i)
+	}
+	many.WriteString(`"k39": 0}}`)
+	cases := []struct{ in, field, key string }{
+		{`{"seconds": 1, "seconds": 2}`, "", "seconds"},
+		{`{"seconds": 1, "payload": {"amount": 1, "amount": 1000000}}`, "payload", "amount"},
+		{`{"seconds": 1, "payload": [1, {"a": {"b": 1, "\u0062": 2}}]}`, "payload[1].a", "b"},
+		{`{"seconds": 1, "nested": {"x": 1, "x": 1}}`, "nested", "x"},
+		{`{"payload": {"s": "}\"{", "t": [{}, []], "s": 0}, "seconds": 1}`, "payload", "s"},
+		{many.String(), "payload", "k39"},
+	}
+	for _, c := range cases {
+		_, err := testSchema().Normalize(json.RawMessage(c.in))
+		var fe *FieldError
+		if !errors.As(err, &fe) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: want a FieldError, got %v", c.in, err)
+			continue
+		}
+		if fe.Field != c.field || !strings.Contains(fe.Rule, fmt.Sprintf("duplicate key %q", c.key)) {
+			t.Errorf("%s: got %v; want field %q, duplicate key %q", c.in, err, c.field, c.key)
+		}
+	}
+	for _, ok := range []string{
+		`{"seconds": 1, "payload": [{"a": 1}, {"a": 2}], "nested": {"x": 1}}`,
+		`{"seconds": 1, "payload": {"a": {"a": {"a": 1}}, "b": {"a": 2}}}`,
+		`{"seconds": 1, "payload": {"a\"b": 1, "a\"c": 2, "a\\": 3, "a": 4}}`,
+	} {
+		if _, err := testSchema().Normalize(json.RawMessage(ok)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
 func TestSchemaJSONShape(t *testing.T) {
 	b, err := json.Marshal(testSchema())
 	if err != nil {
@@ -82,7 +124,7 @@ func TestSchemaJSONShape(t *testing.T) {
 }
 
 func FuzzNormalize(f *testing.F) {
-	for _, seed := range []string{`{"seconds":1}`, `{"seconds":1,"ids":["a"]}`, `{"nested":{"x":1}}`, `[]`, `null`, `{"seconds":1e308}`} {
+	for _, seed := range []string{`{"seconds":1}`, `{"seconds":1,"payload":{"a":[{"b":1}],"\u0061":2}}`, `{"seconds":1,"ids":["a"]}`, `{"nested":{"x":1}}`, `[]`, `null`, `{"seconds":1e308}`} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -93,10 +135,50 @@ func FuzzNormalize(f *testing.F) {
 			}
 			return
 		}
+		if hasDuplicateKey(in) {
+			t.Fatalf("%s has a duplicate key, yet was accepted as %s", in, out)
+		}
 		// Accepted arguments are canonical: normalizing them again is a no-op.
 		again, err := testSchema().Normalize(out)
 		if err != nil || string(again) != string(out) {
 			t.Fatalf("not idempotent: %s -> %s (%v)", out, again, err)
 		}
 	})
+}
+
+// hasDuplicateKey is the reference the fuzz test checks the scan against:
+// encoding/json's tokens, with a set per object.
+func hasDuplicateKey(in string) bool {
+	dup, _ := duplicateIn(json.NewDecoder(strings.NewReader(in)))
+	return dup
+}
+
+func duplicateIn(dec *json.Decoder) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return false, nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		if d == '{' {
+			k, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			key, _ := k.(string)
+			if seen[key] {
+				return true, nil
+			}
+			seen[key] = true
+		}
+		if dup, err := duplicateIn(dec); dup || err != nil {
+			return dup, err
+		}
+	}
+	_, err = dec.Token()
+	return false, err
 }
