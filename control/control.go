@@ -49,9 +49,11 @@ type Request struct {
 	Body      string `json:"body,omitempty"`
 	Subject   string `json:"subject,omitempty"`
 	Interrupt bool   `json:"interrupt,omitempty"`
-	// CallID and Reason name the call an approve or deny decides, and why.
-	CallID string `json:"call_id,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	// CallID and Reason name the call an approve or deny decides, and why;
+	// ApprovalID, when given, the hold of that call (kernel.ApprovalRef).
+	CallID     string `json:"call_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	Reason     string `json:"reason,omitempty"`
 }
 
 // Response answers a Request.
@@ -122,10 +124,10 @@ func Handle(k *kernel.Runtime, req Request) Response {
 	case "approvals":
 		v, err = k.Approvals()
 	case "approve":
-		err = k.Approve(req.PID, req.CallID)
+		err = k.Approve(kernel.ApprovalRef{PID: req.PID, CallID: req.CallID, ID: req.ApprovalID})
 		v = map[string]any{"pid": req.PID, "call_id": req.CallID, "decision": "approved"}
 	case "deny":
-		err = k.DenyApproval(req.PID, req.CallID, req.Reason)
+		err = k.DenyApproval(kernel.ApprovalRef{PID: req.PID, CallID: req.CallID, ID: req.ApprovalID}, req.Reason)
 		v = map[string]any{"pid": req.PID, "call_id": req.CallID, "decision": "denied", "reason": req.Reason}
 	default:
 		return Response{Error: fmt.Sprintf("op %q: must be one of %s", req.Op, strings.Join(Ops, ", "))}

@@ -51,6 +51,10 @@ type approvalData struct {
 
 // Approval is a call waiting for a Human's decision.
 type Approval struct {
+	// ID names this hold of the call: a model may use a call id again on a
+	// later turn, and a decision given with the ID decides only this hold
+	// (ApprovalRef).
+	ID          string          `json:"id"`
 	PID         int64           `json:"pid"`
 	CallID      string          `json:"call_id"`
 	Tool        string          `json:"tool"`
@@ -83,7 +87,7 @@ func (k *Runtime) Approvals() ([]Approval, error) {
 			if err != nil {
 				return err
 			}
-			out = append(out, Approval{PID: r.PID, CallID: p.CallID, Tool: p.Tool, Arguments: p.Args, Resource: a.Resource,
+			out = append(out, Approval{ID: p.ID, PID: r.PID, CallID: p.CallID, Tool: p.Tool, Arguments: p.Args, Resource: a.Resource,
 				Rights: []string{a.Right}, GrantID: a.GrantID, RequestedAt: a.RequestedAt})
 			return nil
 		})
@@ -104,20 +108,32 @@ func loadApproval(tx *txn, r *procRecord) (*pendingAction, approvalData, error) 
 	return p, a, nil
 }
 
-// Approve lets the call callID of pid run: its next quantum runs it once,
+// ApprovalRef names the held call a decision is for: its process and call
+// id, and, unless empty, the hold's ID (Approval.ID). With the ID, a
+// decision repeated after the hold was answered (a retry, a double submit)
+// is refused even when the model has since made another call under the
+// same call id, which it would otherwise decide unseen.
+type ApprovalRef struct {
+	PID    int64
+	CallID string
+	ID     string
+}
+
+// Approve lets the held call ref names run: its next quantum runs it once,
 // with its ask grants counting as allow. The decision is durable before the
 // call runs, so it survives a reopen.
-func (k *Runtime) Approve(pid int64, callID string) error {
-	return k.decideApproval(pid, callID, "approved", "")
+func (k *Runtime) Approve(ref ApprovalRef) error {
+	return k.decideApproval(ref, "approved", "")
 }
 
-// DenyApproval answers the call callID of pid with a denied tool error
+// DenyApproval answers the held call ref names with a denied tool error
 // carrying reason; the call never runs.
-func (k *Runtime) DenyApproval(pid int64, callID, reason string) error {
-	return k.decideApproval(pid, callID, "denied", reason)
+func (k *Runtime) DenyApproval(ref ApprovalRef, reason string) error {
+	return k.decideApproval(ref, "denied", reason)
 }
 
-func (k *Runtime) decideApproval(pid int64, callID, decision, reason string) error {
+func (k *Runtime) decideApproval(ref ApprovalRef, decision, reason string) error {
+	pid, callID := ref.PID, ref.CallID
 	return k.update(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {
@@ -132,6 +148,9 @@ func (k *Runtime) decideApproval(pid int64, callID, decision, reason string) err
 		}
 		if p.CallID != callID {
 			return fmt.Errorf("%w: call %q of pid %d does not wait for approval (call %q does)", ErrNoApproval, callID, pid, p.CallID)
+		}
+		if ref.ID != "" && p.ID != ref.ID {
+			return fmt.Errorf("%w: approval %s of pid %d was answered already; call %q waits now under approval %s", ErrNoApproval, ref.ID, pid, callID, p.ID)
 		}
 		a.Decision, a.Reason = decision, reason
 		if p.Data, err = json.Marshal(a); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/clock"
 	"github.com/libos/libos/images"
+	"github.com/libos/libos/llm"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 )
@@ -77,13 +78,13 @@ func TestApprovalRunsTheHeldCall(t *testing.T) {
 	if ps, _ := h.rt.Processes(); len(ps) != 1 {
 		t.Fatal("the held call ran before its approval")
 	}
-	if err := h.rt.Approve(pid, "nonsense"); !errors.Is(err, ErrNoApproval) || !strings.Contains(err.Error(), a.CallID) {
+	if err := h.rt.Approve(ApprovalRef{PID: pid, CallID: "nonsense"}); !errors.Is(err, ErrNoApproval) || !strings.Contains(err.Error(), a.CallID) {
 		t.Fatalf("approving another call: %v", err)
 	}
-	if err := h.rt.Approve(pid, a.CallID); err != nil {
+	if err := h.rt.Approve(ApprovalRef{PID: pid, CallID: a.CallID}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.rt.Approve(pid, a.CallID); !errors.Is(err, ErrNoApproval) {
+	if err := h.rt.Approve(ApprovalRef{PID: pid, CallID: a.CallID}); !errors.Is(err, ErrNoApproval) {
 		t.Fatalf("approving twice: %v", err)
 	}
 	h.run()
@@ -105,7 +106,7 @@ func TestApprovalDenied(t *testing.T) {
 	pid := h.spawn(askSpawn())
 	h.run()
 	a := waitingApproval(t, h, pid)
-	if err := h.rt.DenyApproval(pid, a.CallID, "not today"); err != nil {
+	if err := h.rt.DenyApproval(ApprovalRef{PID: pid, CallID: a.CallID}, "not today"); err != nil {
 		t.Fatal(err)
 	}
 	h.run()
@@ -129,7 +130,7 @@ func TestApprovalAcrossReopen(t *testing.T) {
 	if got := waitingApproval(t, h, pid); got.CallID != a.CallID {
 		t.Fatalf("after the reopen the pending call is %s, was %s", got.CallID, a.CallID)
 	}
-	if err := h.rt.Approve(pid, a.CallID); err != nil {
+	if err := h.rt.Approve(ApprovalRef{PID: pid, CallID: a.CallID}); err != nil {
 		t.Fatal(err)
 	}
 	h.run()
@@ -175,7 +176,7 @@ processes:
 	if len(list) != 1 || runs.Load() != 0 {
 		t.Fatalf("approvals %v, effect runs %d", list, runs.Load())
 	}
-	if err := h.rt.Approve(pid, list[0].CallID); err != nil {
+	if err := h.rt.Approve(ApprovalRef{PID: pid, CallID: list[0].CallID}); err != nil {
 		t.Fatal(err)
 	}
 	h.run()
@@ -252,7 +253,7 @@ func TestApprovalSurvivesACrash(t *testing.T) {
 	pid := h.spawn(askSpawn())
 	h.run()
 	a := waitingApproval(t, h, pid)
-	if err := h.rt.Approve(pid, a.CallID); err != nil {
+	if err := h.rt.Approve(ApprovalRef{PID: pid, CallID: a.CallID}); err != nil {
 		t.Fatal(err)
 	}
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
@@ -264,5 +265,58 @@ func TestApprovalSurvivesACrash(t *testing.T) {
 	h.run()
 	if ps, _ := h.rt.Processes(); len(ps) != 2 || h.info(pid).Status != process.Exited {
 		t.Fatalf("%d processes, root %s", len(ps), h.info(pid).Status)
+	}
+}
+
+// A model may use a call id again on a later turn. A decision given with the
+// hold's ID decides that hold only: repeated after the hold was answered, it
+// is refused instead of deciding the later call the operator never saw.
+func TestApprovalIDBindsTheDecisionToOneHold(t *testing.T) {
+	spawn := func(goal string) llm.Response {
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "spawn_child_process",
+			Arguments: json.RawMessage(`{"image":"base:v0","goal":"` + goal + `"}`)}}}
+	}
+	p := funcProvider(func(req llm.Request) (llm.Response, error) {
+		if req.Process.PID != 1 {
+			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "process_exit", Arguments: json.RawMessage(`{}`)}}}, nil
+		}
+		switch req.Turn {
+		case 0:
+			return spawn("harmless"), nil
+		case 1:
+			return spawn("the one the operator never saw"), nil
+		}
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "process_exit", Arguments: json.RawMessage(`{}`)}}}, nil
+	})
+	h := newHarness(t, "", func(o *Options) { o.Provider = p })
+	pid := h.spawn(askSpawn())
+	h.run()
+	list, err := h.rt.Approvals()
+	if err != nil || len(list) != 1 || list[0].ID == "" || !strings.Contains(string(list[0].Arguments), "harmless") {
+		t.Fatalf("approvals %+v, %v", list, err)
+	}
+	seen := list[0]
+	ref := ApprovalRef{PID: pid, CallID: seen.CallID, ID: seen.ID}
+	if err := h.rt.Approve(ref); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	list, _ = h.rt.Approvals()
+	if len(list) != 1 || list[0].CallID != seen.CallID || list[0].ID == seen.ID {
+		t.Fatalf("the second hold under the same call id: %+v", list)
+	}
+	err = h.rt.Approve(ref)
+	if !errors.Is(err, ErrNoApproval) || !strings.Contains(err.Error(), "answered already") || !strings.Contains(err.Error(), list[0].ID) {
+		t.Fatalf("a repeated decision: %v, want it refused naming the hold that waits now", err)
+	}
+	if err := h.rt.DenyApproval(ref, "again"); !errors.Is(err, ErrNoApproval) {
+		t.Fatalf("a repeated deny: %v", err)
+	}
+	if ps, _ := h.rt.Processes(); len(ps) != 2 {
+		t.Fatalf("%d processes: only the approved child may exist", len(ps))
+	}
+	// The new hold is decided with its own ID.
+	if err := h.rt.DenyApproval(ApprovalRef{PID: pid, CallID: list[0].CallID, ID: list[0].ID}, "no"); err != nil {
+		t.Fatal(err)
 	}
 }

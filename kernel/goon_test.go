@@ -646,7 +646,7 @@ processes:
 	if err != nil || len(approvals) != 1 {
 		t.Fatalf("approvals %v, %v", approvals, err)
 	}
-	if err := h.rt.Approve(child, approvals[0].CallID); err != nil {
+	if err := h.rt.Approve(ApprovalRef{PID: child, CallID: approvals[0].CallID}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.rt.PostHumanMessage(HumanMessage{To: parent, From: "h", Body: "go"}); err != nil {

@@ -179,7 +179,7 @@ func TestInspectWithArgumentsIsInspect(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("approvals %v %v", list, err)
 	}
-	if err := rt.Approve(pid, list[0].CallID); err != nil {
+	if err := rt.Approve(kernel.ApprovalRef{PID: pid, CallID: list[0].CallID}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rt.RunUntilIdle(ctx); err != nil {

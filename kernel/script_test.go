@@ -178,10 +178,10 @@ func (ks *kernelScript) run(c *datadriven.Case) (string, error) {
 				continue
 			}
 			if c.Cmd == "approve" {
-				return "approved " + a.CallID + " " + a.Tool, ks.rt.Approve(pid, a.CallID)
+				return "approved " + a.CallID + " " + a.Tool, ks.rt.Approve(ApprovalRef{PID: pid, CallID: a.CallID})
 			}
 			reason, _ := c.Arg("reason")
-			return "denied " + a.CallID + " " + a.Tool, ks.rt.DenyApproval(pid, a.CallID, reason)
+			return "denied " + a.CallID + " " + a.Tool, ks.rt.DenyApproval(ApprovalRef{PID: pid, CallID: a.CallID}, reason)
 		}
 		return "", fmt.Errorf("pid %d holds no call for approval", pid)
 	case "checkpoint":

@@ -553,10 +553,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, req DecisionRequ
 		if req.Reason != "" {
 			return 0, nil, errInvalid("reason: only a deny takes a reason")
 		}
-		err := s.rt.Approve(pid, callID)
+		err := s.rt.Approve(kernel.ApprovalRef{PID: pid, CallID: callID})
 		return s.changed(http.StatusOK, Decision{PID: pid, CallID: callID, Decision: "approved"}, err)
 	case "deny":
-		err := s.rt.DenyApproval(pid, callID, req.Reason)
+		err := s.rt.DenyApproval(kernel.ApprovalRef{PID: pid, CallID: callID}, req.Reason)
 		return s.changed(http.StatusOK, Decision{PID: pid, CallID: callID, Decision: "denied", Reason: req.Reason}, err)
 	case "":
 		return 0, nil, errInvalid("decision: required: approve or deny")

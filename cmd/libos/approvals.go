@@ -30,9 +30,9 @@ func approvalsCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		var sb strings.Builder
 		tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "PID\tCALL\tTOOL\tNEEDS\tREQUESTED\tARGUMENTS")
+		fmt.Fprintln(tw, "PID\tCALL\tID\tTOOL\tNEEDS\tREQUESTED\tARGUMENTS")
 		for _, a := range list {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s on %s\t%s\t%s\n", a.PID, a.CallID, a.Tool, strings.Join(a.Rights, ","), a.Resource,
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s on %s\t%s\t%s\n", a.PID, a.CallID, a.ID, a.Tool, strings.Join(a.Rights, ","), a.Resource,
 				a.RequestedAt.UTC().Format(time.RFC3339), shorten(string(a.Arguments), 60))
 		}
 		tw.Flush()
@@ -40,10 +40,11 @@ func approvalsCommand(args []string, stdout, stderr io.Writer) int {
 	})
 }
 
-// decideCommand approves or denies one held call: libos approve|deny <pid> <call_id>.
+// decideCommand approves or denies one held call: libos approve|deny <pid> <call_id> [--id ID].
 func decideCommand(op string) func(args []string, stdout, stderr io.Writer) int {
 	return func(args []string, stdout, stderr io.Writer) int {
 		f := newReadFlags(op, stderr)
+		id := f.fs.String("id", "", "the hold's ID from libos approvals: decide that hold only, not a later call the model made under the same call id")
 		var reason *string
 		if op == "deny" {
 			reason = f.fs.String("reason", "", "why the call is denied (the process sees it)")
@@ -59,7 +60,7 @@ func decideCommand(op string) func(args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			return usageError(stderr, f.fs.Name(), "%v", err)
 		}
-		req := control.Request{Op: op, PID: pid, CallID: pos[1]}
+		req := control.Request{Op: op, PID: pid, CallID: pos[1], ApprovalID: *id}
 		if reason != nil {
 			req.Reason = *reason
 		}

@@ -197,7 +197,7 @@ func (w *world) decideApprovals() {
 			continue
 		}
 		if w.chance(0.6) {
-			err = w.rt.Approve(a.PID, a.CallID)
+			err = w.rt.Approve(kernel.ApprovalRef{PID: a.PID, CallID: a.CallID, ID: a.ID})
 			w.tracef("host approve %d %s (%s): %v", a.PID, a.CallID, a.Tool, errString(err))
 			if err == nil {
 				w.mu.Lock()
@@ -205,7 +205,7 @@ func (w *world) decideApprovals() {
 				w.mu.Unlock()
 			}
 		} else {
-			err = w.rt.DenyApproval(a.PID, a.CallID, "the simulated Host says no")
+			err = w.rt.DenyApproval(kernel.ApprovalRef{PID: a.PID, CallID: a.CallID, ID: a.ID}, "the simulated Host says no")
 			w.tracef("host deny %d %s (%s): %v", a.PID, a.CallID, a.Tool, errString(err))
 		}
 		if err == nil {
@@ -215,7 +215,7 @@ func (w *world) decideApprovals() {
 		}
 		if err == nil && w.chance(0.2) {
 			// A second decision of the same call must be refused.
-			if again := w.rt.Approve(a.PID, a.CallID); again == nil {
+			if again := w.rt.Approve(kernel.ApprovalRef{PID: a.PID, CallID: a.CallID, ID: a.ID}); again == nil {
 				w.fail("approval-once", fmt.Sprintf("call %s of pid %d was decided twice", a.CallID, a.PID))
 			}
 		}
