@@ -255,6 +255,14 @@ func (s *syscalls) HasMessage(f mailbox.Filter) (bool, error) {
 	return m != nil, err
 }
 
+func (s *syscalls) PostedMessage(id string) (mailbox.Message, bool, error) {
+	m, err := mailbox.Get(s.tx.Txn, s.r.PID, id)
+	if errors.Is(err, objects.ErrNotFound) {
+		return mailbox.Message{}, false, nil
+	}
+	return m, err == nil, err
+}
+
 // kernelKinds are the Object kinds the kernel owns: a process reads them
 // but changes them only through the kernel (its context through
 // compaction, its goal through the Host), never by a plain write.

@@ -207,6 +207,9 @@ type Mailbox interface {
 	ReadMessages(f mailbox.Filter, ack bool) (mailbox.Page, error)
 	// HasMessage reports whether a message matching f is in the caller's mailbox.
 	HasMessage(f mailbox.Filter) (bool, error)
+	// PostedMessage returns the message id of the caller's mailbox whatever
+	// its status (superseded ones included), and whether there is one.
+	PostedMessage(id string) (mailbox.Message, bool, error)
 }
 
 // SkillSet is the set of skills the caller activated; activation shows

@@ -244,36 +244,35 @@ func ownIDs(pid int64, f mailbox.Filter) error {
 const maxReasons = 3
 
 // someMayArrive refuses a blocking receive whose exact ids all name
-// messages already in the caller's queue that f excludes: such a message
-// keeps its content and only moves on from unread (to acked or
-// superseded), so it never comes to match, and the wait would never end.
-// While one id names a message not posted yet the wait stands; the ids
-// already excluded are then skipped, as a read skips them.
+// messages already in the caller's queue that f excludes (it is called once
+// none matches): such a message keeps its content and only moves on from
+// unread (to acked or superseded), so it never comes to match, and the
+// wait would never end. While one id names a message not posted yet the
+// wait stands; the ids already excluded are then skipped, as a read skips
+// them.
 func someMayArrive(sys tools.Mailbox, f mailbox.Filter) error {
 	if f.MessageIDs == nil {
 		return nil
 	}
 	ids := *f.MessageIDs
-	for _, id := range ids {
-		posted, err := sys.HasMessage(mailbox.Filter{IncludeAcked: true, MessageIDs: &[]string{id}})
+	var reasons []string
+	for i, id := range ids {
+		m, posted, err := sys.PostedMessage(id)
 		if err != nil {
 			return err
 		}
 		if !posted {
 			return nil
 		}
-	}
-	var reasons []string
-	for i, id := range ids[:min(len(ids), maxReasons)] {
+		if len(reasons) == maxReasons {
+			continue
+		}
 		why := "does not match the other filters"
-		if !f.IncludeAcked {
-			unread, err := sys.HasMessage(mailbox.Filter{MessageIDs: &[]string{id}})
-			if err != nil {
-				return err
-			}
-			if !unread {
-				why = "is acked and include_acked is false"
-			}
+		switch {
+		case m.Status == mailbox.StatusSuperseded:
+			why = "was superseded by a checkpoint restore"
+		case m.Status == mailbox.StatusAcked && !f.IncludeAcked:
+			why = "is acked and include_acked is false"
 		}
 		reasons = append(reasons, fmt.Sprintf("message_ids[%d] %q %s", i, id, why))
 	}

@@ -131,6 +131,13 @@ func TestReceiveRefusesIDsThatCanNeverMatch(t *testing.T) {
 	if sys.Inbox[1].Status != mailbox.StatusUnread {
 		t.Fatalf("a refused receive acknowledged a message: %+v", sys.Inbox[1])
 	}
+	// A message a checkpoint restore superseded never matches again.
+	gone := sys.Deliver(mailbox.Message{Sender: "human:ana", Body: "restored away"})
+	sys.Inbox[len(sys.Inbox)-1].Status = mailbox.StatusSuperseded
+	_, e := toolstest.Call(Tools(tools.Config{}), sys, "receive_process_messages", `{"message_ids":["`+gone.ID+`"],"include_acked":true}`)
+	if e == nil || !strings.Contains(e.Message, "was superseded by a checkpoint restore") {
+		t.Fatalf("a superseded id: %v", e)
+	}
 	// A long list names a few ids and counts the rest.
 	var ids []string
 	for range 5 {
@@ -139,7 +146,7 @@ func TestReceiveRefusesIDsThatCanNeverMatch(t *testing.T) {
 	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "read_process_messages", `{}`); e != nil {
 		t.Fatal(e)
 	}
-	_, e := toolstest.Call(Tools(tools.Config{}), sys, "receive_process_messages", `{"message_ids":[`+strings.Join(ids, ",")+`]}`)
+	_, e = toolstest.Call(Tools(tools.Config{}), sys, "receive_process_messages", `{"message_ids":[`+strings.Join(ids, ",")+`]}`)
 	if e == nil || !strings.Contains(e.Message, "2 more alike") {
 		t.Fatalf("five excluded ids: %v", e)
 	}

@@ -358,6 +358,15 @@ func (b *Mail) HasMessage(f mailbox.Filter) (bool, error) {
 	return false, nil
 }
 
+func (b *Mail) PostedMessage(id string) (mailbox.Message, bool, error) {
+	for _, m := range b.Inbox {
+		if m.ID == id {
+			return m, true, nil
+		}
+	}
+	return mailbox.Message{}, false, nil
+}
+
 // Skills is an in-memory tools.SkillSet.
 type Skills struct {
 	Available []tools.SkillInfo
