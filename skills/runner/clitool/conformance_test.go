@@ -920,3 +920,61 @@ func TestConformanceSupervisorChannelsAreNotInherited(t *testing.T) {
 		t.Fatalf("descriptors under a supervisor = %q, started directly = %q", supervised, direct)
 	}
 }
+
+// graceScript is the tool of the grace tests: the shell the runtime starts
+// leaves a second shell in its group whose SIGTERM handler takes a while to
+// clean up, and writes M once it has. SIGTERM ends the first shell at once.
+const graceScript = `sh -c 'trap "echo start > M.start; sleep 0.2; echo term > M; exit 0" TERM; sleep 30 & wait' & wait`
+
+// TestConformanceTimeoutGraceIsTheGroups: after a timeout the rest of the
+// group has the grace period too, not only the tool, in whichever place the
+// call is supervised: a member's SIGTERM handler that outlives the tool
+// finishes its work.
+func TestConformanceTimeoutGraceIsTheGroups(t *testing.T) {
+	t.Parallel()
+	dir := writePackage(t, fmt.Sprintf("run:\n  type: cli-tool\n  command: sh\n  args: [\"-c\", %q]\n  cwd: \"{{env.RUNX_CWD}}\"\n  timeout_seconds: 1\n", graceScript))
+	for _, place := range []struct {
+		name              string
+		direct, inProcess bool
+	}{{name: "supervisor process"}, {name: "direct", direct: true}, {name: "in process", inProcess: true}} {
+		t.Run(place.name, func(t *testing.T) {
+			t.Parallel()
+			workspace := t.TempDir()
+			out := mustRun(t, fixtureCall{dir: dir, workspace: workspace, direct: place.direct, inProcess: place.inProcess})
+			if !errors.Is(out.Err, ErrTimeout) || out.Exited || out.Signal != "terminated (15)" {
+				t.Fatalf("result = err %v exited %v signal %q stderr %q", out.Err, out.Exited, out.Signal, out.Stderr.Retained)
+			}
+			if _, err := os.Stat(filepath.Join(workspace, "M.start")); err != nil {
+				t.Fatalf("the group member never got SIGTERM: %v", err)
+			}
+			if data, err := os.ReadFile(filepath.Join(workspace, "M")); err != nil || string(data) != "term\n" {
+				t.Fatalf("the group member was killed within the grace period: M = %q, %v", data, err)
+			}
+		})
+	}
+}
+
+// TestConformanceTimeoutKillsAMemberThatOutlivesTheGrace: a group member that
+// ignores SIGTERM keeps the call for the whole grace period, however soon the
+// tool itself ended, and is then killed.
+func TestConformanceTimeoutKillsAMemberThatOutlivesTheGrace(t *testing.T) {
+	t.Parallel()
+	script := `sh -c 'trap "" TERM; printf %s $$ > member.tmp && mv member.tmp member.pid && exec sleep 30' & wait`
+	dir := writePackage(t, fmt.Sprintf("run:\n  type: cli-tool\n  command: sh\n  args: [\"-c\", %q]\n  cwd: \"{{env.RUNX_CWD}}\"\n  timeout_seconds: 1\n", script))
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct %v", direct), func(t *testing.T) {
+			t.Parallel()
+			workspace := t.TempDir()
+			out := mustRun(t, fixtureCall{dir: dir, workspace: workspace, direct: direct})
+			if !errors.Is(out.Err, ErrTimeout) || out.Signal != "terminated (15)" {
+				t.Fatalf("result = err %v signal %q stderr %q", out.Err, out.Signal, out.Stderr.Retained)
+			}
+			if out.Duration < time.Second+TerminateGrace {
+				t.Fatalf("the member was killed after %v, before the grace period ended", out.Duration)
+			}
+			// The group's SIGKILL precedes the result; only its reap by
+			// whoever inherited it may lag.
+			waitGone(t, filepath.Join(workspace, "member.pid"))
+		})
+	}
+}

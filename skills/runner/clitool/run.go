@@ -38,7 +38,9 @@ import (
 const DefaultTimeout = skillpkg.DefaultCLIToolTimeout
 
 // TerminateGrace is how long a timed-out or aborted process group has between
-// SIGTERM and SIGKILL.
+// SIGTERM and SIGKILL. It is the whole tree's, not only the tool's: the kill
+// comes when it ends or once the group and every descendant tracked with it
+// have exited. A normal exit gets no grace: what is left is killed at once.
 const TerminateGrace = 500 * time.Millisecond
 
 // drainGrace bounds how long the output pipes may stay open after the process

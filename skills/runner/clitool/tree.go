@@ -74,8 +74,10 @@ type toolExit struct {
 
 // runTree starts the tool in its own process group with stdio as its
 // standard streams and supervises it: when terminate closes while the tool
-// runs, its group gets SIGTERM and, after the grace period, SIGKILL. Once
-// the tool has ended, whatever is left of its group is killed and, when
+// runs (a timeout or an abort), its group gets SIGTERM and, once the grace
+// period ends, SIGKILL; the grace ends early once the tool and every process
+// awaitOthers waits for have exited. Once the tool has
+// ended, whatever is left of its group is killed and, when
 // subreaper is set (the caller is a child subreaper whose only children are
 // this tree), every other descendant is killed and reaped too. Only then is
 // the ended event emitted. spawned runs right after the spawn attempt.
@@ -120,6 +122,11 @@ func runTree(req treeRequest, stdio []*os.File, subreaper bool, terminate <-chan
 			grace := time.NewTimer(time.Duration(req.Grace))
 			select {
 			case end = <-exited:
+				// The grace is the group's, not the tool's: what the tool
+				// started may still be cleaning up after the SIGTERM.
+				if end.err == nil {
+					awaitOthers(pid, subreaper, chld, grace.C)
+				}
 			case <-grace.C:
 				_ = syscall.Kill(-pid, syscall.SIGKILL)
 				end = <-exited
@@ -144,6 +151,27 @@ func runTree(req treeRequest, stdio []*os.File, subreaper bool, terminate <-chan
 		return
 	}
 	emit(ended)
+}
+
+// othersPoll is how often awaitOthers looks for the processes it waits for:
+// a grandchild's exit signals its own parent, not the caller.
+const othersPoll = 10 * time.Millisecond
+
+// awaitOthers returns once no process of the terminated tool's group is left
+// running and, with subreaper, no other descendant of the caller either, or
+// when grace fires. The tool itself has exited and is left unreaped where
+// awaitTool can do so, which keeps its group id from naming another group.
+func awaitOthers(pgid int, subreaper bool, chld <-chan os.Signal, grace <-chan time.Time) {
+	poll := time.NewTicker(othersPoll)
+	defer poll.Stop()
+	for lingering(pgid, subreaper) {
+		select {
+		case <-grace:
+			return
+		case <-chld: // awaitTool has returned: the signals are free to take
+		case <-poll.C:
+		}
+	}
 }
 
 // wait4 reaps pid, retrying when interrupted.

@@ -189,22 +189,76 @@ func parentOf(pid int) (ppid int, ok bool) {
 // procState reads the state letter and the parent pid of pid from
 // /proc/<pid>/stat; ok is false when the process is gone.
 func procState(pid int) (state byte, ppid int, ok bool) {
+	state, ppid, _, ok = procStat(pid)
+	return state, ppid, ok
+}
+
+// procStat reads the state letter, the parent pid and the process group id
+// of pid from /proc/<pid>/stat; ok is false when the process is gone.
+func procStat(pid int) (state byte, ppid, pgrp int, ok bool) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	// The command name in parentheses may hold anything, ')' included; the
-	// state and the parent pid follow its last ')'.
+	// state, the parent pid and the group follow its last ')'.
 	i := bytes.LastIndexByte(data, ')')
 	if i < 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	fields := bytes.Fields(data[i+1:])
-	if len(fields) < 2 || len(fields[0]) != 1 {
-		return 0, 0, false
+	if len(fields) < 3 || len(fields[0]) != 1 {
+		return 0, 0, 0, false
 	}
 	ppid, err = strconv.Atoi(string(fields[1]))
-	return fields[0][0], ppid, err == nil
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	pgrp, err = strconv.Atoi(string(fields[2]))
+	return fields[0][0], ppid, pgrp, err == nil
+}
+
+// gone reports whether a process in state has ended: a zombie or dead.
+func gone(state byte) bool {
+	return state == 'Z' || state == 'X' || state == 'x'
+}
+
+// lingering reports whether a process of group pgid, or with subreaper any
+// descendant of the caller, is still running. The group's members are all
+// below a subreaper, wherever their parents died. A /proc that cannot be
+// listed reports none: the kill and the sweep that follow do not depend on it.
+func lingering(pgid int, subreaper bool) bool {
+	if subreaper {
+		tree, err := descendants(os.Getpid())
+		if err != nil {
+			return false
+		}
+		for _, d := range tree {
+			if state, _, ok := procState(d.pid); ok && !gone(state) {
+				return true
+			}
+		}
+		return false
+	}
+	d, err := os.Open("/proc")
+	if err != nil {
+		return false
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if state, _, pgrp, ok := procStat(pid); ok && pgrp == pgid && !gone(state) {
+			return true
+		}
+	}
+	return false
 }
 
 // halted reports whether a process in state can run no more of its own

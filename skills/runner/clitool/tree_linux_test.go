@@ -1,6 +1,7 @@
 package clitool
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -137,5 +138,72 @@ func TestBarePinSignalsOnlyItsProcess(t *testing.T) {
 	own.signal(syscall.SIGKILL, notInTree)
 	if err := child.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("the listed process after SIGKILL by its pid: %v", err)
+	}
+}
+
+// TestTerminationEndsWithTheTree: a tool and a child that both exit on
+// SIGTERM end the call at once; the grace period is waited out only for what
+// still runs. The grace here is far longer than the bound.
+func TestTerminationEndsWithTheTree(t *testing.T) {
+	t.Parallel()
+	requireSupervisor(t)
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const grace = time.Minute
+	req := treeRequest{Path: []byte(sh), Argv: toBytes([]string{"sh", "-c", "sleep 30 & echo started; wait"}), Dir: []byte("/"), Grace: int64(grace)}
+	for _, place := range []treePlace{treeSupervisor, treeDirect} {
+		t.Run(map[treePlace]string{treeSupervisor: "supervisor process", treeDirect: "direct"}[place], func(t *testing.T) {
+			t.Parallel()
+			stdin, err := os.Open(os.DevNull)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+			outR, outW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer outR.Close()
+			stdio := []*os.File{stdin, outW, outW}
+			var p process
+			// Once the tool is spawned it holds its own copy of outW.
+			if place == treeSupervisor {
+				err = p.startSupervisor(req, stdio)
+				outW.Close()
+			} else {
+				p.startLocal(req, stdio, false, func() { outW.Close() }, func() {})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Terminate once the child is running.
+			if line, err := bufio.NewReader(outR).ReadString('\n'); line != "started\n" {
+				t.Fatalf("the tool never started: %q %v", line, err)
+			}
+			begin := time.Now()
+			p.stop()
+			var end *treeEvent
+			for e := range p.events {
+				if e.Op == opEnded {
+					end = &e
+				} else if e.Op != opStarted {
+					t.Fatalf("event %+v", e)
+				}
+			}
+			took := time.Since(begin)
+			if p.finish != nil {
+				if err := p.finish(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if end == nil || !end.Terminated || syscall.WaitStatus(end.Status).Signal() != syscall.SIGTERM {
+				t.Fatalf("end = %+v", end)
+			}
+			if took > grace/2 {
+				t.Fatalf("the call waited %v after every process had exited", took)
+			}
+		})
 	}
 }

@@ -33,3 +33,10 @@ func awaitTool(pid int, _ <-chan os.Signal) toolExit {
 }
 
 func sweep(<-chan os.Signal, time.Time) error { return nil }
+
+// lingering reports whether group pgid has a member left. The tool, reaped
+// by awaitTool, is not one; a group with members keeps its id from reuse.
+func lingering(pgid int, _ bool) bool {
+	err := syscall.Kill(-pgid, 0)
+	return err == nil || err == syscall.EPERM
+}

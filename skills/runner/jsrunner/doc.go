@@ -21,8 +21,8 @@
 // # Isolation
 //
 // Modules run in worker processes: the running executable started again
-// with only WorkerEnv (and a C allocator setting) in its environment, which
-// MaybeRunWorker turns into a worker. A worker sets its own limits before it accepts a module (no core
+// with worker arguments and an empty environment, which MaybeRunWorker turns
+// into a worker. A worker sets its own limits before it accepts a module (no core
 // dumps, no file writes, an address-space limit relative to its size at
 // start) and runs each call in a fresh goja runtime (built between calls;
 // the only module code that may have run in it is the evaluation of the

@@ -342,14 +342,6 @@ func (t *stderrLog) String() string {
 	return string(t.head) + "\n…\n" + string(t.tail)
 }
 
-// workerMallocEnv keeps a worker's C allocator to one arena. In a cgo
-// build each thread that mallocs (the runtime does, to start a thread) may
-// get its own glibc arena, reserving 64 MiB of address space; a few of them
-// used up the address-space headroom measured at start, so a warm call of a
-// small module under load ended with the heap unable to grow ("out of
-// memory" with a few MiB in use) and was reported as resource_limit.
-const workerMallocEnv = "MALLOC_ARENA_MAX=1"
-
 func (p *Pool) startWorker() (*workerProc, error) {
 	// The worker's stdin, stdout and stderr: a read end and a write end each.
 	var ends [3][2]*os.File
@@ -371,8 +363,9 @@ func (p *Pool) startWorker() (*workerProc, error) {
 		ends[i] = [2]*os.File{r, w}
 	}
 	inR, inW, outR, outW, errR, errW := ends[0][0], ends[0][1], ends[1][0], ends[1][1], ends[2][0], ends[2][1]
-	cmd := exec.Command(p.opts.Executable, workerGuardArg)
-	cmd.Env = []string{WorkerEnv + "=1", workerMallocEnv}
+	cmd := exec.Command(p.opts.Executable, workerArgs...)
+	// Empty, not nil: nil would hand the worker this process's environment.
+	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.Stdin = inR
 	cmd.Stdout = outW

@@ -579,3 +579,23 @@ func TestWorkerStartFailureQuotesItsStderr(t *testing.T) {
 		t.Fatalf("err = %v, want the complaint of sh about its option quoted", err)
 	}
 }
+
+// TestWorkerArgumentsAlone: only the exact argument vector a pool gives its
+// workers makes a worker, wherever the same words appear otherwise.
+func TestWorkerArgumentsAlone(t *testing.T) {
+	for _, args := range [][]string{
+		{"libos"},
+		{"libos", workerGuardArg},
+		{"libos", workerArg},
+		{"libos", workerArg, workerGuardArg},
+		{"libos", workerGuardArg, workerArg, "run"},
+		{"libos", "run", workerGuardArg, workerArg},
+	} {
+		if startedAsWorker(args) {
+			t.Errorf("%q starts a worker", args)
+		}
+	}
+	if !startedAsWorker(append([]string{"libos"}, workerArgs...)) {
+		t.Errorf("a pool's worker arguments %q do not start a worker", workerArgs)
+	}
+}

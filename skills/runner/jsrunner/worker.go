@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,16 +25,25 @@ import (
 	"github.com/libos/libos/skills/runner/clitool"
 )
 
-// WorkerEnv is the environment variable that turns a process into a
-// javascript worker. The pool starts workers with this variable and
-// MALLOC_ARENA_MAX=1 (see workerMallocEnv) and nothing else, so a module's
-// worker has an otherwise empty OS environment.
-const WorkerEnv = "LIBOS_JSRUNNER_WORKER"
-
 // workerGuardArg is passed to workers so that an executable that forgot to
 // call MaybeRunWorker does nothing harmful: a Go test binary runs no tests,
 // and a CLI rejects the unknown flag.
 const workerGuardArg = "-test.run=^$"
+
+// workerArg follows workerGuardArg as a worker's only other argument: that
+// exact argument vector is what turns a process into a javascript worker.
+// It is not an environment variable because a worker's OS environment is
+// empty (the contract's "The worker OS environment remains empty").
+const workerArg = "libos-jsrunner-worker"
+
+// workerArgs are a worker's arguments after the program name.
+var workerArgs = []string{workerGuardArg, workerArg}
+
+// startedAsWorker reports whether args, a program's whole argument vector,
+// are a worker's.
+func startedAsWorker(args []string) bool {
+	return len(args) == 1+len(workerArgs) && slices.Equal(args[1:], workerArgs)
+}
 
 // bundleGlobal is the global variable the bundle assigns its exports to.
 const bundleGlobal = "__libos_module_exports"
@@ -43,7 +53,7 @@ const workerBundleCache = 64
 
 // MaybeRunWorker turns the current process into a skill helper when it was
 // started as one and never returns in that case: a javascript worker
-// (WorkerEnv set) or a cli-tool supervisor (clitool.SupervisorEnv set, see
+// (started with workerArgs) or a cli-tool supervisor (clitool.SupervisorEnv set, see
 // clitool.MaybeRunSupervisor). Otherwise it returns immediately, and cli-tool
 // calls made by this program run under supervisors. Call it first in main
 // (and in TestMain of any test binary that starts a Pool or runs cli-tools)
@@ -51,9 +61,10 @@ const workerBundleCache = 64
 func MaybeRunWorker() {
 	// Both helpers are this program re-executed, so one hook serves both.
 	clitool.MaybeRunSupervisor()
-	if os.Getenv(WorkerEnv) != "1" {
+	if !startedAsWorker(os.Args) {
 		return
 	}
+	oneMallocArena()
 	// Blocking reads wake straight from the kernel when a request arrives.
 	_ = syscall.SetNonblock(0, false)
 	os.Exit(runWorker(os.NewFile(0, "stdin"), os.Stdout))
