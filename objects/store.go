@@ -10,9 +10,9 @@
 package objects
 
 import (
-	"os"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
