@@ -268,7 +268,7 @@ func fill(tmpl string, p Params) (string, bool) {
 	case "image":
 		v = p.Image
 	case "scope":
-		v = p.Scope
+		v = capabilities.ScopeName(p.Scope)
 	case "pid":
 		if p.PID > 0 {
 			v = strconv.FormatInt(p.PID, 10)

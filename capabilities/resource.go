@@ -38,8 +38,36 @@ func CheckpointResource(pid int64) string {
 	return "checkpoint:process:" + strconv.FormatInt(pid, 10)
 }
 
-// ScopeResource names a permission scope a skill runner declares.
-func ScopeResource(name string) string { return "scope:" + name }
+// ScopeResource names a permission scope a skill runner declares:
+// scope:<ScopeName(scope)>.
+func ScopeResource(scope string) string { return "scope:" + ScopeName(scope) }
+
+// ScopeName is the part of a scope's resource after "scope:". A scope is an
+// opaque exact string, which may hold spaces; a resource name may not, so
+// whitespace, control characters and '%' are percent-encoded (as their
+// UTF-8 bytes), and any other scope is its name unchanged. The encoding is
+// one-to-one, so a grant never allows a scope it does not name.
+func ScopeName(scope string) string {
+	if !strings.ContainsFunc(scope, scopeEscaped) {
+		return scope
+	}
+	var b strings.Builder
+	for _, c := range scope {
+		if !scopeEscaped(c) {
+			b.WriteRune(c)
+			continue
+		}
+		var buf [utf8.UTFMax]byte
+		for _, x := range buf[:utf8.EncodeRune(buf[:], c)] {
+			fmt.Fprintf(&b, "%%%02X", x)
+		}
+	}
+	return b.String()
+}
+
+func scopeEscaped(c rune) bool {
+	return c == '%' || unicode.IsSpace(c) || unicode.IsControl(c)
+}
 
 // ObjectNames lists the names an Object answers to in Check, most specific
 // first: the Object itself, then its namespace.

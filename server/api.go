@@ -324,7 +324,7 @@ func (s *Server) spawnSpec(req SpawnRequest) (kernel.SpawnSpec, *apiError) {
 		return kernel.SpawnSpec{}, e
 	}
 	for i, sc := range scopes {
-		grants = append(grants, capabilities.Grant{ID: fmt.Sprintf("api-skills-%d", i+1), Resource: "scope:" + sc,
+		grants = append(grants, capabilities.Grant{ID: fmt.Sprintf("api-skills-%d", i+1), Resource: capabilities.ScopeResource(sc),
 			Rights: []capabilities.Right{capabilities.Execute}, Effect: capabilities.Allow})
 	}
 	if e := parse("denies", req.Denies, capabilities.Deny); e != nil {

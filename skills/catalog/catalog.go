@@ -6,7 +6,7 @@
 //
 // A skill tool is checked like any other tool: before anything runs, the
 // calling process must hold execute on scope:<name> for every scope its
-// runner declares. A javascript or cli-tool runner then runs as an outside
+// runner declares (capabilities.ScopeResource). A javascript or cli-tool runner then runs as an outside
 // effect (after the kernel has recorded that it started, with no lock held);
 // an agent-task runner starts a child process (image skill-agent:v0) whose
 // tool table is exactly the runner's allowed_tools, and the call waits
@@ -33,7 +33,6 @@ import (
 	"github.com/libos/libos/skills/runner/jsrunner"
 	"github.com/libos/libos/skills/skillpkg"
 	"github.com/libos/libos/tools"
-	"github.com/libos/libos/tools/schema"
 )
 
 // Errors a caller of LoadCatalog may need to tell apart. Admission errors of
@@ -273,25 +272,42 @@ func checkPackage(e *skillEntry) error {
 	check := func(r *skillpkg.Runner, field string) error {
 		for i, sc := range r.Scopes {
 			if strings.Contains(sc, "*") {
-				return fmt.Errorf("skill package %s: %w: %s.scopes[%d]: %q must not contain '*' (a scope is an exact name, never a pattern)", e.origin, ErrInvalidPackage, field, i, sc)
+				return fmt.Errorf("skill package %s: %w: %s[%d]: %q must not contain '*' (a scope is an exact name, never a pattern)", e.origin, ErrInvalidPackage, field, i, sc)
 			}
 			if err := capabilities.ValidateResource(capabilities.ScopeResource(sc)); err != nil {
-				return fmt.Errorf("skill package %s: %w: %s.scopes[%d]: %v", e.origin, ErrInvalidPackage, field, i, err)
+				return fmt.Errorf("skill package %s: %w: %s[%d]: %w", e.origin, ErrInvalidPackage, field, i, err)
 			}
 		}
 		return nil
 	}
 	for _, r := range e.pkg.Runners {
-		if err := check(r, skillpkg.RunnerFile+": runners."+r.Name); err != nil {
+		if err := check(r, skillpkg.RunnerFile+": runners."+r.Name+".scopes"); err != nil {
 			return err
 		}
 	}
 	for _, t := range e.pkg.Tools {
-		if err := check(t.Runner, t.Dir+"/"+skillpkg.ToolManifestFile+": runner"); err != nil {
+		// runx's form declares scopes beside source, libos's inside runner.
+		field := t.Dir + "/" + skillpkg.ToolManifestFile + ": scopes"
+		if t.RunnerField == "runner" {
+			field = t.Dir + "/" + skillpkg.ToolManifestFile + ": runner.scopes"
+		}
+		if err := check(t.Runner, field); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// uniqueScopes is a runner's scopes with repeats left out: runx keeps a
+// scope listed twice, which needs no second grant.
+func uniqueScopes(r *skillpkg.Runner) []string {
+	out := make([]string, 0, len(r.Scopes))
+	for _, sc := range r.Scopes {
+		if !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out
 }
 
 // sanitizeToolName maps a name onto the characters providers accept,
@@ -380,43 +396,15 @@ func runnerDescription(pkg *skillpkg.Package, r *skillpkg.Runner) string {
 }
 
 func scopeNote(r *skillpkg.Runner) string {
-	if len(r.Scopes) == 0 {
+	scopes := uniqueScopes(r)
+	if len(scopes) == 0 {
 		return ""
 	}
-	names := make([]string, len(r.Scopes))
-	for i, s := range r.Scopes {
+	names := make([]string, len(scopes))
+	for i, s := range scopes {
 		names[i] = capabilities.ScopeResource(s)
 	}
 	return " Needs execute on " + strings.Join(names, ", ") + "."
-}
-
-// InputSchema is the exact argument schema of a runner: its declared inputs
-// with their types, required names, defaults and descriptions, refusing
-// unknown fields; a runner that declares no inputs accepts any object.
-func InputSchema(r *skillpkg.Runner) (*schema.Schema, error) {
-	if r.Inputs == nil {
-		return &schema.Schema{Type: "object"}, nil
-	}
-	props := make(map[string]*schema.Schema, len(r.Inputs))
-	var required []string
-	for _, d := range r.Inputs {
-		p := &schema.Schema{Description: d.Description}
-		if d.Type != skillpkg.TypeAny && d.Type != skillpkg.TypeJSON {
-			p.Type = string(d.Type)
-		}
-		if d.Default != nil {
-			v, err := decodeJSON(d.Default)
-			if err != nil {
-				return nil, fmt.Errorf("input %q: default: %w", d.Name, err)
-			}
-			p.Default = v
-		}
-		if d.Required {
-			required = append(required, d.Name)
-		}
-		props[d.Name] = p
-	}
-	return schema.Object(props, required...), nil
 }
 
 // decodeJSON decodes a value keeping numbers exact.

@@ -45,7 +45,7 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 		Name:        name,
 		Description: description,
 		Schema:      sch,
-		Scopes:      append([]string{}, r.Scopes...),
+		Scopes:      uniqueScopes(r),
 		Ops:         authority.RunnerOps,
 	}
 	switch r.Type {
@@ -67,6 +67,12 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 			if err := authorizeScopes(sys, r); err != nil {
 				return tools.Outcome{}, err
 			}
+			// The broker checked the advertised schema; the runner's own
+			// check runs here too, so a call it would refuse is refused
+			// before its effect starts (see InputSchema).
+			if _, err := skillpkg.ResolveInputs(r.Inputs, args); err != nil {
+				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "runner %s: %v", r.Name, err)
+			}
 			inputs := append(json.RawMessage(nil), args...)
 			return tools.Outcome{Effect: func(ctx context.Context) (map[string]any, error) {
 				return c.run(ctx, pkg, r, inputs)
@@ -78,7 +84,7 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 
 // authorizeScopes requires scope.use on every scope r declares.
 func authorizeScopes(sys tools.Caller, r *skillpkg.Runner) error {
-	for _, sc := range r.Scopes {
+	for _, sc := range uniqueScopes(r) {
 		p := authority.Params{Scope: sc}
 		if err := sys.Require(authority.ScopeUse, p); err != nil {
 			need, _ := authority.Requirements(authority.ScopeUse, p)
@@ -208,8 +214,9 @@ func startAgentTask(sys agentSpawner, pkg *skillpkg.Package, r *skillpkg.Runner,
 	}
 	// The child may use exactly the scopes its runner declared, and only
 	// as far as the caller holds them (the kernel refuses any widening).
-	grants := make([]capabilities.Grant, len(r.Scopes))
-	for i, sc := range r.Scopes {
+	scopes := uniqueScopes(r)
+	grants := make([]capabilities.Grant, len(scopes))
+	for i, sc := range scopes {
 		grants[i] = capabilities.Grant{Resource: capabilities.ScopeResource(sc), Rights: []capabilities.Right{capabilities.Execute}, Effect: capabilities.Allow}
 	}
 	// A declared timeout bounds the child's wall time (whole seconds,
@@ -224,7 +231,7 @@ func startAgentTask(sys agentSpawner, pkg *skillpkg.Package, r *skillpkg.Runner,
 		Grants:    grants,
 		Budget:    budget,
 		ToolTable: agentTools(r),
-		Scopes:    append([]string{}, r.Scopes...),
+		Scopes:    scopes,
 	})
 	if err != nil {
 		return tools.Outcome{}, err

@@ -46,6 +46,9 @@ func (e *ModuleGraphError) Unwrap() error { return e.Failure }
 // jsrunner.CheckModule, the resolver and bundler that run the module. So a
 // package that check admits never fails a run with module_rejected for its
 // imports, and one it refuses is refused with the error a run would give.
+// The source closure of every bundled cli-tool is bound too (toolSources):
+// a missing command or entrypoint file, an import that does not resolve, or
+// uncompiled TypeScript run by node is refused before anything runs.
 // Refusals match skillpkg.ErrAdmission; a refused graph is a
 // *ModuleGraphError.
 func Admit(dir string) (*skillpkg.Package, error) {
@@ -58,6 +61,9 @@ func Admit(dir string) (*skillpkg.Package, error) {
 		runners = append(runners, t.Runner)
 	}
 	reached := map[string]bool{}
+	if err := bindToolSources(pkg, reached); err != nil {
+		return nil, err
+	}
 	for _, r := range runners {
 		entries := graphStepModules(r)
 		if r.Type == skillpkg.TypeJavaScript {
@@ -82,6 +88,36 @@ func Admit(dir string) (*skillpkg.Package, error) {
 		return nil, err
 	}
 	return pkg, nil
+}
+
+// bindToolSources checks the source closure of each bundled cli-tool and
+// marks its files reached.
+func bindToolSources(pkg *skillpkg.Package, reached map[string]bool) error {
+	var root *os.Root
+	defer func() {
+		if root != nil {
+			root.Close()
+		}
+	}()
+	for _, t := range pkg.Tools {
+		if t.Runner.Type != skillpkg.TypeCLITool {
+			continue
+		}
+		if root == nil {
+			var err error
+			if root, err = os.OpenRoot(pkg.Dir); err != nil {
+				return fmt.Errorf("opening skill package folder %s: %w", pkg.Dir, err)
+			}
+		}
+		files, err := toolSources(root, t)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			reached[f] = true
+		}
+	}
+	return nil
 }
 
 // ErrUnreachedModule is matched (with skillpkg.ErrAdmission and

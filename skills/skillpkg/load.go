@@ -212,9 +212,10 @@ func readContained(root, rel string, required bool) ([]byte, error) {
 }
 
 // loadTools admits tools/<namespace>/<tool>/manifest.json. Plain files among
-// the namespace and tool folders are ignored; a tool folder without a
-// manifest, or any of these folders resolving outside the package, is
-// refused.
+// the namespace and tool folders are ignored, except a manifest.json placed
+// there: a tool the author meant to bundle would otherwise silently vanish.
+// A tool folder without a manifest, or any of these folders resolving
+// outside the package, is refused.
 func loadTools(root string) ([]*Tool, error) {
 	toolsDir := filepath.Join(root, "tools")
 	if _, err := os.Lstat(toolsDir); errors.Is(err, fs.ErrNotExist) {
@@ -231,9 +232,12 @@ func loadTools(root string) ([]*Tool, error) {
 	for _, ns := range namespaces {
 		nsRel := "tools/" + ns.Name()
 		isDir, err := dirEntryIsDir(root, nsRel)
-		if err != nil || !isDir {
-			if err != nil {
-				return nil, err
+		if err != nil {
+			return nil, err
+		}
+		if !isDir {
+			if ns.Name() == ToolManifestFile {
+				return nil, misplacedManifest(nsRel)
 			}
 			continue
 		}
@@ -251,6 +255,9 @@ func loadTools(root string) ([]*Tool, error) {
 				return nil, err
 			}
 			if !isDir {
+				if t.Name() == ToolManifestFile {
+					return nil, misplacedManifest(toolRel)
+				}
 				continue
 			}
 			if err := containedDir(root, toolRel); err != nil {
@@ -273,6 +280,10 @@ func loadTools(root string) ([]*Tool, error) {
 	}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	return tools, nil
+}
+
+func misplacedManifest(rel string) error {
+	return &AdmissionError{File: rel, Rule: "bundled tool manifests must be at tools/<namespace>/<tool>/" + ToolManifestFile + "; move it into its tool's folder"}
 }
 
 // dirEntryIsDir reports whether a package-relative path is a folder,

@@ -148,6 +148,8 @@ func TestLoadRefuses(t *testing.T) {
 			links:   map[string]string{"tools/ns/gone": filepath.Join(outside, "does-not-exist")},
 			wantErr: "tools/ns/gone: is a symlink to nothing",
 		},
+		{name: "tool manifest in the namespace folder", files: map[string]string{"SKILL.md": skillMD, "tools/ns/manifest.json": "{}"}, wantErr: "tools/ns/manifest.json: bundled tool manifests must be at tools/<namespace>/<tool>/manifest.json"},
+		{name: "tool manifest in the tools folder", files: map[string]string{"SKILL.md": skillMD, "tools/manifest.json": "{}"}, wantErr: "tools/manifest.json: bundled tool manifests must be at tools/<namespace>/<tool>/manifest.json"},
 		{name: "tool folder without manifest", files: map[string]string{"SKILL.md": skillMD, "tools/ns/tool/index.mjs": ""}, wantErr: "tools/ns/tool/manifest.json: is required and does not exist"},
 		{name: "tool name mismatch", files: map[string]string{"SKILL.md": skillMD, "tools/ns/tool/manifest.json": `{"name": "ns.other", "runner": {"type": "cli-tool", "command": "x"}}`}, wantErr: `tools/ns/tool/manifest.json:1: name: must be "ns.tool"`},
 		{

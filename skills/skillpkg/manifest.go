@@ -2,12 +2,15 @@ package skillpkg
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
 )
 
 // RunnerFile is libos's name for a package's runner manifest.
@@ -212,6 +215,12 @@ type Tool struct {
 	Namespace   string
 	Tool        string
 	Description string
+	// Version is runx's optional tool version; "" in libos's form.
+	Version string
+	// RunnerField is the manifest field that declares the runner: "runner"
+	// in libos's form, "source" in runx's (whose scopes and inputs sit
+	// beside it at the top level).
+	RunnerField string
 	// Dir is the package-relative folder "tools/<namespace>/<tool>".
 	Dir string
 	// Runner runs the tool; its Name is the tool's dotted name and its
@@ -219,15 +228,35 @@ type Tool struct {
 	Runner *Runner
 }
 
+// ToolManifestSchema marks runx's form of a bundled tool manifest.
+const ToolManifestSchema = "runx.tool.manifest.v1"
+
 // Compiled on first use: compiling at package init taxes every libos start.
 var toolSegmentPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`) })
 
 var toolRunnerTypes = []RunnerType{TypeJavaScript, TypeCLITool}
 
+// The top-level fields of each form of a tool manifest. runx's runner fields
+// (runxToolRunnerFields) are runner fields libos already reads, so they are
+// handed to the runner parser together with source.
+var (
+	libosToolFields      = []string{"name", "description", "runner"}
+	runxToolFields       = []string{"schema", "name", "version", "description", "source", "inputs", "scopes", "risk", "retry", "idempotency", "mutating", "artifacts"}
+	runxToolRunnerFields = []string{"source", "inputs", "scopes", "risk", "retry", "idempotency", "mutating", "artifacts"}
+)
+
 // ParseToolManifest parses the manifest.json of the bundled tool in the
-// folder tools/<namespace>/<tool>: a JSON object with name (which must be
-// "<namespace>.<tool>"), description, and runner (a javascript or cli-tool
-// runner whose relative paths resolve from the tool's folder). It does no I/O.
+// folder tools/<namespace>/<tool>. It reads two forms of a JSON object:
+//
+//   - libos's: name (which must be "<namespace>.<tool>"), description, and
+//     runner (a javascript or cli-tool runner);
+//   - runx's: schema (ToolManifestSchema), name, version, description,
+//     source (the runner: its type, command, args, module, ...), inputs,
+//     scopes, risk, retry, idempotency, mutating and artifacts, each with
+//     the shape it has on a runner.
+//
+// A manifest holding runner is libos's form, any other runx's. Relative
+// paths resolve from the tool's folder. It does no I/O.
 func ParseToolManifest(namespace, tool string, data []byte) (*Tool, error) {
 	dir := "tools/" + namespace + "/" + tool
 	r := nodeReader{file: dir + "/" + ToolManifestFile}
@@ -263,33 +292,116 @@ func ParseToolManifest(namespace, tool string, data []byte) (*Tool, error) {
 	}
 	t := &Tool{Namespace: namespace, Tool: tool, Dir: dir}
 	want := namespace + "." + tool
-	haveName := false
+	byKey := make(map[string]keyValue, len(entries))
 	for _, e := range entries {
-		switch e.key {
-		case "name":
-			if t.Name, err = r.nonEmptyStr(e.value, "name"); err == nil && t.Name != want {
-				err = r.fail(e.value, "name", "must be %q to match the path %s, got %q", want, dir, t.Name)
-			}
-			haveName = true
-		case "description":
-			t.Description, err = r.str(e.value, "description")
-		case "runner":
-			t.Runner, err = r.parseRunner(e.value, "runner", want, dir, false, toolRunnerTypes, nil)
-		default:
-			err = r.fail(e.keyAt, join("", e.key), "is not a known field (allowed: name, description, runner)")
+		byKey[e.key] = e
+	}
+	_, libosForm := byKey["runner"]
+	fields := runxToolFields
+	if libosForm {
+		fields = libosToolFields
+	}
+	for _, e := range entries {
+		if slices.Contains(fields, e.key) {
+			continue
 		}
-		if err != nil {
+		if libosForm && slices.Contains(runxToolFields, e.key) {
+			return nil, r.fail(e.keyAt, join("", e.key), "is not a known field of libos's form, which holds runner (allowed: %s); runx's form holds schema %q and source instead of runner", strings.Join(libosToolFields, ", "), ToolManifestSchema)
+		}
+		return nil, r.fail(e.keyAt, join("", e.key), "is not a known field (allowed: %s)", strings.Join(fields, ", "))
+	}
+	e, ok := byKey["name"]
+	if !ok {
+		return nil, r.fail(root, "name", "is required and must be %q", want)
+	}
+	if t.Name, err = r.nonEmptyStr(e.value, "name"); err != nil {
+		return nil, err
+	}
+	if t.Name != want {
+		return nil, r.fail(e.value, "name", "must be %q to match the path %s, got %q", want, dir, t.Name)
+	}
+	if e, ok := byKey["description"]; ok {
+		if t.Description, err = r.str(e.value, "description"); err != nil {
 			return nil, err
 		}
 	}
-	if !haveName {
-		return nil, r.fail(root, "name", "is required and must be %q", want)
-	}
-	if t.Runner == nil {
-		return nil, r.fail(root, "runner", "is required")
+	if libosForm {
+		t.RunnerField = "runner"
+		if t.Runner, err = r.parseRunner(byKey["runner"].value, "runner", want, dir, false, toolRunnerTypes, nil); err != nil {
+			return nil, err
+		}
+	} else {
+		t.RunnerField = "source"
+		if t.Runner, t.Version, err = r.parseRunxTool(root, byKey, want, dir); err != nil {
+			return nil, err
+		}
 	}
 	t.Runner.Default = false
 	return t, nil
+}
+
+// parseRunxTool reads the rest of runx's form: the schema marker, version,
+// and the runner made of source and the runner fields beside it.
+func (r nodeReader) parseRunxTool(root *yaml.Node, byKey map[string]keyValue, name, dir string) (*Runner, string, error) {
+	e, ok := byKey["schema"]
+	if !ok {
+		_, hasSource := byKey["source"]
+		if !hasSource {
+			return nil, "", r.fail(root, "runner", "is required (libos's form), or give schema %q and source (runx's form)", ToolManifestSchema)
+		}
+		return nil, "", r.fail(root, "schema", "is required in runx's form and must be %q", ToolManifestSchema)
+	}
+	marker, err := r.str(e.value, "schema")
+	if err != nil {
+		return nil, "", err
+	}
+	if marker != ToolManifestSchema {
+		return nil, "", r.fail(e.value, "schema", "must be %q, got %q", ToolManifestSchema, marker)
+	}
+	var version string
+	if e, ok := byKey["version"]; ok {
+		if version, err = r.nonEmptyStr(e.value, "version"); err != nil {
+			return nil, "", err
+		}
+	}
+	src, ok := byKey["source"]
+	if !ok {
+		return nil, "", r.fail(root, "source", "is required: it declares the runner (type, command, args, module, ...)")
+	}
+	srcEntries, err := r.mapping(src.value, "source")
+	if err != nil {
+		return nil, "", err
+	}
+	if !slices.ContainsFunc(srcEntries, func(e keyValue) bool { return e.key == "type" }) {
+		return nil, "", r.fail(src.value, "source.type", "is required (one of %s)", typeList(toolRunnerTypes))
+	}
+	// The runner parser reads source and the fields beside it as one runner;
+	// a field it misses belongs in source, so that is the line it names.
+	n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: src.value.Line, Column: src.value.Column}
+	for _, key := range runxToolRunnerFields {
+		if e, ok := byKey[key]; ok {
+			n.Content = append(n.Content, e.keyAt, e.value)
+		}
+	}
+	run, err := r.parseRunner(n, "", name, dir, false, toolRunnerTypes, nil)
+	if err != nil {
+		// A field read out of source is named where the author wrote it.
+		var ae *AdmissionError
+		if errors.As(err, &ae) && slices.Contains(sourceFields, firstSegment(ae.Field)) {
+			ae.Field = "source." + ae.Field
+		}
+		return nil, "", err
+	}
+	return run, version, nil
+}
+
+// firstSegment is the first key of a dotted field path ("args" of
+// "args[1]", "environment" of "environment.required").
+func firstSegment(field string) string {
+	if i := strings.IndexAny(field, ".["); i >= 0 {
+		return field[:i]
+	}
+	return field
 }
 
 // fieldError builds an AdmissionError for checks made outside a node walk.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,7 +170,9 @@ func TestParseRunnerManifestRefuses(t *testing.T) {
 		{name: "env name reserved", doc: "run: {type: cli-tool, command: x, environment: {optional: [RUNX_CWD]}}\n", wantErr: "must not use the RUNX_ prefix"},
 		{name: "env name twice", doc: "run: {type: cli-tool, command: x, environment: {required: [A], optional: [A]}}\n", wantErr: "run.environment.optional[0]: declares \"A\" more than once"},
 		{name: "env unknown field", doc: "run: {type: cli-tool, command: x, environment: {secret: [A]}}\n", wantErr: "run.environment.secret: is not a known field"},
-		{name: "scope twice", doc: "run: {type: cli-tool, command: x, scopes: [a, a]}\n", wantErr: "run.scopes: lists \"a\" more than once"},
+		{name: "scopes as one string", doc: "run: {type: cli-tool, command: x, scopes: \"a b\"}\n", wantErr: `run.scopes: must be a list of strings, got a string: scopes are opaque exact strings, so one string is not split into several; write ["a b"] for one scope`},
+		{name: "blank scope", doc: "run: {type: cli-tool, command: x, scopes: [a, \"  \"]}\n", wantErr: "run.scopes[1]: must not be empty"},
+		{name: "scope not a string", doc: "run: {type: cli-tool, command: x, scopes: [1]}\n", wantErr: "run.scopes[0]: must be a string, got a number"},
 		{name: "input type unknown", doc: "run: {type: cli-tool, command: x, inputs: {a: text}}\n", wantErr: "run.inputs.a: must be one of string, number"},
 		{name: "input definition with overrides", doc: "input_definitions: {s: {type: string}}\nrun: {type: cli-tool, command: x, inputs: {a: {definition: s, required: true}}}\n", wantErr: "run.inputs.a.definition: is not supported together with other fields"},
 		{name: "input unknown field", doc: "run: {type: cli-tool, command: x, inputs: {a: {type: string, enum: [x]}}}\n", wantErr: "run.inputs.a.enum: is not a known field"},
@@ -221,6 +224,17 @@ func TestParseToolManifest(t *testing.T) {
 	if tool.Name != "git.log" || tool.Dir != "tools/git/log" || tool.Runner.Module != "tools/git/log/index.mjs" ||
 		tool.Runner.Base != "tools/git/log" || tool.Runner.Name != "git.log" || tool.Description != "Shows history." {
 		t.Fatalf("tool = %+v runner = %+v", tool, tool.Runner)
+	}
+
+	runx := `{"schema": "runx.tool.manifest.v1", "name": "git.log", "version": "2.0.0", "description": "d",
+		"source": {"type": "cli-tool", "command": "git", "args": ["log"]}, "scopes": ["repo read", "repo read"], "mutating": true}`
+	tool, err = ParseToolManifest("git", "log", []byte(runx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tool.Version != "2.0.0" || tool.RunnerField != "source" || tool.Runner.Command != "git" || tool.Runner.Base != "tools/git/log" ||
+		!slices.Equal(tool.Runner.Scopes, []string{"repo read", "repo read"}) || tool.Runner.Mutating == nil || !*tool.Runner.Mutating {
+		t.Fatalf("runx form: tool = %+v runner = %+v", tool, tool.Runner)
 	}
 
 	refusals := []struct {

@@ -697,10 +697,21 @@ func (r nodeReader) parseAgentTask(run *Runner, byKey map[string]keyValue, field
 	return nil
 }
 
-// scopes reads runx's opaque scope strings: a list (or libos's
-// space-separated string) of non-blank names, duplicates refused.
+// scopes reads runx's opaque scope strings: a list whose items are kept
+// exactly as written (spaces, punctuation and repeats included), each of
+// them not blank. As in runx, a single string is refused rather than split:
+// splitting would change a scope that holds a space; null declares none.
 func (r nodeReader) scopes(n *yaml.Node, field string) ([]string, error) {
-	return r.uniqueWords(n, field)
+	if err := r.plain(n, field); err != nil {
+		return nil, err
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil, nil
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		return nil, r.fail(n, field, "must be a list of strings, got a string: scopes are opaque exact strings, so one string is not split into several; write [%q] for one scope", n.Value)
+	}
+	return r.strList(n, field)
 }
 
 func (r nodeReader) parseTimeout(run *Runner, byKey map[string]keyValue, field string) error {
@@ -932,21 +943,6 @@ func (r nodeReader) parseEnvironment(n *yaml.Node, field, runner string) (Enviro
 		}
 	}
 	return env, nil
-}
-
-func (r nodeReader) uniqueWords(n *yaml.Node, field string) ([]string, error) {
-	list, err := r.words(n, field)
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	for _, s := range list {
-		if seen[s] {
-			return nil, r.fail(n, field, "lists %q more than once", s)
-		}
-		seen[s] = true
-	}
-	return list, nil
 }
 
 func (r nodeReader) valueType(n *yaml.Node, field string) (ValueType, error) {

@@ -692,8 +692,8 @@ func TestConformanceBundledToolCommandResolvesFromItsFolder(t *testing.T) {
 	if err := json.Unmarshal(res.Output, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Cwd != pkg.Dir {
-		t.Fatalf("cwd = %s, want the package folder", rep.Cwd)
+	if want := filepath.Join(pkg.Dir, "tools/probe/run"); rep.Cwd != want {
+		t.Fatalf("cwd = %s, want the tool's folder %s", rep.Cwd, want)
 	}
 	keys := make([]string, 0, len(rep.Env))
 	for k := range rep.Env {

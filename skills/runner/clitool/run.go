@@ -64,8 +64,9 @@ type Call struct {
 	Timeout time.Duration
 	// PackageDir is the absolute package folder.
 	PackageDir string
-	// CommandDir is the absolute folder relative command paths resolve from;
-	// "" means PackageDir.
+	// CommandDir is the absolute folder relative command paths resolve from,
+	// and the working directory when Cwd is empty: a bundled tool's own
+	// folder; "" means PackageDir.
 	CommandDir string
 	// Workspace is the absolute workspace root, delivered as RUNX_CWD.
 	Workspace string
@@ -170,6 +171,12 @@ func run(ctx context.Context, call Call, place treePlace) Result {
 		return fail(err)
 	}
 	res.Cwd = ResolveCwd(call.Cwd, call.PackageDir, call.Workspace)
+	if call.Cwd == "" {
+		// A bundled tool's local paths are its folder's, as admission bound
+		// them (runner.Admit): `node ./run.mjs` must find run.mjs beside
+		// its manifest. A declared relative cwd stays the package's.
+		res.Cwd = call.CommandDir
+	}
 	pathValue, ok := call.Environment["PATH"]
 	if !ok {
 		pathValue, _ = lookup("PATH")
