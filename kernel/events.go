@@ -20,6 +20,9 @@ const (
 	EventGoalSet    = "goal.set"
 	// EventMessage is a mailbox change: a message posted, read or acknowledged.
 	EventMessage = "message"
+	// EventSignal is a signal that changed no state: a pause requested of a
+	// running process (it pauses when its quantum ends), or withdrawn.
+	EventSignal = "process.signal"
 )
 
 // Event is one entry of the runtime's event log, as a Host observes it.

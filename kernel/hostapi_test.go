@@ -8,11 +8,15 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/clock"
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/llm"
+	"github.com/libos/libos/process"
 )
 
 // greeter is a Host's own model: an llm.Provider. On its first turn it
@@ -214,4 +218,81 @@ func TestInspectWithArgumentsIsInspect(t *testing.T) {
 	if _, err := rt.InspectWithArguments(99, nil); err == nil {
 		t.Fatal("no error for a missing pid")
 	}
+}
+
+// A pause requested of a running process changes no state until its
+// quantum ends, so the log says so with a signal entry; withdrawing it
+// says so too, and the process then goes on.
+func TestPauseOfARunningProcessIsLogged(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var signals []kernel.Event
+	p := blockingProvider{entered: entered, release: release}
+	rt, err := kernel.Open(t.TempDir(), kernel.Options{Provider: p, Clock: clock.NewFake(time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), true),
+		OnEvent: func(ev kernel.Event) {
+			if ev.Kind == kernel.EventSignal {
+				mu.Lock()
+				signals = append(signals, ev)
+				mu.Unlock()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	pid, err := rt.Spawn(kernel.SpawnSpec{Image: "base:v0", Goal: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- rt.RunUntilIdle(context.Background()) }()
+	<-entered
+	if _, err := rt.Signal(pid, kernel.SignalPause); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Signal(pid, kernel.SignalPause); err != nil { // asked again: one entry
+		t.Fatal(err)
+	}
+	if _, err := rt.Signal(pid, kernel.SignalContinue); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(signals) != 2 || signals[0].PID != pid || !strings.Contains(signals[0].Reason, "pause requested") ||
+		!strings.Contains(signals[1].Reason, "withdrawn") {
+		t.Fatalf("signal events %+v", signals)
+	}
+	if info, _ := rt.Process(pid); info.Status != process.Exited {
+		t.Fatalf("after the withdrawn pause: %s", info.Status)
+	}
+	page, err := rt.EventLog(kernel.EventQuery{PID: pid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range page.Entries {
+		if l.Type == kernel.LogSignal {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d signal entries in the log, want 2", n)
+	}
+}
+
+// blockingProvider exits at once, after signalling entered and waiting for
+// release on its first call.
+type blockingProvider struct{ entered, release chan struct{} }
+
+func (blockingProvider) Name() string { return "blocking" }
+func (b blockingProvider) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
+	if req.Turn == 0 {
+		b.entered <- struct{}{}
+		<-b.release
+	}
+	return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "process_exit", Arguments: json.RawMessage(`{}`)}}}, nil
 }

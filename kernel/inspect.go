@@ -309,6 +309,7 @@ const (
 	LogCheckpoint   = "checkpoint"
 	LogRecovered    = "recovered"
 	LogGoalSet      = "goal_set"
+	LogSignal       = "signal"
 )
 
 // logTypes maps the kernel's event kinds to the log's entry types; a kind
@@ -324,6 +325,7 @@ var logTypes = map[string]string{
 	EventCheckpoint: LogCheckpoint,
 	EventGoalSet:    LogGoalSet,
 	EventMessage:    LogMessage,
+	EventSignal:     LogSignal,
 	"approval":      LogApproval,
 }
 

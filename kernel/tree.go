@@ -224,18 +224,26 @@ func (k *Runtime) applySignal(tx *txn, c *procRecord, sig, killReason string) er
 		err = k.terminate(tx, c, process.Input{Kind: process.Kill, Reason: killReason})
 	case "pause":
 		if c.State == process.Running {
-			// A running quantum finishes first; it pauses at its end.
+			// A running quantum finishes first; it pauses at its end. The
+			// event tells log readers of a change no state event shows.
+			requested := c.PauseRequested
 			c.PauseRequested = true
-			err = saveProc(tx, c)
+			if err = saveProc(tx, c); err == nil && !requested {
+				err = k.emit(tx, Event{Kind: EventSignal, PID: c.PID, Reason: "pause requested: the running quantum pauses at its end"})
+			}
 		} else if c.State != process.Paused {
 			err = k.step(tx, c, process.Input{Kind: process.Pause})
 		}
 	case "resume":
+		requested := c.PauseRequested
 		c.PauseRequested = false
 		if c.State == process.Paused {
 			err = k.step(tx, c, process.Input{Kind: process.Resume})
 		} else {
 			err = saveProc(tx, c)
+			if err == nil && requested {
+				err = k.emit(tx, Event{Kind: EventSignal, PID: c.PID, Reason: "pause request withdrawn"})
+			}
 		}
 	default:
 		return tools.Errorf(tools.CodeInvalidArguments, "signal: %q must be kill, pause or resume", sig)
