@@ -593,19 +593,12 @@ func TestNotStartedCallIsNotCharged(t *testing.T) {
 	}
 }
 
-// A sleep a reopen cut short answers with an error of unknown settlement,
-// not a success: the review does not count it among the successful calls
-// that completion evidence may cite.
-func TestSleepCutShortByAReopenIsNoSuccess(t *testing.T) {
-	script := `
-processes:
-  - image: coding:v0
-    turns:
-      - tool_calls: [{name: sleep, arguments: {seconds: 30}}]
-      - tool_calls: [{name: process_exit, arguments: {}}]
-`
+// reopenedAsleep spawns a coding:v0 process on script, whose first call
+// sleeps, runs it into that sleep, reopens the runtime and runs it on.
+func reopenedAsleep(t *testing.T, script, goal string) (*harness, int64) {
+	t.Helper()
 	h := newHarness(t, script)
-	pid, err := h.rt.Spawn(SpawnSpec{Image: "coding:v0", Goal: "g", Grants: clockGrants()})
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "coding:v0", Goal: goal, Grants: clockGrants()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -618,6 +611,21 @@ processes:
 	h.rt.Close()
 	h.open(script)
 	h.run()
+	return h, pid
+}
+
+// A sleep a reopen cut short answers with an error of unknown settlement,
+// not a success: the review does not count it among the successful calls
+// that completion evidence may cite.
+func TestSleepCutShortByAReopenIsNoSuccess(t *testing.T) {
+	script := `
+processes:
+  - image: coding:v0
+    turns:
+      - tool_calls: [{name: sleep, arguments: {seconds: 30}}]
+      - tool_calls: [{name: process_exit, arguments: {}}]
+`
+	h, pid := reopenedAsleep(t, script, "g")
 	res := h.toolResults(pid)
 	if len(res) != 2 {
 		t.Fatalf("results %v", res)
@@ -645,17 +653,7 @@ processes:
       - tool_calls: [{name: read_object, arguments: {namespace: "${last.completion_review.goal.reference.arguments.namespace}", name: "${last.completion_review.goal.reference.arguments.name}"}}]
       - tool_calls: [{name: process_exit, arguments: {}}]
 `
-	h := newHarness(t, script)
-	pid, err := h.rt.Spawn(SpawnSpec{Image: "coding:v0", Goal: "the original goal", Grants: clockGrants()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.rt.RunReady(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	h.rt.Close()
-	h.open(script)
-	h.run()
+	h, pid := reopenedAsleep(t, script, "the original goal")
 	res := h.toolResults(pid)
 	if len(res) < 3 {
 		t.Fatalf("results %v", res)
