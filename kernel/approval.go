@@ -190,7 +190,7 @@ func (k *Runtime) resumeApproval(ctx context.Context, tx *txn, r *procRecord, p 
 	call := llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}
 	if a.Decision != "approved" {
 		te := &tools.Error{Code: tools.CodeDenied, Message: fmt.Sprintf("%s on %s: a Human denied this call%s", a.Right, a.Resource, optional(": ", a.Reason))}
-		if err := k.recordCall(tx, r, c, r.Turn-1, call, tools.ErrorResult(te), false, te.Code); err != nil {
+		if err := k.recordCall(tx, r, c, r.Turn-1, call, tools.ErrorResult(te), false, te.Code, nil); err != nil {
 			return nil, err
 		}
 		pid := r.PID

@@ -822,7 +822,7 @@ func (k *Runtime) answerUnanswered(tx *txn, r *procRecord, started map[string]bo
 					Message: fmt.Sprintf("%s: %s had started, and what it did may have happened; check before retrying", reason, call.Name)}
 				res, code = tools.ErrorResult(te), te.Code
 			}
-			if err := k.recordCall(tx, r, c, r.Turn-1, call, res, false, code); err != nil {
+			if err := k.recordCall(tx, r, c, r.Turn-1, call, res, false, code, nil); err != nil {
 				return err
 			}
 		}

@@ -682,3 +682,37 @@ processes:
 		t.Fatalf("a live goal is inlined: %v", review2)
 	}
 }
+
+// Each tool record keeps the decisions of its own call: a call a blocking
+// call's batch left not started has none, and the blocking call, recorded
+// when its wait ends, keeps those that allowed it to start.
+func TestToolRecordsKeepTheirOwnAuthority(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - {name: sleep, arguments: {seconds: 1}}
+          - {name: get_current_time, arguments: {}}
+      - tool_calls: [{name: process_exit, arguments: {}}]
+`)
+	pid := h.spawn([]capabilities.Grant{
+		{ID: "may-sleep", Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}},
+		{ID: "may-read", Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}},
+	})
+	h.run()
+	d, err := h.rt.Inspect(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTool := map[string]CallView{}
+	for _, c := range d.RecentCalls {
+		byTool[c.Name] = c
+	}
+	if c := byTool["get_current_time"]; c.ErrorCode != "cancelled" || len(c.Authority) != 0 {
+		t.Fatalf("the call that never started: %+v, want no decision", c)
+	}
+	if c := byTool["sleep"]; !c.OK || fmt.Sprint(c.Authority) != "[allowed by grant may-sleep]" {
+		t.Fatalf("the sleep: %+v, want the decision that allowed it", c)
+	}
+}

@@ -742,12 +742,15 @@ func adjustUsage(tx *txn, r *procRecord, delta capabilities.Budget) error {
 // effectFunc is a call's outside effect, run without any lock.
 type effectFunc func(ctx context.Context) (map[string]any, error)
 
-// answer is the result of the call invoked last, held for the core's Record.
+// answer is the result of the call invoked last, held for the core's Record
+// (or, for a call that blocked, for its pending action).
 type answer struct {
 	result map[string]any
 	ok     bool
 	code   string
 	effect effectFunc
+	// authority is the call's authority decisions, for its tool record.
+	authority []string
 }
 
 // dispatch feeds b the input in and applies what the core returns, in tx,
@@ -789,13 +792,14 @@ func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmCo
 					return nil, err
 				}
 			case quantum.Record:
-				err = k.recordCall(tx, r, c, b.Turn, call, last.result, last.ok, last.code)
+				err = k.recordCall(tx, r, c, b.Turn, call, last.result, last.ok, last.code, last.authority)
 			case quantum.NotStarted:
-				err = k.recordCall(tx, r, c, b.Turn, call, tools.NotStarted(e.Reason), false, tools.CodeCancelled)
+				// No decision was made for a call that never started.
+				err = k.recordCall(tx, r, c, b.Turn, call, tools.NotStarted(e.Reason), false, tools.CodeCancelled, nil)
 			case quantum.SettlementUnknown:
 				te := &tools.Error{Code: tools.CodeSettlementUnknown, EffectStarted: true,
 					Message: fmt.Sprintf("the runtime stopped while %s ran: its effect may or may not have happened; check before retrying", call.Name)}
-				err = k.recordCall(tx, r, c, b.Turn, call, tools.ErrorResult(te), false, te.Code)
+				err = k.recordCall(tx, r, c, b.Turn, call, tools.ErrorResult(te), false, te.Code, b.EffectAuthority)
 			case quantum.StartEffect:
 				// Durable before the effect starts: a crash from here on
 				// leaves the call's settlement unknown, and recovery says so.
@@ -804,7 +808,7 @@ func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmCo
 			case quantum.Abandon:
 				return nil, saveProc(tx, r)
 			case quantum.End:
-				return nil, k.endBatch(tx, r, c, im, b, e.Ending)
+				return nil, k.endBatch(tx, r, c, im, b, e.Ending, last.authority)
 			}
 			if err != nil {
 				return nil, err
@@ -827,12 +831,13 @@ func (k *Runtime) invokeCall(ctx context.Context, tx *txn, r *procRecord, c *llm
 	r.decisions = nil
 	out, terr := k.invoke(ctx, tx, r, c, table, call)
 	authority := r.decisions
+	r.decisions = nil
 	if terr != nil {
 		// Nothing of a failed call stays: staged writes, reserved one-shot
 		// uses and budget charges all go back.
 		tx.rollbackTo(sp)
 		r.restore(saved)
-		r.ApprovedCall, r.decisions = "", authority
+		r.ApprovedCall, r.decisions = "", nil
 		var need *ApprovalRequiredError
 		if errors.As(terr, &need) {
 			return invoked(quantum.Outcome{Kind: quantum.Held, Payload: k.approvalBlock(need)}), answer{},
@@ -841,15 +846,15 @@ func (k *Runtime) invokeCall(ctx context.Context, tx *txn, r *procRecord, c *llm
 		}
 		k.shrinkRefusedCall(tx, r, c, call.ID)
 		te := tools.AsError(terr)
-		return invoked(quantum.Outcome{Kind: quantum.Refused}), answer{result: tools.ErrorResult(te), code: te.Code}, nil
+		return invoked(quantum.Outcome{Kind: quantum.Refused}), answer{result: tools.ErrorResult(te), code: te.Code, authority: authority}, nil
 	}
 	r.ApprovedCall = ""
-	done := answer{result: tools.SuccessResult(out.Result), ok: true}
+	done := answer{result: tools.SuccessResult(out.Result), ok: true, authority: authority}
 	switch {
 	case out.Effect != nil:
 		return invoked(quantum.Outcome{Kind: quantum.OutsideEffect, Authority: authority}), answer{effect: out.Effect}, nil
 	case out.Block != nil:
-		return invoked(quantum.Outcome{Kind: quantum.Blocked, Payload: out.Block}), answer{}, nil
+		return invoked(quantum.Outcome{Kind: quantum.Blocked, Payload: out.Block}), answer{authority: authority}, nil
 	case out.Exit != nil:
 		return invoked(quantum.Outcome{Kind: quantum.Exited, Payload: out.Exit}), done, nil
 	}
@@ -857,8 +862,9 @@ func (k *Runtime) invokeCall(ctx context.Context, tx *txn, r *procRecord, c *llm
 }
 
 // endBatch carries out how r's batch ended: it exits, or writes the batch's
-// notices after its results and waits or yields.
-func (k *Runtime) endBatch(tx *txn, r *procRecord, c *llmContext, im *images.Image, b *quantum.Batch, e *quantum.Ending) error {
+// notices after its results and waits or yields. authority is the decisions
+// of the call invoked last, which a wait's pending action keeps.
+func (k *Runtime) endBatch(tx *txn, r *procRecord, c *llmContext, im *images.Image, b *quantum.Batch, e *quantum.Ending, authority []string) error {
 	switch e.Kind {
 	case quantum.TextOnly:
 		return k.textOnlyReply(tx, r, c, im, e.TruncatedNotice)
@@ -880,7 +886,7 @@ func (k *Runtime) endBatch(tx *txn, r *procRecord, c *llmContext, im *images.Ima
 		}
 	}
 	if e.Kind == quantum.Wait {
-		if err := k.blockProcess(tx, r, b.Turn, llm.ToolCall(b.Calls[e.Call]), e.Payload.(*tools.Block)); err != nil {
+		if err := k.blockProcess(tx, r, b.Turn, llm.ToolCall(b.Calls[e.Call]), e.Payload.(*tools.Block), authority); err != nil {
 			return err
 		}
 	} else if err := k.step(tx, r, process.Input{Kind: process.Yield}); err != nil {
@@ -921,7 +927,6 @@ func (k *Runtime) finishEffect(ctx context.Context, tx *txn, r *procRecord, res 
 	}
 	r.Dispatch = nil
 	call := llm.ToolCall(b.Calls[b.EffectCall])
-	r.decisions = b.EffectAuthority
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return nil, err
@@ -929,9 +934,9 @@ func (k *Runtime) finishEffect(ctx context.Context, tx *txn, r *procRecord, res 
 	if effErr != nil {
 		te := tools.AsError(effErr)
 		te.EffectStarted = true
-		err = k.recordCall(tx, r, c, b.Turn, call, tools.ErrorResult(te), false, te.Code)
+		err = k.recordCall(tx, r, c, b.Turn, call, tools.ErrorResult(te), false, te.Code, b.EffectAuthority)
 	} else {
-		err = k.recordCall(tx, r, c, b.Turn, call, tools.SuccessResult(res), true, "")
+		err = k.recordCall(tx, r, c, b.Turn, call, tools.SuccessResult(res), true, "", b.EffectAuthority)
 	}
 	if err != nil {
 		return nil, err
@@ -983,8 +988,9 @@ func (k *Runtime) invoke(ctx context.Context, tx *txn, r *procRecord, c *llmCont
 	return t.Invoke(ctx, k.newSyscalls(tx, r, c, t, call.ID), args)
 }
 
-// recordCall appends a tool result to the context and records the call.
-func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, call llm.ToolCall, result map[string]any, ok bool, code string) error {
+// recordCall appends a tool result to the context and records the call with
+// the authority decisions that allowed or refused it.
+func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, call llm.ToolCall, result map[string]any, ok bool, code string, authority []string) error {
 	body, err := encodeResult(result)
 	if err != nil {
 		return fmt.Errorf("encode result of %s: %w", call.Name, err)
@@ -998,7 +1004,7 @@ func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, ca
 	tx.markCommit(commitToolResult)
 	if err := putRecord(tx, toolRecKey(r.PID, r.ToolCalls), &toolRecord{
 		Turn: turn, CallID: call.ID, Tool: call.Name, OK: ok, args: call.Arguments, result: body, hashLate: true, Code: code,
-		Authority: r.decisions,
+		Authority: authority,
 	}); err != nil {
 		return err
 	}
@@ -1012,10 +1018,9 @@ func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, ca
 		summary = "status " + st + " " + summary
 	}
 	detail := map[string]any{"result": json.RawMessage(body)}
-	if len(r.decisions) > 0 {
-		detail["authority"] = r.decisions
+	if len(authority) > 0 {
+		detail["authority"] = authority
 	}
-	r.decisions = nil
 	ev := Event{Kind: EventToolDone, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, OK: boolPtr(ok), Code: code, Summary: summarize(summary, 160),
 		Detail: detail}
 	if err := k.emit(tx, ev); err != nil {
@@ -1053,9 +1058,10 @@ func callInContext(c *llmContext, id string) bool {
 
 // blockProcess records the pending action of a blocking call and makes the
 // process wait. The pending action is durable before timing starts.
-func (k *Runtime) blockProcess(tx *txn, r *procRecord, turn int, call llm.ToolCall, b *tools.Block) error {
+func (k *Runtime) blockProcess(tx *txn, r *procRecord, turn int, call llm.ToolCall, b *tools.Block, authority []string) error {
 	id := fmt.Sprintf("t%d-%s", turn, call.ID)
-	p := &pendingAction{ID: id, PID: r.PID, Tool: call.Name, CallID: call.ID, Kind: b.Wait.Kind, Args: call.Arguments, State: pendingStatePending, Data: b.Data, StartedAt: k.now()}
+	p := &pendingAction{ID: id, PID: r.PID, Tool: call.Name, CallID: call.ID, Kind: b.Wait.Kind, Args: call.Arguments, State: pendingStatePending, Data: b.Data,
+		StartedAt: k.now(), Authority: authority}
 	if err := savePending(tx, p); err != nil {
 		return err
 	}
@@ -1098,7 +1104,11 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 	sys := k.newSyscalls(tx, r, c, t, p.CallID)
 	// A resume's staged writes persist even when it reports an error: a
 	// multi-stage action records its own failure (a failed compaction job).
+	r.decisions = nil
 	out, rerr := t.Resume(ctx, sys, tools.Pending{ID: p.ID, Tool: p.Tool, CallID: p.CallID, Data: p.Data, StartedAt: p.StartedAt, Recovered: p.Recovered})
+	// The call's record keeps the decisions of its start and of each resume.
+	p.Authority = append(slices.Clip(p.Authority), r.decisions...)
+	r.decisions = nil
 	if rerr == nil && out.Block != nil {
 		// A multi-stage action waits again under the same pending action.
 		p.Data, p.Recovered = out.Block.Data, false
@@ -1138,7 +1148,7 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 		body, _ := json.Marshal(result)
 		return k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: "(runtime notice) " + p.Tool + " ran automatically: " + string(body)})
 	}
-	if err := k.recordCall(tx, r, c, r.Turn-1, llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}, result, ok, code); err != nil {
+	if err := k.recordCall(tx, r, c, r.Turn-1, llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}, result, ok, code, p.Authority); err != nil {
 		return err
 	}
 	return saveProc(tx, r)

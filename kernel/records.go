@@ -512,6 +512,9 @@ type pendingAction struct {
 	Data      json.RawMessage `json:"data,omitempty"`
 	StartedAt time.Time       `json:"started_at"`
 	Recovered bool            `json:"recovered,omitempty"`
+	// Authority is the decisions that allowed the call as it started (and
+	// each stage since), for its tool record once it is answered.
+	Authority []string `json:"authority,omitempty"`
 }
 
 const (
