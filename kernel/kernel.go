@@ -116,6 +116,10 @@ type Runtime struct {
 	closed    chan struct{}
 }
 
+// StorePath is the store of the runtime directory dir: the Pebble database
+// every commit writes to.
+func StorePath(dir string) string { return filepath.Join(dir, "store") }
+
 // Open opens (creating if needed) the runtime directory dir and recovers it.
 // A directory held by another runtime fails with an error wrapping
 // objects.ErrInUse.
@@ -141,7 +145,7 @@ func Open(dir string, opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
 		}
 	}
-	store, err := objects.Open(filepath.Join(abs, "store"), objects.Options{FS: opts.FS, Clock: opts.Clock.Now, ReadOnly: opts.ReadOnly})
+	store, err := objects.Open(StorePath(abs), objects.Options{FS: opts.FS, Clock: opts.Clock.Now, ReadOnly: opts.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("open runtime directory %s: %w", abs, err)
 	}

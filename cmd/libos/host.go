@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -45,7 +44,7 @@ type runSettings struct {
 
 // requireDir refuses a missing runtime directory: ps, send and resume never create one.
 func requireDir(dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, "store")); err != nil {
+	if _, err := os.Stat(kernel.StorePath(dir)); err != nil {
 		return fmt.Errorf("no runtime directory at %s (start one with libos run)", dir)
 	}
 	return nil

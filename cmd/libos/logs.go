@@ -81,15 +81,33 @@ func logsCommand(args []string, stdout, stderr io.Writer) int {
 
 // logSource reads pages of the event log from dir: from the runtime that
 // holds it, or from the directory itself when it is idle. Following an idle
-// directory reads it once and then only looks for a runtime's socket: a
-// read-only open holds the directory, and a run starting at that moment
-// would find it in use.
+// directory reads it once and then looks for a runtime's socket, reading
+// the directory again only when its store changed: a read-only open holds
+// the directory, and a run starting at that moment would find it in use.
+// A run that started and ended between two looks left its events there.
 type logSource struct {
 	dir    string
 	follow bool
 	// idleRead says the idle directory was read to its end since the last
-	// live answer.
+	// live answer, when its store's files were as stamp says.
 	idleRead bool
+	stamp    string
+}
+
+// storeStamp is what a commit changes in the store of dir: the names, sizes
+// and modification times of its files.
+func storeStamp(dir string) string {
+	entries, err := os.ReadDir(kernel.StorePath(dir))
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			fmt.Fprintf(&b, "%s %d %d\n", e.Name(), info.Size(), info.ModTime().UnixNano())
+		}
+	}
+	return b.String()
 }
 
 func (s *logSource) page(ctx context.Context, pid int64, after uint64) (kernel.EventPage, error) {
@@ -106,7 +124,8 @@ func (s *logSource) page(ctx context.Context, pid int64, after uint64) (kernel.E
 	if !errors.Is(err, control.ErrUnreachable) {
 		return kernel.EventPage{}, err
 	}
-	if s.idleRead {
+	stamp := storeStamp(s.dir)
+	if s.idleRead && stamp == s.stamp {
 		return kernel.EventPage{LastSeq: after}, nil
 	}
 	rt, err := kernel.Open(s.dir, kernel.Options{ReadOnly: true})
@@ -120,7 +139,7 @@ func (s *logSource) page(ctx context.Context, pid int64, after uint64) (kernel.E
 	defer rt.Close()
 	page, err := rt.EventLog(kernel.EventQuery{PID: pid, After: after})
 	if err == nil && !page.More {
-		s.idleRead = true
+		s.idleRead, s.stamp = true, stamp
 	}
 	return page, err
 }

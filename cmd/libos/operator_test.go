@@ -416,3 +416,27 @@ func TestCLIConventions(t *testing.T) {
 		t.Fatalf("checkpoint list --json: %d %q", code, out)
 	}
 }
+
+// A follower of an idle directory prints the events of runs that start and
+// end between its looks for a live runtime: they are in the store.
+func TestLogsFollowSeesShortRuns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rt")
+	script := filepath.Join("..", "..", "testdata", "replay", "clock.yaml")
+	if _, stderr, code := runBin(t, "run", "base:v0", "--goal", "first", "--script", script, "--dir", dir); code != 0 {
+		t.Fatalf("first run: %s", stderr)
+	}
+	follow := exec.Command(libosBin, "logs", "--follow", "--json", "--dir", dir)
+	var out lockedBuffer
+	follow.Stdout = &out
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer follow.Process.Kill()
+	waitFor(t, func() bool { return strings.Contains(out.String(), `"to":"exited"`) })
+	for i := 2; i <= 4; i++ {
+		if _, stderr, code := runBin(t, "run", "base:v0", "--goal", "short", "--script", script, "--dir", dir); code != 0 {
+			t.Fatalf("run %d: %s", i, stderr)
+		}
+	}
+	waitFor(t, func() bool { return strings.Count(out.String(), `"to":"exited"`) == 4 })
+}
