@@ -94,7 +94,7 @@ func (c OpenAIConfig) Validate() error {
 		return fmt.Errorf("%w: openai: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(rule, args...))
 	}
 	if strings.TrimSpace(c.Model) == "" {
-		return bad("model", "required (set %s or pass the model flag)", EnvModel)
+		return bad("model", "required (set %s or pass --model)", EnvModel)
 	}
 	base := c.BaseURL
 	if base == "" {
