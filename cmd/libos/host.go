@@ -127,6 +127,7 @@ func sendCommand(args []string, stdout, stderr io.Writer) int {
 	interrupt := fs.Bool("interrupt", false, "deliver before the process's next tool call")
 	from := fs.String("from", "", "sender name (default $USER)")
 	subject := fs.String("subject", "", "message subject")
+	asJSON := fs.Bool("json", false, "print the message as JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitUsage
@@ -150,8 +151,13 @@ func sendCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos send: %v\n", err)
 		return exitFailed
 	}
-	b, _ := json.Marshal(resp.Message)
-	fmt.Fprintln(stdout, string(b))
+	if *asJSON {
+		b, _ := json.Marshal(resp.Message)
+		fmt.Fprintln(stdout, string(b))
+		return exitOK
+	}
+	m := resp.Message
+	fmt.Fprintf(stdout, "pid %d: %s message %s from %s posted\n", pid, m.Kind, m.ID, m.Sender)
 	return exitOK
 }
 

@@ -60,7 +60,7 @@ func init() {
 		{"object", "libos object <oid> [--dir DIR] [--json]", "Show an Object's metadata and payload (or that the payload was lost to a reopen).", noStdin(objectCommand)},
 		{"messages", "libos messages <pid> [--all] [--dir DIR] [--json]", "List a process's unread messages (--all: every message, whatever its status).", noStdin(messagesCommand)},
 		{"context", "libos context <pid> [--dir DIR] [--json]", "Show a process's LLM context as the model sees it: system prompt, goal and entries.", noStdin(contextCommand)},
-		{"send", "libos send <pid> TEXT [--interrupt] [--from NAME] [--subject S] [--dir DIR]", "Post a Human message to a process.", noStdin(sendCommand)},
+		{"send", "libos send <pid> TEXT [--interrupt] [--from NAME] [--subject S] [--dir DIR] [--json]", "Post a Human message to a process.", noStdin(sendCommand)},
 		{"goal", "libos goal <get <pid> | set <pid> TEXT> [--dir DIR] [--json]", "Read a process's goal, or restate it (a new goal version).", noStdin(goalCommand)},
 		{"kill", "libos kill <pid> [--dir DIR] [--json]", "Kill a process and its whole subtree.", signalCommand("kill")},
 		{"pause", "libos pause <pid> [--dir DIR] [--json]", "Pause a process (a running quantum finishes first).", signalCommand("pause")},
