@@ -1301,7 +1301,10 @@ func (k *Runtime) renderSchemas(table map[string]*tools.Tool) []llm.ToolSchema {
 	out := make([]llm.ToolSchema, 0, len(names))
 	for _, n := range names {
 		t := table[n]
-		params, _ := json.Marshal(t.Schema)
+		params := t.Parameters
+		if len(params) == 0 {
+			params, _ = json.Marshal(t.Schema)
+		}
 		out = append(out, llm.ToolSchema{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	return out

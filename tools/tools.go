@@ -423,6 +423,12 @@ type Tool struct {
 	Name        string
 	Description string
 	Schema      *schema.Schema
+	// Parameters, when set, is the argument schema the model is given in
+	// place of Schema's rendering: a JSON Schema object that says more than
+	// Schema can (a skill runner's declared input schemas, exactly). Schema
+	// still checks every call before Invoke and must never refuse what
+	// Parameters allows; Invoke checks the rest.
+	Parameters json.RawMessage
 	// EndsBatch marks wait, compaction and exit tools: calls after one in the
 	// same response are answered as not started.
 	EndsBatch bool

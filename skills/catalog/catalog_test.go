@@ -388,9 +388,9 @@ func TestInputSchemaKeepsDefaultsExact(t *testing.T) {
 		{Name: "obj", Type: skillpkg.TypeObject, Default: json.RawMessage(`{"a":[1,2.5]}`)},
 		{Name: "need", Type: skillpkg.TypeBoolean, Required: true},
 	}}
-	s, err := catalog.InputSchema(r)
-	if err != nil {
-		t.Fatal(err)
+	s, params, err := catalog.InputSchema(r)
+	if err != nil || params != nil {
+		t.Fatal(err, string(params))
 	}
 	got, _ := json.Marshal(s)
 	want := `{"type":"object","properties":{"big":{"type":"integer","default":9007199254740993},"need":{"type":"boolean"},"obj":{"type":"object","default":{"a":[1,2.5]}}},"required":["need"],"additionalProperties":false}`

@@ -86,20 +86,28 @@ func TestInputSchemaCarriesDeclaredSchema(t *testing.T) {
 			t.Errorf("input %s advertised as\n %s\nwant the declared schema\n %s", name, g, canonical(t, []byte(want)))
 		}
 	}
-	// pattern is beyond tools/schema: the rest is carried, and the declared
-	// schema reaches the model verbatim in the description.
-	var code struct {
-		Type        string `json:"type"`
-		MaxLength   int    `json:"maxLength"`
-		Pattern     string `json:"pattern"`
-		Description string `json:"description"`
+	// pattern is beyond tools/schema: the checked schema carries the rest,
+	// and the model is given every input's schema exactly as declared.
+	if g := canonical(t, rendered.Properties["code"]); g != canonical(t, []byte(`{"type":"string","maxLength":8}`)) {
+		t.Fatalf("code checked as %s", g)
 	}
-	if err := json.Unmarshal(rendered.Properties["code"], &code); err != nil {
-		t.Fatal(err)
+	var params struct {
+		Type                 string                     `json:"type"`
+		Properties           map[string]json.RawMessage `json:"properties"`
+		Required             []string                   `json:"required"`
+		AdditionalProperties *bool                      `json:"additionalProperties"`
 	}
-	if code.Type != "string" || code.MaxLength != 8 || code.Pattern != "" ||
-		!strings.Contains(code.Description, `Declared JSON Schema (calls are checked against it): {"maxLength":8,"pattern":"^[a-z]+$","type":"string"}`) {
-		t.Fatalf("code advertised as %s", rendered.Properties["code"])
+	if err := json.Unmarshal(tl.Parameters, &params); err != nil {
+		t.Fatalf("parameters %s: %v", tl.Parameters, err)
+	}
+	if params.Type != "object" || strings.Join(params.Required, ",") != "level" || params.AdditionalProperties == nil || *params.AdditionalProperties {
+		t.Fatalf("parameters %s", tl.Parameters)
+	}
+	if g := canonical(t, params.Properties["code"]); g != canonical(t, []byte(`{"type":"string","pattern":"^[a-z]+$","maxLength":8}`)) {
+		t.Fatalf("code given to the model as %s, want its declared schema", g)
+	}
+	if g := canonical(t, params.Properties["level"]); g != canonical(t, rendered.Properties["level"]) {
+		t.Fatalf("level given to the model as %s, checked as %s", g, rendered.Properties["level"])
 	}
 
 	for raw, want := range map[string]string{

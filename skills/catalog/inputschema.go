@@ -4,49 +4,67 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"strings"
 
 	"github.com/libos/libos/skills/skillpkg"
 	"github.com/libos/libos/tools/schema"
 )
 
-// InputSchema is the argument schema a runner's tool advertises and the
-// broker checks: an object of the runner's declared inputs, with their
-// required names and defaults, refusing unknown fields; a runner that
-// declares no inputs accepts any object.
+// InputSchema is the argument schema a runner's tool is checked against
+// before it runs, and the Parameters it gives the model: an object of the
+// runner's declared inputs, with their required names and defaults,
+// refusing unknown fields; a runner that declares no inputs accepts any
+// object.
 //
-// An input that declares a JSON Schema is advertised with that schema (the
-// author's schema with the declaration's type, description and default
-// folded in, exactly what skillpkg.ResolveInputs checks it against). The
-// keywords tools/schema carries (type, description, properties, required,
-// additionalProperties as a boolean, minimum, maximum, minLength,
-// maxLength, minItems, maxItems, items, enum, default) are rendered and
-// checked as they are. A schema with any other keyword is carried as far as
-// those keywords go, never further than the declared schema allows, and the
-// input's description then holds the declared schema verbatim, so the model
-// still receives it exactly; the tool's Invoke checks every call with the
-// runner's own validator before anything runs.
-func InputSchema(r *skillpkg.Runner) (*schema.Schema, error) {
+// An input that declares a JSON Schema (the author's schema with the
+// declaration's type, description and default folded in, exactly what
+// skillpkg.ResolveInputs checks it against) is checked as far as the
+// keywords tools/schema carries go (type, description, properties,
+// required, additionalProperties as a boolean, minimum, maximum, minLength,
+// maxLength, minItems, maxItems, items, enum, default), never further than
+// the declared schema allows; the tool's Invoke checks every call with the
+// runner's own validator before anything runs. params is the schema the
+// model is given, with each declared schema exactly as declared, or nil
+// when the checked schema renders it exactly already.
+func InputSchema(r *skillpkg.Runner) (checked *schema.Schema, params json.RawMessage, err error) {
 	if r.Inputs == nil {
-		return &schema.Schema{Type: "object"}, nil
+		return &schema.Schema{Type: "object"}, nil, nil
 	}
 	props := make(map[string]*schema.Schema, len(r.Inputs))
+	exact := make(map[string]any, len(r.Inputs))
 	var required []string
+	inexact := false
 	for _, d := range r.Inputs {
-		p, err := inputProperty(d)
+		p, doc, err := inputProperty(d)
 		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", d.Name, err)
+			return nil, nil, fmt.Errorf("input %q: %w", d.Name, err)
 		}
 		if d.Required {
 			required = append(required, d.Name)
 		}
 		props[d.Name] = p
+		exact[d.Name] = p
+		if doc != nil {
+			exact[d.Name] = doc
+			inexact = true
+		}
 	}
-	return schema.Object(props, required...), nil
+	checked = schema.Object(props, required...)
+	if !inexact {
+		return checked, nil, nil
+	}
+	whole := map[string]any{"type": "object", "properties": exact, "additionalProperties": false}
+	if len(required) > 0 {
+		whole["required"] = required
+	}
+	if params, err = json.Marshal(whole); err != nil {
+		return nil, nil, fmt.Errorf("parameters: %w", err)
+	}
+	return checked, params, nil
 }
 
-// inputProperty is the advertised schema of one input.
-func inputProperty(d skillpkg.InputDecl) (*schema.Schema, error) {
+// inputProperty is the checked schema of one input and, when tools/schema
+// cannot render its declared schema exactly, that schema as declared.
+func inputProperty(d skillpkg.InputDecl) (*schema.Schema, any, error) {
 	if d.Schema == nil {
 		p := &schema.Schema{Description: d.Description}
 		if d.Type != skillpkg.TypeAny && d.Type != skillpkg.TypeJSON {
@@ -55,42 +73,29 @@ func inputProperty(d skillpkg.InputDecl) (*schema.Schema, error) {
 		if d.Default != nil {
 			v, err := decodeJSON(d.Default)
 			if err != nil {
-				return nil, fmt.Errorf("default: %w", err)
+				return nil, nil, fmt.Errorf("default: %w", err)
 			}
 			p.Default = v
 		}
-		return p, nil
+		return p, nil, nil
 	}
 	doc, err := decodeJSON(d.Schema.Raw)
 	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
+		return nil, nil, fmt.Errorf("schema: %w", err)
 	}
 	p := carried(doc)
 	rendered, err := json.Marshal(p)
 	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
+		return nil, nil, fmt.Errorf("schema: %w", err)
 	}
 	back, err := decodeJSON(rendered)
 	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
+		return nil, nil, fmt.Errorf("schema: %w", err)
 	}
 	if sameJSON(back, doc) {
-		return p, nil
+		return p, nil, nil
 	}
-	// What tools/schema cannot render reaches the model as text.
-	exact := doc.(map[string]any)
-	delete(exact, "description")
-	raw, err := json.Marshal(exact)
-	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
-	}
-	note := "Declared JSON Schema (calls are checked against it): " + string(raw)
-	if p.Description != "" {
-		p.Description = strings.TrimRight(p.Description, "\n") + "\n\n" + note
-	} else {
-		p.Description = note
-	}
-	return p, nil
+	return p, doc, nil
 }
 
 // carried translates a decoded JSON Schema into the keywords tools/schema

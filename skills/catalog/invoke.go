@@ -37,7 +37,7 @@ const (
 
 // runnerTool builds the catalog tool of one runner.
 func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, description string) (*tools.Tool, error) {
-	sch, err := InputSchema(r)
+	sch, params, err := InputSchema(r)
 	if err != nil {
 		return nil, fmt.Errorf("skill package %s: runner %s: %w", pkg.Dir, r.Name, err)
 	}
@@ -45,6 +45,7 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 		Name:        name,
 		Description: description,
 		Schema:      sch,
+		Parameters:  params,
 		Scopes:      uniqueScopes(r),
 		Ops:         authority.RunnerOps,
 	}
