@@ -3,7 +3,9 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/kernel"
+	"github.com/libos/libos/mailbox"
+	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 )
 
@@ -24,11 +28,19 @@ const APIPrefix = "/api/v1"
 const EventSeqHeader = "Libos-Event-Seq"
 
 // route is one API endpoint: the OpenAPI document must describe exactly
-// these, each with the request body it decodes.
+// these, each with the request body it decodes and the query parameters it
+// reads.
 type route struct {
 	method, path string
 	body         reflect.Type // what the body decodes into; nil for a route that takes none
+	query        []string     // the query parameters it reads; any other is refused
 	serve        func(s *Server, w http.ResponseWriter, r *http.Request)
+}
+
+// reads names the query parameters r reads.
+func (r route) reads(params ...string) route {
+	r.query = params
+	return r
 }
 
 // routes of the API, relative to APIPrefix.
@@ -37,7 +49,7 @@ var apiRoutes = []route{
 	handleBody("POST", "/processes", (*Server).spawn),
 	handle("GET", "/processes/{pid}", (*Server).inspect),
 	handle("GET", "/processes/{pid}/context", (*Server).context),
-	handle("GET", "/processes/{pid}/messages", (*Server).messages),
+	handle("GET", "/processes/{pid}/messages", (*Server).messages).reads("all", "after", "limit"),
 	handleBody("POST", "/processes/{pid}/messages", (*Server).postMessage),
 	handleBody("POST", "/processes/{pid}/signal", (*Server).signal),
 	handle("GET", "/processes/{pid}/goal", (*Server).goal),
@@ -47,12 +59,12 @@ var apiRoutes = []route{
 	handle("GET", "/objects/{oid}", (*Server).object),
 	handle("GET", "/approvals", (*Server).approvals),
 	handleBody("POST", "/approvals/{pid}/{call_id}", (*Server).decide),
-	handle("GET", "/checkpoints", (*Server).checkpoints),
+	handle("GET", "/checkpoints", (*Server).checkpoints).reads("pid"),
 	handle("GET", "/checkpoints/{id}", (*Server).inspectCheckpoint),
 	handleAction("POST", "/checkpoints/{id}/restore", (*Server).restore),
 	handleAction("POST", "/checkpoints/{id}/fork", (*Server).fork),
 	// These two write their own answers: a stream, and the document as it is.
-	{method: "GET", path: "/events", serve: (*Server).events},
+	{method: "GET", path: "/events", query: []string{"since", "pid"}, serve: (*Server).events},
 	{method: "GET", path: "/openapi.json", serve: (*Server).openAPI},
 }
 
@@ -126,8 +138,14 @@ func (s *Server) changed(status int, v any, err error) (int, any, *apiError) {
 func (s *Server) apiMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	for _, rt := range apiRoutes {
-		serve := rt.serve
-		mux.HandleFunc(rt.method+" "+APIPrefix+rt.path, func(w http.ResponseWriter, r *http.Request) { serve(s, w, r) })
+		serve, known := rt.serve, rt.query
+		mux.HandleFunc(rt.method+" "+APIPrefix+rt.path, func(w http.ResponseWriter, r *http.Request) {
+			if e := checkQuery(r, known); e != nil {
+				writeError(w, e)
+				return
+			}
+			serve(s, w, r)
+		})
 	}
 	mux.HandleFunc(APIPrefix+"/", s.unrouted)
 	return mux
@@ -151,6 +169,32 @@ func (s *Server) unrouted(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
 		Message: fmt.Sprintf("%s %s: the method must be %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+}
+
+// checkQuery refuses a query that is malformed, names a parameter the route
+// does not read (a typo would otherwise be ignored), or names one twice.
+func checkQuery(r *http.Request, known []string) *apiError {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return errInvalid("query: malformed: %v", err)
+	}
+	names := slices.Sorted(maps.Keys(q))
+	for _, name := range names {
+		if !slices.Contains(known, name) {
+			takes := "this endpoint takes none"
+			if len(known) > 0 {
+				takes = "known: " + strings.Join(known, ", ")
+			}
+			return errInvalid("query parameter %q: not known (%s)", name, takes)
+		}
+		if n := len(q[name]); n > 1 {
+			return errInvalid("query parameter %q: given %d times; give it once", name, n)
+		}
+	}
+	return nil
 }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
@@ -406,6 +450,24 @@ func queryBool(r *http.Request, name string) (bool, *apiError) {
 	return b, nil
 }
 
+// MessagePage answers GET /processes/{pid}/messages: the mailbox, and with
+// after a page of it.
+type MessagePage struct {
+	kernel.MessageList
+	// NextAfter, on a page read with after, is the after of the next page;
+	// it is absent on the last page.
+	NextAfter uint64 `json:"next_after,omitempty"`
+}
+
+// Bounds of a page of messages.
+const (
+	defaultMessagePage = 100
+	maxMessagePage     = 1000
+	// messagePageBytes bounds the text of a page, as the kernel bounds its
+	// answer; a page holds at least one message.
+	messagePageBytes = 4 << 20
+)
+
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
 	pid, e := pathPID(r)
 	if e != nil {
@@ -415,8 +477,67 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) (int, any, *ap
 	if e != nil {
 		return 0, nil, e
 	}
-	v, err := s.rt.Messages(pid, all)
-	return result(http.StatusOK, v, err)
+	q := r.URL.Query()
+	if !q.Has("after") {
+		if q.Has("limit") {
+			return 0, nil, errInvalid("limit: only a page read with after takes a limit (after=0 starts at the oldest message)")
+		}
+		// The newest messages that fit; omitted counts the older ones,
+		// which pages read with after reach.
+		v, err := s.rt.Messages(pid, all)
+		return result(http.StatusOK, MessagePage{MessageList: v}, err)
+	}
+	after, err := strconv.ParseUint(q.Get("after"), 10, 64)
+	if err != nil {
+		return 0, nil, errInvalid("after %q: must be a message seq (a non-negative integer; 0 starts at the oldest)", q.Get("after"))
+	}
+	limit := defaultMessagePage
+	if v := q.Get("limit"); q.Has("limit") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxMessagePage {
+			return 0, nil, errInvalid("limit %q: must be an integer from 1 to %d", v, maxMessagePage)
+		}
+		limit = n
+	}
+	page, err := s.messagePage(pid, all, after, limit)
+	return result(http.StatusOK, page, err)
+}
+
+// messagePage reads the messages of pid with a seq after after, oldest
+// first: at most limit, and no more text than messagePageBytes.
+func (s *Server) messagePage(pid int64, all bool, after uint64, limit int) (MessagePage, error) {
+	if _, err := s.rt.Process(pid); err != nil {
+		return MessagePage{}, err
+	}
+	out := MessagePage{MessageList: kernel.MessageList{PID: pid, Messages: []mailbox.Message{}}}
+	err := s.rt.Store().View(func(tx *objects.Txn) error {
+		var err error
+		if out.Unread, out.Total, err = mailbox.Count(tx, pid); err != nil {
+			return err
+		}
+		size := 0
+		take := func(m *mailbox.Message) error {
+			if m.Seq <= after {
+				return nil // List walks from the oldest
+			}
+			n := len(m.Body) + len(m.Payload) + len(m.Subject)
+			if len(out.Messages) == limit || (len(out.Messages) > 0 && size+n > messagePageBytes) {
+				out.NextAfter = out.Messages[len(out.Messages)-1].Seq
+				return objects.ErrStopScan
+			}
+			size += n
+			out.Messages = append(out.Messages, *m)
+			return nil
+		}
+		if all {
+			return mailbox.List(tx, pid, take)
+		}
+		return mailbox.UnreadAfter(tx, pid, after, take)
+	})
+	if err != nil {
+		return MessagePage{}, fmt.Errorf("messages of pid %d: %w", pid, err)
+	}
+	return out, nil
 }
 
 // MessageRequest is the body of POST /processes/{pid}/messages.
@@ -462,12 +583,6 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, req SignalReques
 		return 0, nil, errInvalid("signal %q: must be kill, pause or continue", req.Signal)
 	}
 	rep, err := s.rt.Signal(pid, req.Signal)
-	if err == nil {
-		// A pause of a running process is recorded without a log entry.
-		for _, p := range rep.Processes {
-			s.cache.forget(p.PID)
-		}
-	}
 	return s.changed(http.StatusOK, rep, err)
 }
 
@@ -532,6 +647,9 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request) (int, any, *a
 type DecisionRequest struct {
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`
+	// ApprovalID is the id GET /approvals listed: the decision then decides
+	// that hold only, not a later call with the same call id.
+	ApprovalID string `json:"approval_id,omitempty"`
 }
 
 // Decision answers POST /approvals/{pid}/{call_id}.
@@ -548,15 +666,16 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, req DecisionRequ
 		return 0, nil, e
 	}
 	callID := r.PathValue("call_id")
+	ref := kernel.ApprovalRef{PID: pid, CallID: callID, ID: req.ApprovalID}
 	switch req.Decision {
 	case "approve":
 		if req.Reason != "" {
 			return 0, nil, errInvalid("reason: only a deny takes a reason")
 		}
-		err := s.rt.Approve(kernel.ApprovalRef{PID: pid, CallID: callID})
+		err := s.rt.Approve(ref)
 		return s.changed(http.StatusOK, Decision{PID: pid, CallID: callID, Decision: "approved"}, err)
 	case "deny":
-		err := s.rt.DenyApproval(kernel.ApprovalRef{PID: pid, CallID: callID}, req.Reason)
+		err := s.rt.DenyApproval(ref, req.Reason)
 		return s.changed(http.StatusOK, Decision{PID: pid, CallID: callID, Decision: "denied", Reason: req.Reason}, err)
 	case "":
 		return 0, nil, errInvalid("decision: required: approve or deny")

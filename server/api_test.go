@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/libos/libos/kernel"
+	"github.com/libos/libos/llm"
 )
 
 const clockScript = `
@@ -286,7 +288,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}{
 		{"POST", "/processes", `{"image": "base:v0", "goal": `, nil, 400, "malformed_json", "body: malformed JSON"},
 		{"POST", "/processes", `{"image": "base:v0" "goal": "x"}`, nil, 400, "malformed_json", "body: malformed JSON at byte"},
-		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "colour": "red"}`, nil, 400, "unknown_field", `"colour" is not a known field`},
+		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "colour": "red"}`, nil, 400, "unknown_field", `colour: not a known field (known: asks, budget, denies, goal, grants, image, skills)`},
 		{"POST", "/processes", `{"image": 7, "goal": "x"}`, nil, 400, "invalid_argument", "image: must be a string, got number"},
 		{"POST", "/processes", `{"image": "base:v0", "goal": "x"} {}`, nil, 400, "malformed_json", "unexpected data after the JSON object"},
 		{"POST", "/processes", `[1]`, nil, 400, "malformed_json", "must be a JSON object"},
@@ -299,6 +301,39 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "skills": ["tally"]}`, nil, 400, "invalid_argument", "skills:"},
 		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "budget": {"tool_calls": -1}}`, nil, 400, "invalid_argument", "budget:"},
 		{"POST", "/processes", `{"image": "base:v0", "goal": "x"}`, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type", "must be application/json"},
+		// Keys are exact and named once, strings are UTF-8, and an error names
+		// the field by its whole path.
+		{"POST", "/processes/1/signal", `{"SIGNAL": "pause"}`, nil, 400, "unknown_field", "SIGNAL: not a known field (known: signal; names are case-sensitive: signal is one)"},
+		{"POST", "/processes/1/signal", `{"signal": "continue", "Signal": "kill"}`, nil, 400, "unknown_field", "Signal: not a known field"},
+		{"POST", "/processes/1/signal", `{"signal": "pause", "signal": "kill"}`, nil, 400, "malformed_json", "signal: named more than once"},
+		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "budget": {"children": 1, "children": 9}}`, nil, 400, "malformed_json", "budget.children: named more than once"},
+		{"POST", "/processes/1/messages", "{\"body\": \"hi \xff\"}", nil, 400, "malformed_json", "body: must be valid UTF-8"},
+		{"POST", "/processes/1/messages", `{"body": "hi", "from": "ana \ud800"}`, nil, 400, "malformed_json", "from: must be valid UTF-8"},
+		{"POST", "/processes/1/messages", `{"body": "hi", "subject": "\udc00\ud83d"}`, nil, 400, "malformed_json", "subject: must be valid UTF-8"},
+		{"POST", "/processes", "{\"image\": \"base:v0\", \"goal\": \"x\", \"grants\": [\"clock:now=read\", \"\xc3\"]}", nil, 400, "malformed_json", "grants[1]: must be valid UTF-8"},
+		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "budget": {"tokens": 5}}`, nil, 400, "unknown_field", "budget.tokens: not a known field (known: children, llm_calls, llm_tokens, tool_calls, wall_seconds)"},
+		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "grants": [1]}`, nil, 400, "invalid_argument", "grants[0]: must be a string, got number"},
+		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "budget": {"tool_calls": 1.5}}`, nil, 400, "invalid_argument", "budget.tool_calls: must be an integer, got 1.5"},
+		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "budget": {"tool_calls": 99999999999999999999}}`, nil, 400, "invalid_argument", "budget.tool_calls: 99999999999999999999 is out of range"},
+		{"POST", "/processes", `{"image": "base:v0", "goal": "x", "budget": []}`, nil, 400, "invalid_argument", "budget: must be an object, got array"},
+		{"POST", "/processes/1/checkpoints", `{"x": 1}`, nil, 400, "unknown_field", "x: not a known field (known: none)"},
+		{"POST", "/approvals/1/call_x", `{"decision": "approve", "approval_id": 7}`, nil, 400, "invalid_argument", "approval_id: must be a string, got number"},
+		// Query parameters an endpoint does not read are refused, not ignored.
+		{"GET", "/processes/1/messages?al=true", nil, nil, 400, "invalid_argument", `query parameter "al": not known (known: all, after, limit)`},
+		{"GET", "/processes/1/messages?before=3", nil, nil, 400, "invalid_argument", `query parameter "before": not known`},
+		{"GET", "/processes/1/messages?limit=3", nil, nil, 400, "invalid_argument", "limit: only a page read with after takes a limit"},
+		{"GET", "/processes/1/messages?after=-1", nil, nil, 400, "invalid_argument", `after "-1": must be a message seq`},
+		{"GET", "/processes/1/messages?after=0&limit=0", nil, nil, 400, "invalid_argument", `limit "0": must be an integer from 1 to 1000`},
+		{"GET", "/processes?all=true", nil, nil, 400, "invalid_argument", `query parameter "all": not known (this endpoint takes none)`},
+		{"GET", "/processes/1?x", nil, nil, 400, "invalid_argument", `query parameter "x": not known`},
+		{"GET", "/approvals?limit=1", nil, nil, 400, "invalid_argument", `query parameter "limit": not known`},
+		{"GET", "/checkpoints?pid=1&pid=2", nil, nil, 400, "invalid_argument", `query parameter "pid": given 2 times`},
+		{"GET", "/checkpoints?pid=%zz", nil, nil, 400, "invalid_argument", "malformed"},
+		{"GET", "/events?sinse=1", nil, nil, 400, "invalid_argument", `query parameter "sinse": not known (known: since, pid)`},
+		{"GET", "/events", nil, []string{"Last-Event-ID", "5.0"}, 400, "invalid_argument", "Last-Event-ID"},
+		{"GET", "/events", nil, []string{"Last-Event-ID", "5.x"}, 400, "invalid_argument", "Last-Event-ID"},
+		{"GET", "/openapi.json?v=2", nil, nil, 400, "invalid_argument", `query parameter "v": not known`},
+		{"POST", "/processes?dry_run=1", `{"image": "base:v0", "goal": "x"}`, nil, 400, "invalid_argument", `query parameter "dry_run": not known`},
 		{"POST", "/processes/1/messages", big, nil, 413, "body_too_large", "4096 bytes"},
 		{"POST", "/processes/1/messages", `{"body": ""}`, nil, 400, "invalid_argument", "body: required"},
 		{"POST", "/processes/99/messages", `{"body": "hi"}`, nil, 404, "not_found", "pid 99"},
@@ -344,4 +379,97 @@ func TestBadInputChangesNothing(t *testing.T) {
 	if list.Total != 0 {
 		t.Fatalf("messages %+v", list)
 	}
+}
+
+// A decision names the hold it decides: repeated after the hold was
+// answered, it is refused rather than applied to a later call the model
+// made under the same call id.
+func TestDecisionNamesItsHold(t *testing.T) {
+	f := newFixture(t, "")
+	f.rt.SetProvider(funcProvider(func(req llm.Request) (llm.Response, error) {
+		if req.Process.PID != 1 || req.Turn > 1 {
+			return call("c1", "process_exit", `{"message":"done"}`), nil
+		}
+		return call("c1", "spawn_child_process", fmt.Sprintf(`{"image":"base:v0","goal":"helper %d"}`, req.Turn)), nil
+	}))
+	f.must(http.StatusCreated, "POST", "/processes", askSpawn, nil)
+	f.run()
+	var list []kernel.Approval
+	f.must(http.StatusOK, "GET", "/approvals", nil, &list)
+	first := list[0]
+	approve := map[string]any{"decision": "approve", "approval_id": first.ID}
+	f.must(http.StatusOK, "POST", "/approvals/1/c1", approve, nil)
+	f.run()
+	f.must(http.StatusOK, "GET", "/approvals", nil, &list)
+	if len(list) != 1 || list[0].CallID != "c1" || list[0].ID == first.ID || !strings.Contains(string(list[0].Arguments), "helper 1") {
+		t.Fatalf("the second hold: %+v", list)
+	}
+	before := f.rt.Store().LastEventSeq()
+	r := f.do("POST", "/approvals/1/c1", approve)
+	if code, msg := r.errorCode(t); r.status != http.StatusConflict || code != "conflict" || !strings.Contains(msg, list[0].ID) {
+		t.Fatalf("a repeated approve: %d %s", r.status, r.body)
+	}
+	f.must(http.StatusConflict, "POST", "/approvals/1/c1", map[string]any{"decision": "deny", "approval_id": first.ID}, nil)
+	if after := f.rt.Store().LastEventSeq(); after != before {
+		t.Fatalf("a refused decision changed the runtime: seq %d -> %d", before, after)
+	}
+	f.must(http.StatusOK, "POST", "/approvals/1/c1", map[string]any{"decision": "deny", "approval_id": list[0].ID}, nil)
+	f.run()
+	if ps, _ := f.rt.Processes(); len(ps) != 2 {
+		t.Fatalf("%d processes: only the approved helper may exist", len(ps))
+	}
+}
+
+// Every message can be read: pages after a seq reach the ones the newest
+// answer leaves out.
+func TestMessagesPageToTheOldest(t *testing.T) {
+	f := newFixture(t, messageScript)
+	f.must(http.StatusCreated, "POST", "/processes", map[string]any{"image": "base:v0", "goal": "wait for ana"}, nil)
+	f.run()
+	body := strings.Repeat("€", 32000) // 96,000 bytes
+	const n = 50
+	for i := 0; i < n; i++ {
+		// From bob: pid 1 waits for ana, and leaves them unread.
+		f.must(http.StatusCreated, "POST", "/processes/1/messages", map[string]any{"body": body, "from": "bob", "subject": strconv.Itoa(i)}, nil)
+	}
+	var newest MessagePage
+	f.must(http.StatusOK, "GET", "/processes/1/messages?all=true", nil, &newest)
+	if newest.Omitted == 0 || len(newest.Messages)+newest.Omitted != n || newest.NextAfter != 0 {
+		t.Fatalf("the newest: %d messages, %d omitted, next_after %d", len(newest.Messages), newest.Omitted, newest.NextAfter)
+	}
+	for _, q := range []string{"all=true&", "", "all=true&limit=7&", "limit=1000&"} {
+		var got []string
+		pages := 0
+		for after := uint64(0); ; pages++ {
+			var page MessagePage
+			f.must(http.StatusOK, "GET", fmt.Sprintf("/processes/1/messages?%safter=%d", q, after), nil, &page)
+			if page.Total != n || page.Unread != n || len(page.Messages) == 0 {
+				t.Fatalf("%s page after %d: total %d unread %d, %d messages", q, after, page.Total, page.Unread, len(page.Messages))
+			}
+			for _, m := range page.Messages {
+				got = append(got, m.Subject)
+			}
+			if page.NextAfter == 0 {
+				break
+			}
+			if page.NextAfter != page.Messages[len(page.Messages)-1].Seq {
+				t.Fatalf("%s next_after %d, last seq %d", q, page.NextAfter, page.Messages[len(page.Messages)-1].Seq)
+			}
+			after = page.NextAfter
+		}
+		for i, s := range got {
+			if s != strconv.Itoa(i) {
+				t.Fatalf("%s: subjects %v, want 0..%d in order", q, got, n-1)
+			}
+		}
+		if len(got) != n {
+			t.Fatalf("%s: %d messages in %d pages", q, len(got), pages+1)
+		}
+	}
+	var last MessagePage
+	f.must(http.StatusOK, "GET", "/processes/1/messages?after=50", nil, &last)
+	if len(last.Messages) != 0 || last.NextAfter != 0 {
+		t.Fatalf("after the last: %+v", last)
+	}
+	f.must(http.StatusNotFound, "GET", "/processes/9/messages?after=0", nil, nil)
 }

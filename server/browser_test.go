@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -257,24 +260,48 @@ func TestBrowserTreeTranscriptAndMessage(t *testing.T) {
 	}
 }
 
-// A call held for approval shows in the console; Approve lets the process
-// finish.
+// A call held for approval shows in the console; Approve, naming the hold
+// it showed, lets the process finish.
 func TestBrowserApproval(t *testing.T) {
 	chromiumPath(t)
 	f := newFixture(t, approvalScript)
+	// The decisions the console sends, on their way to the server.
+	var mu sync.Mutex
+	var decisions []string
+	console := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" && strings.HasPrefix(r.URL.Path, APIPrefix+"/approvals/") {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			mu.Lock()
+			decisions = append(decisions, string(b))
+			mu.Unlock()
+		}
+		f.srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(console.Close)
 	f.runLive()
 	ctx := tab(t)
 	f.must(http.StatusCreated, "POST", "/processes", askSpawn, nil)
-	if err := chromedp.Do(ctx, chromedp.Navigate(f.ts.URL+"/#/p/1")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(console.URL+"/#/p/1")); err != nil {
 		t.Fatal(err)
 	}
 	until(t, ctx, "the held call is listed", `document.querySelector('#approvals li[data-pid="1"] button.approve') !== null`)
 	until(t, ctx, "pid 1 waits on approval", rowStatus(1, "waiting")+` && document.querySelector('.row[data-pid="1"] .wait').textContent === "on approval"`)
+	held, err := f.rt.Approvals()
+	if err != nil || len(held) != 1 {
+		t.Fatalf("approvals %+v %v", held, err)
+	}
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#approvals li[data-pid="1"] button.approve`))); err != nil {
 		t.Fatal(err)
 	}
 	until(t, ctx, "pid 2 runs and pid 1 exits", rowStatus(2, "exited")+" && "+rowStatus(1, "exited"))
 	until(t, ctx, "no approval is left", `document.getElementById("approval-count").textContent === "0"`)
+	mu.Lock()
+	defer mu.Unlock()
+	want := fmt.Sprintf(`{"decision":"approve","approval_id":%q}`, held[0].ID)
+	if len(decisions) != 1 || decisions[0] != want {
+		t.Fatalf("the console sent %q, want %s", decisions, want)
+	}
 }
 
 // With a token the console asks for it once, and then works on the cookie.

@@ -12,9 +12,10 @@ import (
 // The read endpoints a console and a polling Host call most (the listing,
 // one process, the approvals) read every process record or scan the log;
 // their answers are cached and kept exact by the hub, which reads the log
-// and says what each entry changed. A change the log does not show (a pause
-// requested of a running process) is made through the API, which drops the
-// process's entries, or shows with the process's next entry.
+// and says what each entry changed. Every change the kernel makes to a
+// process is logged under its pid, but for the budget charges a call makes
+// up the ancestor chain, which the hub places through the tree it learns
+// from spawn entries.
 
 // maxCachedDetails bounds the cached process details.
 const maxCachedDetails = 4096
@@ -40,16 +41,6 @@ type caches struct {
 }
 
 func newCaches() *caches { return &caches{details: map[int64]cachedDetail{}} }
-
-// forget drops what is cached of pid (after a change the log may not show).
-func (c *caches) forget(pid int64) {
-	c.mu.Lock()
-	delete(c.details, pid)
-	c.mu.Unlock()
-	c.listMu.Lock()
-	c.list = nil
-	c.listMu.Unlock()
-}
 
 // detail is GET /processes/{pid}'s body: Inspect, from the cache when no
 // entry about pid was logged since.
@@ -137,7 +128,13 @@ func (s *Server) approvalList() ([]kernel.Approval, error) {
 	if current && s.cache.approvalsOK && s.cache.approvalsV == v {
 		return s.cache.approvals, nil
 	}
-	list, err := s.rt.Approvals()
+	var list []kernel.Approval
+	var err error
+	if current {
+		list, v, err = s.hub.approvals()
+	} else {
+		list, err = s.rt.Approvals()
+	}
 	if err != nil {
 		s.cache.approvalsOK = false
 		return nil, err

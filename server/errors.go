@@ -1,13 +1,18 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/mailbox"
@@ -97,25 +102,27 @@ func kernelError(err error) *apiError {
 	return errInternal(err)
 }
 
-// decodeBody reads r's JSON body into v: a JSON object, with no field v does
-// not know, nothing after it, and at most the server's bound of bytes.
+// decodeBody reads r's JSON body, at most the server's bound of bytes, into
+// v. checkBody goes first: encoding/json alone reads some malformed bodies
+// leniently.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *apiError {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
 			Message: fmt.Sprintf("Content-Type %q: must be application/json", r.Header.Get("Content-Type"))}
 	}
-	body := http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return bodyError(err, s.opts.MaxBodyBytes)
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
 		if e := tooLarge(err, s.opts.MaxBodyBytes); e != nil {
 			return e
 		}
-		return &apiError{Status: http.StatusBadRequest, Code: "malformed_json", Message: "body: unexpected data after the JSON object"}
+		return &apiError{Status: http.StatusBadRequest, Code: "malformed_json", Message: "body: " + err.Error()}
+	}
+	if e := checkBody(body, reflect.TypeOf(v).Elem()); e != nil {
+		return e
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return bodyError(err, s.opts.MaxBodyBytes)
 	}
 	return nil
 }
@@ -129,6 +136,7 @@ func tooLarge(err error, limit int64) *apiError {
 	return nil
 }
 
+// bodyError answers an error of reading the body's JSON.
 func bodyError(err error, limit int64) *apiError {
 	if e := tooLarge(err, limit); e != nil {
 		return e
@@ -143,29 +151,301 @@ func bodyError(err error, limit int64) *apiError {
 	case errors.As(err, &syn):
 		return &apiError{Status: http.StatusBadRequest, Code: "malformed_json", Message: fmt.Sprintf("body: malformed JSON at byte %d: %v", syn.Offset, syn)}
 	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
+		if typ.Field == "" {
 			return &apiError{Status: http.StatusBadRequest, Code: "malformed_json", Message: fmt.Sprintf("body: must be a JSON object, got %s", typ.Value)}
 		}
-		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: fmt.Sprintf("%s: must be %s, got %s", field, jsonKind(typ.Type.String()), typ.Value)}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return &apiError{Status: http.StatusBadRequest, Code: "unknown_field",
-			Message: fmt.Sprintf("body: %s is not a known field", strings.TrimPrefix(err.Error(), "json: unknown field "))}
+		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: fmt.Sprintf("%s: must be %s, got %s", typ.Field, kindName(typ.Type), typ.Value)}
 	}
 	return &apiError{Status: http.StatusBadRequest, Code: "malformed_json", Message: "body: " + err.Error()}
 }
 
-// jsonKind names a Go type as JSON calls it.
-func jsonKind(goType string) string {
-	switch {
-	case goType == "string":
+// checkBody walks body's JSON beside t, the type it decodes into, and
+// refuses what encoding/json would let through: a key that is not exactly a
+// field's name (it matches case-insensitively), a key named twice (the last
+// would win), a string that is not UTF-8 (it would become U+FFFD), and
+// anything after the object. It names a value of the wrong type by its
+// whole path (budget.tool_calls, grants[0]).
+func checkBody(body []byte, t reflect.Type) *apiError {
+	w := &bodyWalker{dec: json.NewDecoder(bytes.NewReader(body)), body: body}
+	w.dec.UseNumber()
+	tok, e := w.next("body")
+	if e != nil {
+		return e
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return &apiError{Status: http.StatusBadRequest, Code: "malformed_json", Message: "body: must be a JSON object, got " + tokenKind(tok)}
+	}
+	if e := w.object("", t); e != nil {
+		return e
+	}
+	if _, err := w.dec.Token(); err != io.EOF {
+		return &apiError{Status: http.StatusBadRequest, Code: "malformed_json", Message: "body: unexpected data after the JSON object"}
+	}
+	return nil
+}
+
+// bodyWalker reads a body's tokens, keeping the offsets that locate each
+// token's bytes.
+type bodyWalker struct {
+	dec  *json.Decoder
+	body []byte
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// next reads the next token; a string must be UTF-8 as it is written.
+func (w *bodyWalker) next(path string) (json.Token, *apiError) {
+	start := w.dec.InputOffset()
+	tok, err := w.dec.Token()
+	if err == io.EOF && start > 0 {
+		err = io.ErrUnexpectedEOF // the body ends inside the object
+	}
+	if err != nil {
+		return nil, bodyError(err, 0)
+	}
+	if _, ok := tok.(string); ok {
+		// Between the offsets lie the separators before the string (ASCII)
+		// and the string as written.
+		if raw := w.body[start:w.dec.InputOffset()]; !utf8.Valid(raw) || loneSurrogate(raw) {
+			return nil, &apiError{Status: http.StatusBadRequest, Code: "malformed_json",
+				Message: path + ": must be valid UTF-8 (a byte that is not UTF-8, or a lone surrogate escape, would be read as U+FFFD)"}
+		}
+	}
+	return tok, nil
+}
+
+// loneSurrogate reports whether a JSON string as written has a \u escape of
+// half a surrogate pair without its other half.
+func loneSurrogate(raw []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(raw) || raw[i] != '\\' || raw[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // another escape: skip the escaped byte
+			continue
+		}
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true
+		case r >= 0xD800 && r <= 0xDBFF:
+			if low, ok := hex4(i + 6); !ok || low < 0xDC00 || low > 0xDFFF {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+// value checks the value at path against t (nil: any JSON).
+func (w *bodyWalker) value(path string, t reflect.Type) *apiError {
+	tok, e := w.next(path)
+	if e != nil {
+		return e
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && (t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshalerType)) {
+		t = nil // decoded by its own rules: only well-formed JSON is checked
+	}
+	wrong := func() *apiError {
+		return errInvalid("%s: must be %s, got %s", path, kindName(t), tokenKind(tok))
+	}
+	switch tok := tok.(type) {
+	case nil:
+		// null leaves the field as it is, as encoding/json does.
+	case json.Delim:
+		if tok == '[' {
+			if t != nil && t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+				return wrong()
+			}
+			return w.array(path, t)
+		}
+		if t != nil && t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
+			return wrong()
+		}
+		return w.object(path, t)
+	case string:
+		if t != nil && t.Kind() != reflect.String {
+			return wrong()
+		}
+	case bool:
+		if t != nil && t.Kind() != reflect.Bool {
+			return wrong()
+		}
+	case json.Number:
+		if t == nil {
+			return nil
+		}
+		var err error
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			_, err = strconv.ParseInt(tok.String(), 10, t.Bits())
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			_, err = strconv.ParseUint(tok.String(), 10, t.Bits())
+		case reflect.Float32, reflect.Float64:
+			_, err = strconv.ParseFloat(tok.String(), t.Bits())
+		default:
+			return wrong()
+		}
+		if errors.Is(err, strconv.ErrRange) {
+			return errInvalid("%s: %s is out of range", path, tok)
+		}
+		if err != nil {
+			return errInvalid("%s: must be %s, got %s", path, kindName(t), tok)
+		}
+	}
+	return nil
+}
+
+// object checks an object's members, its '{' read; t is a struct, a map or nil.
+func (w *bodyWalker) object(path string, t reflect.Type) *apiError {
+	var fields map[string]reflect.Type
+	if t != nil && t.Kind() == reflect.Struct {
+		fields = fieldTypes(t, map[string]reflect.Type{})
+	}
+	seen := map[string]bool{}
+	for w.dec.More() {
+		at := path
+		if at == "" {
+			at = "body"
+		}
+		tok, e := w.next(at)
+		if e != nil {
+			return e
+		}
+		key, _ := tok.(string)
+		field := key
+		if path != "" {
+			field = path + "." + key
+		}
+		if seen[key] {
+			return &apiError{Status: http.StatusBadRequest, Code: "malformed_json",
+				Message: field + ": named more than once (an object names each key once)"}
+		}
+		seen[key] = true
+		var ft reflect.Type
+		switch {
+		case fields != nil:
+			var ok bool
+			if ft, ok = fields[key]; !ok {
+				return unknownField(field, key, fields)
+			}
+		case t != nil && t.Kind() == reflect.Map:
+			ft = t.Elem()
+		case t != nil:
+			return unknownField(field, key, nil)
+		}
+		if e := w.value(field, ft); e != nil {
+			return e
+		}
+	}
+	_, e := w.next(path)
+	return e
+}
+
+// array checks an array's elements, its '[' read; t is a slice, an array or nil.
+func (w *bodyWalker) array(path string, t reflect.Type) *apiError {
+	var et reflect.Type
+	if t != nil {
+		et = t.Elem()
+	}
+	for i := 0; w.dec.More(); i++ {
+		if e := w.value(fmt.Sprintf("%s[%d]", path, i), et); e != nil {
+			return e
+		}
+	}
+	_, e := w.next(path)
+	return e
+}
+
+func unknownField(field, key string, fields map[string]reflect.Type) *apiError {
+	known := make([]string, 0, len(fields))
+	hint := ""
+	for name := range fields {
+		known = append(known, name)
+		if strings.EqualFold(name, key) {
+			hint = fmt.Sprintf("; names are case-sensitive: %s is one", name)
+		}
+	}
+	slices.Sort(known)
+	list := "none"
+	if len(known) > 0 {
+		list = strings.Join(known, ", ")
+	}
+	return &apiError{Status: http.StatusBadRequest, Code: "unknown_field",
+		Message: fmt.Sprintf("%s: not a known field (known: %s%s)", field, list, hint)}
+}
+
+// fieldTypes adds to out the JSON names of a struct's fields, with their
+// types, embedded structs' included.
+func fieldTypes(t reflect.Type, out map[string]reflect.Type) map[string]reflect.Type {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			fieldTypes(f.Type, out)
+			continue
+		}
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// kindName names a Go type as JSON calls it.
+func kindName(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.String:
 		return "a string"
-	case goType == "bool":
+	case reflect.Bool:
 		return "a boolean"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"), strings.HasPrefix(goType, "float"):
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
 		return "a number"
-	case strings.HasPrefix(goType, "[]"):
+	case reflect.Slice, reflect.Array:
 		return "an array"
 	}
 	return "an object"
+}
+
+// tokenKind names what a JSON token starts, as encoding/json's errors do.
+func tokenKind(tok json.Token) string {
+	switch tok := tok.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case json.Number:
+		return "number"
+	case json.Delim:
+		if tok == '[' {
+			return "array"
+		}
+	}
+	return "object"
 }

@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/libos/libos/kernel"
+	"github.com/libos/libos/process"
 )
 
 // Notifier tells the server's scheduler loop and event streams that the
@@ -85,9 +88,24 @@ func (s *Server) RunScheduler(ctx context.Context) error {
 	}
 }
 
-// hubCapacity is how many recent log entries the shared reader keeps for
-// the streams; a stream further behind reads the log itself.
-const hubCapacity = 8192
+// hubCapacity and hubWindowBytes bound the recent log entries the shared
+// reader keeps for the streams; a stream further behind reads the log
+// itself. The window serves streams a few batches behind (a reconnect, a
+// slow client): 8 MiB holds the 8,192 entries of an ordinary log (a few
+// hundred bytes each), while a burst of large entries (messages, tool
+// results of up to hundreds of KB) cannot make it hold more.
+const (
+	hubCapacity    = 8192
+	hubWindowBytes = 8 << 20
+)
+
+// streamBatchBytes bounds what a stream takes from the window, or writes,
+// at once (one entry larger than it goes alone); a buffer grown past
+// streamKeepBytes is let go after it is written.
+const (
+	streamBatchBytes = 256 << 10
+	streamKeepBytes  = 64 << 10
+)
 
 // hubResetGap is how far behind the log the shared reader may be for a
 // request to wait while it catches up; further behind, it catches up in the
@@ -102,15 +120,76 @@ const (
 
 // hubEntry is one log entry, encoded once for every stream.
 type hubEntry struct {
-	seq  uint64
+	at   cursor
 	pid  int64
 	data []byte
 }
 
+// cursor is a place in the stream. One event seq may yield several log
+// entries (a provider call and the model's output), numbered from 0 in
+// sub; a cursor is after entry sub of seq, or after all of them (wholeSeq).
+type cursor struct {
+	seq uint64
+	sub int
+}
+
+const wholeSeq = math.MaxInt
+
+// before reports whether c is before entry e.
+func (c cursor) before(e cursor) bool { return e.seq > c.seq || (e.seq == c.seq && e.sub > c.sub) }
+
+// appendID appends an entry's SSE id: its seq for the first entry of a seq,
+// seq.n for the n-th after it.
+func (c cursor) appendID(b []byte) []byte {
+	b = strconv.AppendUint(b, c.seq, 10)
+	if c.sub > 0 {
+		b = append(b, '.')
+		b = strconv.AppendInt(b, int64(c.sub), 10)
+	}
+	return b
+}
+
+// parseEventID parses an SSE id (a Last-Event-ID): after that entry.
+func parseEventID(v string) (cursor, bool) {
+	seqPart, subPart, dotted := strings.Cut(v, ".")
+	seq, err := strconv.ParseUint(seqPart, 10, 64)
+	if err != nil {
+		return cursor{}, false
+	}
+	if !dotted {
+		if seq == 0 {
+			return cursor{sub: wholeSeq}, true // no entry has seq 0
+		}
+		return cursor{seq: seq}, true
+	}
+	sub, err := strconv.Atoi(subPart)
+	if err != nil || sub < 1 || seq == 0 {
+		return cursor{}, false
+	}
+	return cursor{seq: seq, sub: sub}, true
+}
+
+// numbered gives each of a page's entries its place: pages never split the
+// entries of one seq.
+func numbered(entries []kernel.LogEntry, each func(at cursor, l kernel.LogEntry)) {
+	sub := 0
+	for i, l := range entries {
+		if i > 0 && entries[i-1].Seq == l.Seq {
+			sub++
+		} else {
+			sub = 0
+		}
+		each(cursor{seq: l.Seq, sub: sub}, l)
+	}
+}
+
 // pidIndex is what the reader learned of one process from the log.
 type pidIndex struct {
-	// touched is the seq of the last entry about the process.
+	// touched is the seq of the last entry that changed the process's
+	// detail: one about it, or a charge of a descendant's.
 	touched uint64
+	// parent is its parent's pid (0 for a root), from its spawn entry.
+	parent int64
 	// calls are the arguments of its latest tool calls.
 	calls []indexedCall
 }
@@ -133,6 +212,7 @@ type hub struct {
 	mu      sync.Mutex
 	subs    int
 	entries []hubEntry
+	bytes   int // of the entries' data
 	// entries hold every entry with a seq in (base, last].
 	base, last uint64
 	// epoch changes when the reader starts again, or reads an entry whose
@@ -144,15 +224,19 @@ type hub struct {
 	// (spawned, state, quantum, approval) since the listing was last read.
 	dirty map[int64]bool
 	// approvalSeq is the seq of the last entry that changes the approvals:
-	// a process entering or leaving an approval wait, or a decision.
+	// a state entry of a process that holds or held an approval wait, or a
+	// decision.
 	approvalSeq uint64
-	inApproval  map[int64]bool
-	changed     chan struct{} // closed when last moves
-	stop        chan struct{} // closes the background reader
-	done        chan struct{}
-	closed      bool
-	catching    bool // a background read catches up
-	wg          sync.WaitGroup
+	// inApproval are the processes that hold an approval wait (paused ones
+	// included), as of the last state entry of each, corrected by every read
+	// of the approvals.
+	inApproval map[int64]bool
+	changed    chan struct{} // closed when last moves
+	stop       chan struct{} // closes the background reader
+	done       chan struct{}
+	closed     bool
+	catching   bool // a background read catches up
+	wg         sync.WaitGroup
 }
 
 // newHub returns a hub that indexes the log from its start (in the
@@ -295,13 +379,11 @@ func (h *hub) readTo(end uint64) {
 		var add []hubEntry
 		if streaming {
 			add = make([]hubEntry, 0, len(page.Entries))
-			for _, l := range page.Entries {
-				b, err := json.Marshal(l)
-				if err != nil {
-					continue
+			numbered(page.Entries, func(at cursor, l kernel.LogEntry) {
+				if b, err := json.Marshal(l); err == nil {
+					add = append(add, hubEntry{at: at, pid: l.PID, data: b})
 				}
-				add = append(add, hubEntry{seq: l.Seq, pid: l.PID, data: b})
-			}
+			})
 		}
 		h.mu.Lock()
 		for _, l := range page.Entries {
@@ -309,16 +391,13 @@ func (h *hub) readTo(end uint64) {
 		}
 		if streaming {
 			h.entries = append(h.entries, add...)
-			if over := len(h.entries) - hubCapacity; over > 0 {
-				// Drop whole seqs: the window must hold every entry of a seq.
-				cut := h.entries[over-1].seq
-				i := sort.Search(len(h.entries), func(i int) bool { return h.entries[i].seq > cut })
-				h.entries = append([]hubEntry(nil), h.entries[i:]...)
-				h.base = cut
+			for _, e := range add {
+				h.bytes += len(e.data)
 			}
+			h.trim()
 		} else {
 			// Nobody streams: the window is empty and starts here.
-			h.entries, h.base = nil, page.LastSeq
+			h.entries, h.bytes, h.base = nil, 0, page.LastSeq
 		}
 		h.last = page.LastSeq
 		close(h.changed)
@@ -329,6 +408,27 @@ func (h *hub) readTo(end uint64) {
 			return
 		}
 	}
+}
+
+// trim drops the oldest entries past the window's bounds, whole seqs at a
+// time: the window holds every entry of a seq. h.mu is held.
+func (h *hub) trim() {
+	n, bytes, i := len(h.entries), h.bytes, 0
+	for i < n && (n-i > hubCapacity || bytes > hubWindowBytes) {
+		bytes -= len(h.entries[i].data)
+		i++
+	}
+	for i > 0 && i < n && h.entries[i].at.seq == h.entries[i-1].at.seq {
+		bytes -= len(h.entries[i].data)
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	h.base = h.entries[i-1].at.seq
+	// A new array: the old one would keep the dropped entries' data.
+	h.entries = append([]hubEntry(nil), h.entries[i:]...)
+	h.bytes = bytes
 }
 
 // index records what l changed. h.mu is held.
@@ -342,27 +442,44 @@ func (h *hub) index(l kernel.LogEntry) {
 		p.touched = l.Seq
 		return p
 	}
+	// A spawn and the calls of a turn charge the budgets of every ancestor,
+	// which their details show.
+	charged := func(pid int64) {
+		for a, steps := h.pids[pid].parent, 0; a != 0 && steps < len(h.pids); steps++ {
+			a = touch(a).parent
+		}
+	}
 	p := touch(l.PID)
 	switch l.Type {
 	case kernel.LogSpawned:
+		p.parent = l.ParentPID
 		if l.ParentPID != 0 {
-			touch(l.ParentPID)
 			h.dirty[l.ParentPID] = true
 		}
 		h.dirty[l.PID] = true
+		charged(l.PID)
 	case kernel.LogState:
 		h.dirty[l.PID] = true
-		if l.To == "waiting" && l.Wait == "approval" {
-			h.inApproval[l.PID], h.approvalSeq = true, l.Seq
-		} else if h.inApproval[l.PID] {
-			delete(h.inApproval, l.PID)
+		// Approvals lists a process whose wait is an approval until it ends;
+		// a pause keeps the wait, and the state entry names it.
+		holds := l.Wait == string(process.WaitApproval) && !process.State(l.To).Terminal()
+		if holds || h.inApproval[l.PID] {
 			h.approvalSeq = l.Seq
+		}
+		if holds {
+			h.inApproval[l.PID] = true
+		} else {
+			delete(h.inApproval, l.PID)
 		}
 	case kernel.LogApproval:
 		h.dirty[l.PID], h.approvalSeq = true, l.Seq
 	case kernel.LogQuantum:
 		h.dirty[l.PID] = true
+		charged(l.PID)
+	case kernel.LogProviderCall, kernel.LogModelOutput, kernel.LogToolResult:
+		charged(l.PID)
 	case kernel.LogToolCall:
+		charged(l.PID)
 		args := l.Arguments
 		if args == nil {
 			args = l.Detail["arguments_summary"]
@@ -373,12 +490,37 @@ func (h *hub) index(l kernel.LogEntry) {
 			}
 			p.calls = append(p.calls, indexedCall{key: kernel.CallKey{Turn: *l.Turn, CallID: l.CallID}, args: args})
 		}
-	case kernel.LogProviderCall, kernel.LogModelOutput, kernel.LogToolResult, kernel.LogMessage, kernel.LogGoalSet:
+	case kernel.LogSignal, kernel.LogMessage, kernel.LogGoalSet:
+		// The process's detail only (a pause requested of a running process
+		// or withdrawn, its mailbox, its goal): touched above.
 	default:
 		// A checkpoint restore or fork, a recovery, or a kind this server
-		// does not know: its effect on the processes is not placed.
+		// does not know: its effect on the processes is not placed, so
+		// every cache is stale.
 		h.epoch++
 	}
+}
+
+// approvals reads the runtime's approvals with the reader held, and makes
+// them the processes known to hold an approval wait: an entry whose effect
+// the reader could not place (a restore's state entries do not name the
+// wait) leaves the set wrong only until the next read, which the epoch it
+// moved forces. The version is the reader's, which the list is at least as
+// new as.
+func (h *hub) approvals() ([]kernel.Approval, version, error) {
+	h.readMu.Lock()
+	defer h.readMu.Unlock()
+	list, err := h.rt.Approvals()
+	if err != nil {
+		return nil, version{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.inApproval)
+	for _, a := range list {
+		h.inApproval[a.PID] = true
+	}
+	return list, version{touched: h.approvalSeq, epoch: h.epoch}, nil
 }
 
 // version is what a cache of pid's answers is keyed on.
@@ -434,52 +576,57 @@ func (h *hub) arguments(pid int64) func(kernel.CallKey) (json.RawMessage, bool) 
 	}
 }
 
-// since returns the entries after pos (of pid, or every pid when 0), the
-// seq they reach and a channel closed when more arrive; ok is false when
-// pos is older than the window.
-func (h *hub) since(pos uint64, pid int64) (out []hubEntry, reached uint64, changed <-chan struct{}, ok bool) {
+// since returns the entries after pos (of pid, or every pid when 0), at
+// most maxBytes of them (one larger entry goes alone), the place they
+// reach, whether more follow it, and a channel closed when more arrive; ok
+// is false when pos is older than the window.
+func (h *hub) since(pos cursor, pid int64, maxBytes int) (out []hubEntry, reached cursor, more bool, changed <-chan struct{}, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if pos < h.base {
-		return nil, pos, h.changed, false
+	if pos.seq < h.base || (pos.seq == h.base && pos.sub != wholeSeq) {
+		return nil, pos, false, h.changed, false
 	}
-	if pos >= h.last {
-		return nil, pos, h.changed, true
+	if pos.seq > h.last || (pos.seq == h.last && pos.sub == wholeSeq) {
+		return nil, pos, false, h.changed, true
 	}
-	i := sort.Search(len(h.entries), func(i int) bool { return h.entries[i].seq > pos })
-	if pid == 0 {
-		out = make([]hubEntry, 0, len(h.entries)-i)
-	}
-	for _, e := range h.entries[i:] {
-		if pid == 0 || e.pid == pid {
-			out = append(out, e)
+	i := sort.Search(len(h.entries), func(i int) bool { return pos.before(h.entries[i].at) })
+	size := 0
+	for j, e := range h.entries[i:] {
+		if pid != 0 && e.pid != pid {
+			continue
 		}
+		if len(out) > 0 && size+len(e.data) > maxBytes {
+			return out, h.entries[i+j-1].at, true, h.changed, true
+		}
+		out = append(out, e)
+		size += len(e.data)
 	}
-	return out, h.last, h.changed, true
+	return out, cursor{seq: h.last, sub: wholeSeq}, false, h.changed, true
 }
 
 // events streams the event log as Server-Sent Events: one event per log
-// entry, its id the entry's seq, its data the entry as logs --json prints
-// it. It starts after ?since=SEQ, or after the Last-Event-ID a reconnecting
-// client sends.
+// entry, its data the entry as logs --json prints it, its id the entry's
+// seq, or seq.n for the n-th entry after the first of one seq (a provider
+// call's model output). It starts after ?since=SEQ (every entry of SEQ), or
+// after the entry whose id a reconnecting client sends as Last-Event-ID.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var pos uint64
+	pos := cursor{sub: wholeSeq}
 	if v := q.Get("since"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			writeError(w, errInvalid("since %q: must be an event seq (a non-negative integer)", v))
 			return
 		}
-		pos = n
+		pos.seq = n
 	}
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			writeError(w, errInvalid("Last-Event-ID %q: must be an event seq (a non-negative integer)", v))
+		c, ok := parseEventID(v)
+		if !ok {
+			writeError(w, errInvalid("Last-Event-ID %q: must be an event id this stream sent (SEQ, or SEQ.N with N at least 1)", v))
 			return
 		}
-		pos = n
+		pos = c
 	}
 	var pid int64
 	if v := q.Get("pid"); v != "" {
@@ -520,15 +667,20 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		_, err := w.Write(buf)
-		buf = buf[:0]
+		if cap(buf) > streamKeepBytes {
+			buf = nil // a large entry's buffer is not kept for the stream's life
+		} else {
+			buf = buf[:0]
+		}
 		return err == nil && rc.Flush() == nil
 	}
-	add := func(seq uint64, data []byte) {
+	add := func(at cursor, data []byte) bool {
 		buf = append(buf, "id: "...)
-		buf = strconv.AppendUint(buf, seq, 10)
+		buf = at.appendID(buf)
 		buf = append(buf, "\ndata: "...)
 		buf = append(buf, data...)
 		buf = append(buf, "\n\n"...)
+		return len(buf) < streamBatchBytes || flush()
 	}
 	if !flush() {
 		return
@@ -536,21 +688,31 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	keepAlive := time.NewTicker(keepAliveInterval)
 	defer keepAlive.Stop()
 	for {
-		entries, reached, changed, ok := s.hub.since(pos, pid)
+		entries, reached, more, changed, ok := s.hub.since(pos, pid, streamBatchBytes)
 		if !ok {
-			// Behind the shared window: read the log itself.
-			page, err := s.rt.EventLog(kernel.EventQuery{PID: pid, After: pos, Limit: 500})
+			// Behind the shared window: read the log itself, from the seq
+			// of a partly sent one.
+			after := pos.seq
+			if pos.sub != wholeSeq {
+				after--
+			}
+			page, err := s.rt.EventLog(kernel.EventQuery{PID: pid, After: after, Limit: 500})
 			if err != nil {
 				return
 			}
-			for _, l := range page.Entries {
-				b, err := json.Marshal(l)
-				if err == nil {
-					add(l.Seq, b)
+			sent := true
+			numbered(page.Entries, func(at cursor, l kernel.LogEntry) {
+				if !sent || !pos.before(at) {
+					return
 				}
+				if b, err := json.Marshal(l); err == nil {
+					sent = add(at, b)
+				}
+			})
+			if end := (cursor{seq: page.LastSeq, sub: wholeSeq}); pos.before(end) {
+				pos = end
 			}
-			pos = page.LastSeq
-			if !flush() {
+			if !sent || !flush() {
 				return
 			}
 			if page.More || len(page.Entries) > 0 {
@@ -558,11 +720,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		} else {
 			for _, e := range entries {
-				add(e.seq, e.data)
+				if !add(e.at, e.data) {
+					return
+				}
 			}
 			pos = reached
 			if !flush() {
 				return
+			}
+			if more {
+				continue
 			}
 		}
 		select {

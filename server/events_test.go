@@ -15,8 +15,34 @@ import (
 
 // sseEvent is one Server-Sent Event.
 type sseEvent struct {
-	id   uint64
+	id   string
 	data string
+}
+
+// seq is the seq of the event's id.
+func (ev sseEvent) seq() uint64 {
+	s, _, _ := strings.Cut(ev.id, ".")
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
+}
+
+// eventIDs are the SSE ids of log entries read in order from a seq's first:
+// SEQ for the first entry of a seq, SEQ.N for the N-th after it.
+func eventIDs(entries []kernel.LogEntry) []string {
+	ids := make([]string, len(entries))
+	sub := 0
+	for i, l := range entries {
+		if i > 0 && entries[i-1].Seq == l.Seq {
+			sub++
+		} else {
+			sub = 0
+		}
+		ids[i] = strconv.FormatUint(l.Seq, 10)
+		if sub > 0 {
+			ids[i] += "." + strconv.Itoa(sub)
+		}
+	}
+	return ids
 }
 
 // stream opens GET /events with the query and headers and returns its
@@ -50,7 +76,7 @@ func (f *fixture) stream(query string, header ...string) <-chan sseEvent {
 			line := sc.Text()
 			switch {
 			case strings.HasPrefix(line, "id: "):
-				ev.id, _ = strconv.ParseUint(line[4:], 10, 64)
+				ev.id = line[4:]
 			case strings.HasPrefix(line, "data: "):
 				ev.data = line[6:]
 			case line == "" && ev.data != "":
@@ -92,11 +118,12 @@ func TestEventStreamIsTheLog(t *testing.T) {
 		t.Fatalf("log %v %v", page, err)
 	}
 	ch := f.stream("")
+	ids := eventIDs(page.Entries)
 	for i, want := range page.Entries {
 		ev := next(t, ch)
 		b, _ := json.Marshal(want)
-		if ev.data != string(b) || ev.id != want.Seq {
-			t.Fatalf("event %d: id %d data %s, want id %d data %s", i, ev.id, ev.data, want.Seq, b)
+		if ev.data != string(b) || ev.id != ids[i] {
+			t.Fatalf("event %d: id %s data %s, want id %s data %s", i, ev.id, ev.data, ids[i], b)
 		}
 		validate(t, "#/components/schemas/LogEntry", []byte(ev.data), "event")
 	}
@@ -120,8 +147,8 @@ func TestEventStreamIsTheLog(t *testing.T) {
 
 	mid := page.Entries[len(page.Entries)/2].Seq
 	for _, ch := range []<-chan sseEvent{f.stream("?since=" + strconv.FormatUint(mid, 10)), f.stream("?since=0", "Last-Event-ID", strconv.FormatUint(mid, 10))} {
-		if ev := next(t, ch); ev.id <= mid {
-			t.Fatalf("resumed after %d at %d", mid, ev.id)
+		if ev := next(t, ch); ev.seq() <= mid {
+			t.Fatalf("resumed after %d at %s", mid, ev.id)
 		}
 	}
 	ch2 := f.stream("?pid=2")
@@ -159,11 +186,12 @@ func TestEventStreamBehindTheWindow(t *testing.T) {
 		}
 	}
 	ch := f.stream("")
+	ids := eventIDs(want)
 	for i, w := range want {
 		ev := next(t, ch)
 		b, _ := json.Marshal(w)
-		if ev.id != w.Seq || ev.data != string(b) {
-			t.Fatalf("entry %d: %d %s, want %d %s", i, ev.id, ev.data, w.Seq, b)
+		if ev.id != ids[i] || ev.data != string(b) {
+			t.Fatalf("entry %d: %s %s, want %s %s", i, ev.id, ev.data, ids[i], b)
 		}
 	}
 }
@@ -206,5 +234,106 @@ func waitStatus(t *testing.T, f *fixture, pid int64, status string) {
 			t.Fatalf("pid %d: %+v %v, want %s", pid, info, err, status)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Every event id is unique, and a client that reconnects with the id of a
+// provider call's entry gets the model's output that shares its seq, from
+// the shared window and from the log alike.
+func TestEventStreamResumesInsideASeq(t *testing.T) {
+	f := newFixture(t, clockScript)
+	live := f.stream("?since=0") // the shared window holds what follows
+	f.must(http.StatusCreated, "POST", "/processes", map[string]any{"image": "base:v0", "goal": "read the clock"}, nil)
+	f.run()
+	page, err := f.rt.EventLog(kernel.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := eventIDs(page.Entries)
+	seen := map[string]bool{}
+	split := -1
+	for i, id := range ids {
+		ev := next(t, live)
+		if ev.id != id || seen[id] {
+			t.Fatalf("event %d: id %s (seen before: %v), want %s", i, ev.id, seen[id], id)
+		}
+		seen[id] = true
+		if strings.HasSuffix(id, ".1") {
+			split = i
+		}
+	}
+	if split < 1 || page.Entries[split].Type != kernel.LogModelOutput {
+		t.Fatalf("no model output shares a seq with its provider call: %v", ids)
+	}
+	want, _ := json.Marshal(page.Entries[split])
+	resume := func(how string) {
+		t.Helper()
+		ev := next(t, f.stream("", "Last-Event-ID", ids[split-1]))
+		if ev.id != ids[split] || ev.data != string(want) {
+			t.Fatalf("%s: resumed after %s at %s %s, want %s %s", how, ids[split-1], ev.id, ev.data, ids[split], want)
+		}
+		ev = next(t, f.stream("", "Last-Event-ID", ids[split]))
+		if ev.id != ids[split+1] {
+			t.Fatalf("%s: resumed after %s at %s, want %s", how, ids[split], ev.id, ids[split+1])
+		}
+	}
+	resume("from the window")
+
+	g := newFixture(t, clockScript) // no stream open: resumes read the log
+	g.must(http.StatusCreated, "POST", "/processes", map[string]any{"image": "base:v0", "goal": "read the clock"}, nil)
+	g.run()
+	// The reader moves to the log's end with no stream open: its window is
+	// empty, and a resume reads the log.
+	g.must(http.StatusOK, "GET", "/processes", nil, nil)
+	f = g
+	resume("from the log")
+}
+
+// The shared window holds at most hubWindowBytes of entries however large
+// they are, and a stream takes it a bounded batch at a time, still seeing
+// every entry once, in order.
+func TestEventWindowIsBoundedInBytes(t *testing.T) {
+	f := newFixture(t, messageScript)
+	f.must(http.StatusCreated, "POST", "/processes", map[string]any{"image": "base:v0", "goal": "wait for ana"}, nil)
+	f.run()
+	start := f.rt.Store().LastEventSeq()
+	live := f.stream("?since=" + strconv.FormatUint(start, 10))
+	body := strings.Repeat("€", 32000) // 96,000 bytes
+	const n = 120
+	for i := 0; i < n; i++ {
+		if _, err := f.rt.PostHumanMessage(kernel.HumanMessage{To: 1, From: "bob", Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if ev := next(t, live); !strings.Contains(ev.data, `"action":"posted"`) {
+			t.Fatalf("event %d: %.200s", i, ev.data)
+		}
+	}
+	h := f.srv.hub
+	h.mu.Lock()
+	held, sum, base := h.bytes, 0, h.base
+	for _, e := range h.entries {
+		sum += len(e.data)
+	}
+	h.mu.Unlock()
+	if held != sum || held > hubWindowBytes || held < hubWindowBytes/2 {
+		t.Fatalf("the window holds %d bytes (counted %d), bound %d", sum, held, hubWindowBytes)
+	}
+	batch, _, more, _, ok := h.since(cursor{seq: base, sub: wholeSeq}, 0, streamBatchBytes)
+	size := 0
+	for _, e := range batch {
+		size += len(e.data)
+	}
+	if !ok || !more || len(batch) == 0 || (len(batch) > 1 && size > streamBatchBytes) {
+		t.Fatalf("a batch from the window's start: %d entries, %d bytes, more %v, ok %v", len(batch), size, more, ok)
+	}
+	// A stream from before the window reads the log, then the window.
+	resumed := f.stream("?since=" + strconv.FormatUint(start, 10))
+	for i := 0; i < n; i++ {
+		ev := next(t, resumed)
+		if ev.seq() != start+uint64(i)+1 {
+			t.Fatalf("event %d: id %s, want seq %d", i, ev.id, start+uint64(i)+1)
+		}
 	}
 }

@@ -267,3 +267,16 @@ func validate(t *testing.T, ptr string, body []byte, what string) {
 		t.Fatalf("%s: the answer breaks the document's %s: %v\n%s", what, ptr, err, body)
 	}
 }
+
+// funcProvider answers each request with a function of it.
+type funcProvider func(req llm.Request) (llm.Response, error)
+
+func (funcProvider) Name() string { return "func" }
+func (f funcProvider) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
+	return f(req)
+}
+
+// call is a model's answer of one tool call.
+func call(id, name, args string) llm.Response {
+	return llm.Response{ToolCalls: []llm.ToolCall{{ID: id, Name: name, Arguments: json.RawMessage(args)}}}
+}

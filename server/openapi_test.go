@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"reflect"
 	"slices"
 	"sort"
@@ -40,6 +41,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	for _, r := range apiRoutes {
 		routed = append(routed, r.method+" "+r.path)
 		checkRequestBody(t, r, paths)
+		checkAnswers(t, r, paths)
 	}
 	sort.Strings(documented)
 	sort.Strings(routed)
@@ -69,6 +71,78 @@ func checkRequestBody(t *testing.T, r route, paths map[string]any) {
 	}
 	if documented != decoded {
 		t.Errorf("%s %s documents the body %q, the handler decodes %q", r.method, r.path, documented, decoded)
+	}
+}
+
+// checkAnswers checks that r's operation documents the query parameters r
+// reads, and every status r can answer: 400 (an unknown query parameter,
+// at least), 413 and 415 when it reads a body, 409 (a read-only runtime)
+// and 507 when it changes the runtime, and 500 and 503 when it calls it.
+func checkAnswers(t *testing.T, r route, paths map[string]any) {
+	t.Helper()
+	op, _ := paths[r.path].(map[string]any)[strings.ToLower(r.method)].(map[string]any)
+	var query []string
+	params, _ := op["parameters"].([]any)
+	for _, p := range params {
+		if p := p.(map[string]any); p["in"] == "query" {
+			query = append(query, p["name"].(string))
+		}
+	}
+	if !slices.Equal(query, r.query) {
+		t.Errorf("%s %s documents the query parameters %v, reads %v", r.method, r.path, query, r.query)
+	}
+	want := []string{"400"}
+	if r.method != "GET" {
+		want = append(want, "409", "413", "415", "507")
+	}
+	if r.path != "/openapi.json" {
+		want = append(want, "503")
+		if r.path != "/events" {
+			want = append(want, "500")
+		}
+	}
+	resp := op["responses"].(map[string]any)
+	for _, code := range want {
+		if resp[code] == nil {
+			t.Errorf("%s %s does not document %s", r.method, r.path, code)
+		}
+	}
+}
+
+// The document lists what the server answers: an action refuses a body
+// that is not JSON (415) or too large (413), and every operation answers
+// 503 once the runtime is closed. f.do checks each answer against it.
+func TestOpenAPIListsEveryAnswer(t *testing.T) {
+	f := newFixture(t, messageScript, func(o *Options) { o.MaxBodyBytes = 64 })
+	f.must(http.StatusCreated, "POST", "/processes", map[string]any{"image": "base:v0", "goal": "wait"}, nil)
+	f.run()
+	var cp kernel.Checkpoint
+	f.must(http.StatusCreated, "POST", "/processes/1/checkpoints", nil, &cp)
+	for _, path := range []string{"/processes/1/checkpoints", "/checkpoints/" + cp.ID + "/restore", "/checkpoints/" + cp.ID + "/fork"} {
+		if r := f.do("POST", path, "{}", "Content-Type", "text/plain"); r.status != http.StatusUnsupportedMediaType {
+			t.Errorf("POST %s as text: %d %s", path, r.status, r.body)
+		}
+		if r := f.do("POST", path, `{"x": "`+strings.Repeat("x", 100)+`"}`); r.status != http.StatusRequestEntityTooLarge {
+			t.Errorf("POST %s too large: %d %s", path, r.status, r.body)
+		}
+	}
+	if err := f.rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bodies := map[string]string{"/processes": `{"image": "base:v0", "goal": "x"}`, "/processes/{pid}/messages": `{"body": "hi"}`,
+		"/processes/{pid}/signal": `{"signal": "kill"}`, "/processes/{pid}/goal": `{"goal": "x"}`, "/approvals/{pid}/{call_id}": `{"decision": "approve"}`}
+	for _, r := range apiRoutes {
+		if r.path == "/events" || r.path == "/openapi.json" {
+			continue
+		}
+		path := strings.NewReplacer("{pid}", "1", "{call_id}", "c1", "{id}", cp.ID, "{oid}", "obj-1").Replace(r.path)
+		var body any
+		if b, ok := bodies[r.path]; ok {
+			body = b
+		}
+		if got := f.do(r.method, path, body); got.status != http.StatusServiceUnavailable {
+			t.Errorf("%s %s on a closed runtime: %d %s", r.method, path, got.status, got.body)
+		}
 	}
 }
 
@@ -137,7 +211,7 @@ func TestOpenAPISchemasMatchTheTypes(t *testing.T) {
 	}
 	covers := map[string]any{
 		"ProcessDetail": kernel.ProcessDetail{}, "Wait": kernel.WaitDetail{}, "Grant": kernel.GrantView{},
-		"BudgetLine": kernel.BudgetLine{}, "Message": mailbox.Message{}, "MessageList": kernel.MessageList{},
+		"BudgetLine": kernel.BudgetLine{}, "Message": mailbox.Message{}, "MessageList": MessagePage{},
 		"SignalReport": kernel.SignalReport{}, "GoalView": kernel.GoalView{}, "ContextView": kernel.ContextView{},
 		"ObjectMeta": objects.Meta{}, "ObjectView": kernel.ObjectView{}, "Approval": kernel.Approval{},
 		"Checkpoint": kernel.Checkpoint{}, "RestoreReport": kernel.RestoreReport{}, "ForkReport": kernel.ForkReport{},

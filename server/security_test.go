@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTokenAuth(t *testing.T) {
@@ -172,5 +173,75 @@ func TestConsoleHeadersAndAssets(t *testing.T) {
 	})
 	if resp, _ := f.ts.Client().Get(f.ts.URL + "/nope"); resp.StatusCode != 404 {
 		t.Errorf("unknown page: %d", resp.StatusCode)
+	}
+}
+
+// Each login is a session of its own, held by the server: logging out ends
+// it (a copy of the cookie no longer works), another login's goes on, and a
+// session expires.
+func TestLogoutEndsTheSession(t *testing.T) {
+	f := newFixture(t, clockScript, func(o *Options) { o.Token = "s3cret" })
+	client := f.ts.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	login := func() string {
+		t.Helper()
+		resp, err := client.PostForm(f.ts.URL+"/login", url.Values{"token": {"s3cret"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, c := range resp.Cookies() {
+			if c.Name == SessionCookie && c.Value != "" {
+				return c.Value
+			}
+		}
+		t.Fatalf("login set no session: %v", resp.Cookies())
+		return ""
+	}
+	api := func(session string) int {
+		t.Helper()
+		return f.do("GET", "/processes", nil, "Authorization", "", "Cookie", SessionCookie+"="+session).status
+	}
+	first, second := login(), login()
+	if first == second {
+		t.Fatalf("two logins share the session %q", first)
+	}
+	if api(first) != http.StatusOK || api(second) != http.StatusOK {
+		t.Fatal("a fresh session is refused")
+	}
+	req, _ := http.NewRequest("POST", f.ts.URL+"/logout", nil)
+	req.AddCookie(&http.Cookie{Name: SessionCookie, Value: first})
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" {
+		t.Fatalf("logout: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if got := api(first); got != http.StatusUnauthorized {
+		t.Fatalf("the logged-out session answered %d", got)
+	}
+	if got := api(second); got != http.StatusOK {
+		t.Fatalf("another login's session answered %d after the logout", got)
+	}
+	f.clock.Advance(sessionLifetime)
+	if got := api(second); got != http.StatusUnauthorized {
+		t.Fatalf("an expired session answered %d", got)
+	}
+	// The sessions held are bounded: the oldest goes first.
+	oldest := login()
+	f.clock.Advance(time.Second)
+	for i := 0; i < maxSessions; i++ {
+		login()
+	}
+	if got := api(oldest); got != http.StatusUnauthorized {
+		t.Fatalf("the oldest of %d sessions answered %d", maxSessions+1, got)
+	}
+	f.srv.sessions.mu.Lock()
+	n := len(f.srv.sessions.ids)
+	f.srv.sessions.mu.Unlock()
+	if n != maxSessions {
+		t.Fatalf("%d sessions held, bound %d", n, maxSessions)
 	}
 }

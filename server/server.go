@@ -19,11 +19,9 @@
 package server
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
+	"crypto/rand"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"io/fs"
 	"net"
@@ -58,8 +56,17 @@ const (
 )
 
 // SessionCookie is the cookie the login form sets: an HttpOnly,
-// SameSite=Strict proof of the token (not the token itself).
+// SameSite=Strict session id (not the token itself).
 const SessionCookie = "libos_session"
+
+// Bounds of the console's sessions.
+const (
+	// sessionLifetime is how long a login lasts.
+	sessionLifetime = 12 * time.Hour
+	// maxSessions bounds the sessions held; a login past it ends the one
+	// closest to expiry.
+	maxSessions = 1024
+)
 
 // Options configure a Server.
 type Options struct {
@@ -81,7 +88,8 @@ type Options struct {
 	MaxStreams int
 	// PollInterval is the fallback polling interval (default DefaultPollInterval).
 	PollInterval time.Duration
-	// Now is the time source of ages and grant expiries (default time.Now).
+	// Now is the time source of ages, grant expiries and console sessions
+	// (default time.Now).
 	Now func() time.Time
 	// Logf, when set, reports what the scheduler loop could not do.
 	Logf func(format string, args ...any)
@@ -89,13 +97,13 @@ type Options struct {
 
 // Server serves one runtime over HTTP. It is an http.Handler.
 type Server struct {
-	rt      *kernel.Runtime
-	opts    Options
-	handler http.Handler
-	api     *http.ServeMux
-	session string // the session cookie's value: an HMAC of the token
-	hub     *hub
-	cache   *caches
+	rt       *kernel.Runtime
+	opts     Options
+	handler  http.Handler
+	api      *http.ServeMux
+	sessions *sessions
+	hub      *hub
+	cache    *caches
 
 	streams chan struct{} // one token per event stream served
 	closing chan struct{} // closed by Close: the streams end
@@ -125,12 +133,8 @@ func New(rt *kernel.Runtime, opts Options) (*Server, error) {
 	if opts.Notifier == nil {
 		opts.Notifier = NewNotifier()
 	}
-	s := &Server{rt: rt, opts: opts, streams: make(chan struct{}, opts.MaxStreams), closing: make(chan struct{}), kickCh: make(chan struct{})}
-	if opts.Token != "" {
-		mac := hmac.New(sha256.New, []byte(opts.Token))
-		mac.Write([]byte("libos console session v1"))
-		s.session = hex.EncodeToString(mac.Sum(nil))
-	}
+	s := &Server{rt: rt, opts: opts, streams: make(chan struct{}, opts.MaxStreams), closing: make(chan struct{}), kickCh: make(chan struct{}),
+		sessions: &sessions{ids: map[string]time.Time{}}}
 	s.hub = newHub(rt, opts.Notifier, opts.PollInterval)
 	s.cache = newCaches()
 	s.api = s.apiMux()
@@ -265,7 +269,55 @@ func (s *Server) authorized(r *http.Request) bool {
 		return ok && strings.EqualFold(scheme, "Bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.opts.Token)) == 1
 	}
 	c, err := r.Cookie(SessionCookie)
-	return err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(s.session)) == 1
+	return err == nil && s.sessions.valid(c.Value, s.opts.Now())
+}
+
+// sessions are the console's logins: a random id each, held only in this
+// process's memory (a restart of serve ends them all), until it expires or
+// its logout.
+type sessions struct {
+	mu  sync.Mutex
+	ids map[string]time.Time // id -> expiry
+}
+
+// start begins a session that lasts until now+sessionLifetime.
+func (ss *sessions) start(now time.Time) string {
+	id := rand.Text()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for old, exp := range ss.ids {
+		if !now.Before(exp) {
+			delete(ss.ids, old)
+		}
+	}
+	if len(ss.ids) >= maxSessions {
+		var first string
+		for old, exp := range ss.ids {
+			if first == "" || exp.Before(ss.ids[first]) {
+				first = old
+			}
+		}
+		delete(ss.ids, first)
+	}
+	ss.ids[id] = now.Add(sessionLifetime)
+	return id
+}
+
+func (ss *sessions) valid(id string, now time.Time) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	exp, ok := ss.ids[id]
+	if ok && !now.Before(exp) {
+		delete(ss.ids, id)
+		return false
+	}
+	return ok
+}
+
+func (ss *sessions) end(id string) {
+	ss.mu.Lock()
+	delete(ss.ids, id)
+	ss.mu.Unlock()
 }
 
 func (s *Server) consolePage(w http.ResponseWriter, r *http.Request) {
@@ -316,12 +368,17 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/login?failed=1", http.StatusSeeOther)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: s.session, Path: "/", HttpOnly: true,
+	id := s.sessions.start(s.opts.Now())
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: id, Path: "/", HttpOnly: true, MaxAge: int(sessionLifetime / time.Second),
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// logout ends the cookie's session, whoever holds a copy of it.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		s.sessions.end(c.Value)
+	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, MaxAge: -1,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)

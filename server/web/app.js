@@ -191,7 +191,8 @@ function onEntry(e) {
         // The entry names the kind of wait; which child, or until when, is in the process's detail.
         if (e.to === "waiting" && (e.wait === "child" || e.wait === "timer")) refreshWaitSoon(e.pid);
       }
-      if (e.wait === "approval" || e.from === "waiting") refreshApprovalsSoon();
+      // A paused process keeps its approval wait: its kill ends the hold.
+      if (e.wait === "approval" || e.from === "waiting" || e.from === "paused") refreshApprovalsSoon();
       break;
     }
     case "approval":
@@ -319,6 +320,7 @@ async function refreshApprovals() {
     const li = el("li");
     li.dataset.pid = a.pid;
     li.dataset.call = a.call_id;
+    li.dataset.approval = a.id;
     const link = el("a", "", "pid " + a.pid);
     link.href = "#/p/" + a.pid;
     const approve = el("button", "approve primary", "Approve");
@@ -338,6 +340,8 @@ $("approvals").addEventListener("click", async (ev) => {
   if (!b) return;
   const li = b.closest("li");
   const body = b.classList.contains("approve") ? { decision: "approve" } : { decision: "deny", reason: li.querySelector(".reason").value };
+  // The hold shown, not a later call under the same call id.
+  if (li.dataset.approval) body.approval_id = li.dataset.approval;
   b.disabled = true;
   try {
     await api("POST", "/approvals/" + li.dataset.pid + "/" + encodeURIComponent(li.dataset.call), body);
