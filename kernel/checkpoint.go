@@ -320,6 +320,8 @@ func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller int64) (RestoreRe
 			rep.KeptTerminal = append(rep.KeptTerminal, pid)
 		}
 	}
+	// Read before the restore rewrites the contexts that show the answers.
+	started := k.startedSince(tx, rep.EffectsSince, recs)
 	if rep.NotRestored, err = restoreObjects(tx, cp, data, kept); err != nil {
 		return RestoreReport{}, err
 	}
@@ -328,9 +330,14 @@ func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller int64) (RestoreRe
 			continue
 		}
 		ended := func(child int64) bool { c := recs[child]; return c != nil && c.State.Terminal() }
-		superseded, err := k.restoreRecord(tx, id, cp, data, recs[pid], ranSince(rep.EffectsSince, pid), ended)
+		superseded, err := k.restoreRecord(tx, id, cp, data, recs[pid], started[pid], ended)
 		if err != nil {
 			return RestoreReport{}, err
+		}
+		if v, ok := capturedVersion(data, data.procs[pid].ContextOID); ok {
+			old := data.procs[pid]
+			// After the flush: the context's version is final only then.
+			tx.onFlush(func() error { return rebaseRestoredJob(tx, old, v) })
 		}
 		rep.SupersededMessages += superseded
 		rep.Restored = append(rep.Restored, pid)
@@ -339,18 +346,68 @@ func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller int64) (RestoreRe
 	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: cp.RootPID, Reason: "restored " + id})
 }
 
-// ranSince returns the call ids pid recorded since the checkpoint, except
-// those answered as never started: a call held for approval at the
-// checkpoint and cancelled since is taken up again by the restored process,
-// and runs once.
-func ranSince(effects []EffectSinceRef, pid int64) map[string]bool {
-	out := map[string]bool{}
+// startedSince returns, by pid, the ids of the calls recorded since the
+// checkpoint that started: what they did may have happened, and a restore
+// does not undo it. A call answered as never started (not started, or
+// refused before it ran: denied by a grant or a Human, invalid arguments,
+// an exhausted budget, all of which leave nothing behind) is not one of
+// them, so a call held for approval at the checkpoint and refused or
+// cancelled since is held again by the restored process and runs at most
+// once. A failed call whose answer the context no longer shows counts as
+// started: wrongly held again, it could run twice.
+func (k *Runtime) startedSince(tx *txn, effects []EffectSinceRef, recs map[int64]*procRecord) map[int64]map[string]bool {
+	out := map[int64]map[string]bool{}
+	for pid := range recs {
+		out[pid] = map[string]bool{}
+	}
+	contexts := map[int64]*llmContext{}
 	for _, e := range effects {
-		if e.PID == pid && e.Code != tools.CodeCancelled {
-			out[e.CallID] = true
+		if e.Code == tools.CodeCancelled {
+			continue
 		}
+		if !e.OK {
+			c, ok := contexts[e.PID]
+			if !ok {
+				probe := *recs[e.PID] // loadContext may note a rebuild on the record it is given
+				c, _ = k.loadContext(tx, &probe)
+				contexts[e.PID] = c // nil when unreadable: its answers are unknown
+			}
+			if answeredNotStarted(c, e.CallID) {
+				continue
+			}
+		}
+		out[e.PID][e.CallID] = true
 	}
 	return out
+}
+
+// answeredNotStarted reports whether the latest answer to call id in c
+// says the call never started (effect_started false), as every refusal and
+// every not-started answer does.
+func answeredNotStarted(c *llmContext, id string) bool {
+	if c == nil {
+		return false
+	}
+	for i := len(c.entries) - 1; i >= 0; i-- {
+		if e := &c.entries[i]; e.Role == llm.RoleTool && e.ToolCallID == id {
+			var res struct {
+				OK            bool  `json:"ok"`
+				EffectStarted *bool `json:"effect_started"`
+			}
+			return json.Unmarshal([]byte(e.Content), &res) == nil && !res.OK && res.EffectStarted != nil && !*res.EffectStarted
+		}
+	}
+	return false
+}
+
+// capturedVersion returns the version of Object oid the checkpoint captured.
+func capturedVersion(data *checkpointData, oid string) (uint64, bool) {
+	for _, o := range data.objects {
+		if o.Meta.OID == oid {
+			return o.Meta.Version, true
+		}
+	}
+	return 0, false
 }
 
 // quiescentSubtree loads the records of root's subtree as it is now, and
@@ -444,12 +501,13 @@ func restoreObjects(tx *txn, cp Checkpoint, data *checkpointData, kept map[strin
 
 // restoreRecord brings now's process back to its record in checkpoint id:
 // fences advance past their high-water marks, one-shots never regain uses,
-// counters and budget usage keep moving forward, and messages that arrived
-// since are superseded (their count is returned).
+// no approval is in force, counters and budget usage keep moving forward,
+// messages up to the checkpoint have the status it captured, and messages
+// that arrived since are superseded (their count is returned).
 func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpointData, now *procRecord, started map[string]bool, ended func(pid int64) bool) (int, error) {
 	pid := now.PID
 	old := data.procs[pid]
-	r := *old
+	r := fromCapture(old)
 	restored, err := process.Step(old.Record, process.Input{Kind: process.Restore, Floor: now.Gen}, k.now())
 	if err != nil {
 		return 0, fmt.Errorf("restore pid %d: %w", pid, err)
@@ -457,7 +515,9 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 	r.Record = restored
 	r.Grants = neverRegain(old.Grants, now.Grants)
 	r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
-	r.NotifiedSeq = max(old.NotifiedSeq, now.NotifiedSeq)
+	// The restored context is the captured one, and so are the statuses of
+	// the messages it was told of (below).
+	r.NotifiedSeq = old.NotifiedSeq
 	r.WallMark = now.WallMark // wall time already charged stays charged once
 	if id := r.Dispatch.EffectCallID(); id != "" {
 		started[id] = true
@@ -488,6 +548,11 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 			return 0, err
 		}
 	}
+	// Messages up to the mark are as the checkpoint captured them (one read
+	// since is unread again); later ones arrived after it and are superseded.
+	if _, err := mailbox.RestoreStatuses(tx.Txn, pid, data.messages[pid]); err != nil {
+		return 0, fmt.Errorf("restore the mailbox of pid %d: %w", pid, err)
+	}
 	superseded, err := mailbox.SupersedeAfter(tx.Txn, pid, cp.Marks[pid].MailboxSeq)
 	if err != nil {
 		return 0, err
@@ -506,6 +571,16 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 	}
 	k.tellScheduler(tx, pid, r.State, r.Wait, r.Gen)
 	return superseded, nil
+}
+
+// fromCapture starts a restored or forked record as a copy of the captured
+// one, less what held only at the moment of the capture: an approval in
+// force (ApprovedCall) covered the one call running then, and carried over
+// it would let the next call under that id skip its Human.
+func fromCapture(old *procRecord) procRecord {
+	r := *old
+	r.ApprovedCall = ""
+	return r
 }
 
 // settleRanApproval settles a restored process whose call held for approval
@@ -599,7 +674,8 @@ func (k *Runtime) retainSnapshot(tx *txn, r *procRecord) error {
 type ForkReport = tools.ForkReport
 
 // ForkCheckpoint creates a new subtree from checkpoint id: new pids and
-// OIDs, no pending actions, waits turned runnable, no one-shot grants.
+// OIDs, grants renamed to them, no pending actions or approvals, waits
+// turned runnable with their calls answered, no one-shot grants.
 func (k *Runtime) ForkCheckpoint(id string) (ForkReport, error) {
 	var rep ForkReport
 	err := k.update(func(tx *txn) error {
@@ -643,8 +719,12 @@ func (k *Runtime) forkCheckpoint(tx *txn, id string, caller *procRecord) (ForkRe
 	if err != nil {
 		return ForkReport{}, err
 	}
+	names := forkNames{pids: rep.PIDs, oids: oids, captured: map[string]bool{}}
+	for _, o := range data.objects {
+		names.captured[o.Meta.OID] = true
+	}
 	for _, pid := range cp.PIDs {
-		if err := k.forkRecord(tx, id, cp, data, rep, oids, caller, pid); err != nil {
+		if err := k.forkRecord(tx, id, cp, data, rep, names, caller, pid); err != nil {
 			return ForkReport{}, err
 		}
 	}
@@ -652,19 +732,51 @@ func (k *Runtime) forkCheckpoint(tx *txn, id string, caller *procRecord) (ForkRe
 	return rep, k.emit(tx, Event{Kind: EventCheckpoint, PID: rep.RootPID, Reason: "forked " + id})
 }
 
-// forkedGrants are the grants of a fork of old living in namespace: no
-// one-shots, its own namespace renamed, and, when a process forks, nothing
-// wider than what that process holds, with its denies and asks inherited.
-func (k *Runtime) forkedGrants(old *procRecord, namespace string, caller *procRecord) []capabilities.Grant {
+// forkNames maps what a checkpoint's subtree names to the fork's names.
+type forkNames struct {
+	pids     map[int64]int64   // each captured pid to its fork's
+	oids     map[string]string // each forked Object to its copy
+	captured map[string]bool   // every captured Object, forked or not
+}
+
+// resource names in the fork the resource a captured grant names. A
+// namespace, an Object or a checkpoint of the subtree becomes the fork's own
+// (own), so that no grant, a process's own or one handed down to it, reaches
+// the source subtree from the fork. drop is set for an Object of the
+// subtree the fork has no copy of (its payload was lost at the checkpoint).
+// Other resources, prefixes with a trailing * among them, keep their name.
+func (n forkNames) resource(res string) (name string, own, drop bool) {
+	if oid, ok := strings.CutPrefix(res, "object:"); ok && n.captured[oid] {
+		nw, forked := n.oids[oid]
+		return "object:" + nw, forked, !forked
+	}
+	for old, nw := range n.pids {
+		switch res {
+		case "object_namespace:" + Namespace(old):
+			return "object_namespace:" + Namespace(nw), true, false
+		case fmt.Sprintf("checkpoint:process:%d", old):
+			return fmt.Sprintf("checkpoint:process:%d", nw), true, false
+		}
+	}
+	return res, false, false
+}
+
+// forkedGrants are the grants of a fork of old: no one-shots, every
+// resource of the subtree renamed to the fork's (forkNames.resource), and,
+// when a process forks, nothing else wider than what that process holds,
+// with its denies and asks inherited.
+func (k *Runtime) forkedGrants(old *procRecord, names forkNames, caller *procRecord) []capabilities.Grant {
 	var grants []capabilities.Grant
 	for _, g := range old.Grants {
 		if g.UsesRemaining != nil {
 			continue // one-shots never copy
 		}
-		if g.Resource == "object_namespace:"+old.Namespace {
-			g.Resource = "object_namespace:" + namespace
+		name, own, drop := names.resource(g.Resource)
+		if drop {
+			continue
 		}
-		if caller != nil && g.Resource != "object_namespace:"+namespace {
+		g.Resource = name
+		if caller != nil && !own {
 			if capabilities.Attenuate(capabilities.Live(caller.Grants, k.now()), []capabilities.Grant{g}) != nil {
 				continue // more than the caller holds: not handed to its fork
 			}
@@ -714,11 +826,16 @@ func forkObjects(tx *txn, data *checkpointData, pids map[int64]int64) (map[strin
 }
 
 // forkRecord starts the fork of pid: a new process from its captured record,
-// with new pids and OIDs, no pending actions or one-shots, its waits made
-// runnable with their calls answered, and its unread messages re-posted.
-func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpointData, rep ForkReport, oids map[string]string, caller *procRecord, pid int64) error {
+// with new pids and OIDs, no pending actions, approvals or one-shots, and
+// its unread messages re-posted. A call it had not answered (a wait, a wait
+// ended but not yet resumed, a held call, decided or not, a call running at
+// the capture) is answered as not started: the fork carries no pending
+// action, and the messages a receive would have returned are unread in its
+// mailbox.
+func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpointData, rep ForkReport, names forkNames, caller *procRecord, pid int64) error {
 	old := data.procs[pid]
-	r := *old
+	oids := names.oids
+	r := fromCapture(old)
 	forked, err := process.Step(old.Record, process.Input{Kind: process.Fork}, k.now())
 	if err != nil {
 		return fmt.Errorf("fork pid %d: %w", pid, err)
@@ -734,8 +851,7 @@ func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpoint
 	r.ResumePending, r.Dispatch = "", nil
 	r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested, r.WallMark = 0, false, false, time.Time{}
 	r.CreatedAt = k.now()
-	r.Grants = k.forkedGrants(old, r.Namespace, caller)
-	waited := old.State == process.Waiting || (old.State == process.Paused && old.PausedFrom == process.Waiting)
+	r.Grants = k.forkedGrants(old, names, caller)
 	if r.ContextOID == "" {
 		// The context was lost before the checkpoint: the fork starts
 		// with an empty one.
@@ -762,7 +878,7 @@ func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpoint
 			return err
 		}
 	}
-	if waited || old.State == process.Running || old.Dispatch != nil {
+	if !r.State.Terminal() || old.Dispatch != nil {
 		if err := k.answerUnanswered(tx, &r, map[string]bool{old.Dispatch.EffectCallID(): true}, "this process was forked from a checkpoint taken while this call waited or ran; it did not carry over"); err != nil {
 			return err
 		}

@@ -420,6 +420,32 @@ func (k *Runtime) completeCompaction(tx *txn, r *procRecord, c *llmContext, job 
 	}}, nil
 }
 
+// rebaseRestoredJob keeps the job of r, a process a checkpoint restore
+// brought back, valid across the restore: the restore writes the context it
+// captured at version captured as a new version with the same entries, so a
+// running job copied from version captured now names the context's current
+// version. A job copied from another version is left to fail as it would
+// have; the entries are checked again when it completes (samePrefix).
+func rebaseRestoredJob(tx *txn, r *procRecord, captured uint64) error {
+	_, job, err := loadJob(tx, r)
+	if errors.Is(err, objects.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if job.State != "running" || job.SourceVersion != captured {
+		return nil
+	}
+	cur, err := tx.StatShared(r.ContextOID)
+	if err != nil {
+		return fmt.Errorf("context of pid %d: %w", r.PID, err)
+	}
+	job.SourceVersion = cur.Version
+	_, err = saveJob(tx, r, job)
+	return err
+}
+
 // samePrefix reports whether two entry lists are equal.
 func samePrefix(a, b []Entry) bool {
 	ja, err1 := json.Marshal(a)

@@ -660,6 +660,75 @@ func SupersedeAfter(tx *objects.Txn, recipient int64, seq uint64) (int, error) {
 	return len(seqs), nil
 }
 
+// RestoreStatuses gives each message of recipient's queue the status and
+// AckedAt it has in captured, a checkpoint's copy of the queue, as a
+// checkpoint restore requires: a message unread at the checkpoint and read
+// since is unread again. Nothing else of a message changes; the unread index
+// and the counts follow. It returns how many messages changed. A captured
+// message the queue does not hold is an error wrapping objects.ErrNotFound.
+func RestoreStatuses(tx *objects.Txn, recipient int64, captured []Message) (int, error) {
+	if err := checkRecipient(recipient); err != nil {
+		return 0, fmt.Errorf("mailbox: restore statuses: %w", err)
+	}
+	h, err := loadHeader(tx, recipient)
+	if err != nil {
+		return 0, fmt.Errorf("mailbox: restore statuses: %w", err)
+	}
+	changed := 0
+	err = allOrNothing(tx, func() error {
+		var unread, settled []uint64
+		for i := range captured {
+			c := &captured[i]
+			if c.Recipient != recipient {
+				return invalid("recipient", "captured message %s is not of process %d", c.ID, recipient)
+			}
+			if c.Status != StatusUnread && c.Status != StatusAcked && c.Status != StatusSuperseded {
+				return invalid("status", "captured message %s has unknown status %q", c.ID, c.Status)
+			}
+			m, found, err := loadMessage(tx, recipient, c.Seq)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("%s: %w", FormatID(recipient, c.Seq), objects.ErrNotFound)
+			}
+			if m.Status == c.Status && m.AckedAt.Equal(c.AckedAt) {
+				continue
+			}
+			wasUnread := m.Status == StatusUnread
+			m.Status, m.AckedAt = c.Status, c.AckedAt
+			if err := putMessage(tx, &m); err != nil {
+				return err
+			}
+			switch isUnread := m.Status == StatusUnread; {
+			case isUnread && !wasUnread:
+				if err := tx.Set(seqKey(keyUnread, recipient, m.Seq), nil); err != nil {
+					return fmt.Errorf("%s: unread index: %w", m.ID, err)
+				}
+				unread = append(unread, m.Seq)
+			case !isUnread && wasUnread:
+				if err := tx.Delete(seqKey(keyUnread, recipient, m.Seq)); err != nil {
+					return fmt.Errorf("%s: unread index: %w", m.ID, err)
+				}
+				settled = append(settled, m.Seq)
+			}
+			changed++
+		}
+		if len(unread) > 0 {
+			h.unread += uint64(len(unread))
+			h.firstUnread = min(h.firstUnread, slices.Min(unread))
+			if err := storeHeader(tx, recipient, h); err != nil {
+				return err
+			}
+		}
+		return settleUnread(tx, recipient, settled)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("mailbox: restore statuses: %w", err)
+	}
+	return changed, nil
+}
+
 // prefixEnd returns the first key after every key with prefix. The
 // prefixes here end in '/', so incrementing the last byte always works.
 func prefixEnd(prefix []byte) []byte {

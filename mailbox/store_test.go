@@ -634,6 +634,51 @@ func TestSupersedeAfter(t *testing.T) {
 	checkInvariants(t, s, 3)
 }
 
+func TestRestoreStatuses(t *testing.T) {
+	s, _ := openStore(t)
+	postN(t, s, 3, 4)
+	readPage(t, s, 3, Filter{MessageIDs: idsp("msg_3_1"), Limit: 10}, true, bigBound)
+	var captured []Message
+	view(t, s, func(tx *objects.Txn) error {
+		return List(tx, 3, func(m *Message) error { captured = append(captured, *m); return nil })
+	})
+	// Since the capture: msg_3_2 and msg_3_3 read, msg_3_4 superseded by an
+	// earlier restore.
+	readPage(t, s, 3, Filter{MessageIDs: idsp("msg_3_2", "msg_3_3"), Limit: 10}, true, bigBound)
+	update(t, s, func(tx *objects.Txn) error { _, err := SupersedeAfter(tx, 3, 3); return err })
+	update(t, s, func(tx *objects.Txn) error {
+		n, err := RestoreStatuses(tx, 3, captured)
+		if n != 3 {
+			t.Errorf("restored %d, want 3", n)
+		}
+		return err
+	})
+	want := map[string]string{"msg_3_1": StatusAcked, "msg_3_2": StatusUnread, "msg_3_3": StatusUnread, "msg_3_4": StatusUnread}
+	if got := statuses(t, s, 3); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("statuses %v, want %v", got, want)
+	}
+	checkInvariants(t, s, 3)
+	p := readPage(t, s, 3, Filter{Limit: 10}, true, bigBound)
+	wantIDs(t, "unread again", ids(p.Messages), []string{"msg_3_2", "msg_3_3", "msg_3_4"})
+	// Back to a capture where they were read: the unread index follows.
+	var read []Message
+	view(t, s, func(tx *objects.Txn) error {
+		return List(tx, 3, func(m *Message) error { read = append(read, *m); return nil })
+	})
+	update(t, s, func(tx *objects.Txn) error { _, err := RestoreStatuses(tx, 3, captured); return err })
+	update(t, s, func(tx *objects.Txn) error { _, err := RestoreStatuses(tx, 3, read[1:3]); return err })
+	if got := statuses(t, s, 3); got["msg_3_2"] != StatusAcked || got["msg_3_3"] != StatusAcked || got["msg_3_4"] != StatusUnread {
+		t.Fatalf("statuses %v", got)
+	}
+	checkInvariants(t, s, 3)
+	update(t, s, func(tx *objects.Txn) error {
+		if _, err := RestoreStatuses(tx, 3, []Message{{Recipient: 3, Seq: 9, Status: StatusUnread}}); !errors.Is(err, objects.ErrNotFound) {
+			t.Errorf("a message the queue does not hold: %v", err)
+		}
+		return nil
+	})
+}
+
 func TestGetListCount(t *testing.T) {
 	s, _ := openStore(t)
 	postN(t, s, 12, 3)

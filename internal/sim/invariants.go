@@ -198,9 +198,9 @@ func (w *world) checkMonotone(s *snapshot) (string, string) {
 			switch {
 			case !ok:
 				return "message-not-lost", fmt.Sprintf("message %s to pid %d (%s) is gone", m.ID, pid, m.Status)
-			case m.Status == mailbox.StatusAcked && st == mailbox.StatusUnread:
+			case m.Status == mailbox.StatusAcked && st == mailbox.StatusUnread && w.know.restores == 0:
 				return "ack-not-lost", fmt.Sprintf("message %s to pid %d was acked and is unread again", m.ID, pid)
-			case m.Status == mailbox.StatusSuperseded && st != mailbox.StatusSuperseded:
+			case m.Status == mailbox.StatusSuperseded && st != mailbox.StatusSuperseded && w.know.restores == 0:
 				return "message-status", fmt.Sprintf("message %s to pid %d was superseded and is now %s", m.ID, pid, st)
 			}
 		}
@@ -416,7 +416,7 @@ func (w *world) checkMessages(s *snapshot) (string, string) {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		if m, ok := byID[id]; ok && m.Status == mailbox.StatusUnread {
+		if m, ok := byID[id]; ok && m.Status == mailbox.StatusUnread && w.know.restores == 0 {
 			return "ack-not-lost", fmt.Sprintf("message %s was shown acked by call %s but is unread", id, w.ackedBy[id])
 		}
 	}

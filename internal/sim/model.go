@@ -250,7 +250,7 @@ func (w *world) observeShown(req *llm.Request, v *ctxView) {
 			for _, x := range ids {
 				id, _ := x.(string)
 				key := fmt.Sprintf("%d/%s", pid, r.id)
-				if prev, ok := w.ackedBy[id]; ok && prev != key {
+				if prev, ok := w.ackedBy[id]; ok && prev != key && w.know.restores == 0 {
 					w.failLocked("acked-once", fmt.Sprintf("message %s was acked by call %s and again by call %s", id, prev, key))
 				}
 				w.ackedBy[id] = key

@@ -23,7 +23,7 @@ func Tools(tools.Config) []*tools.Tool {
 			authority.CheckpointList, func(sys tools.Checkpoints, pid int64) (any, error) { return sys.ListCheckpoints(pid) }),
 		byID("checkpoint_restore", "Restore a quiescent subtree to a checkpoint; a process cannot restore its own subtree. External effects since are reported, not undone. Ends the batch. Needs admin on checkpoint:process:<root>.",
 			authority.CheckpointRestore, func(sys tools.Checkpoints, id string) (any, error) { return sys.RestoreCheckpoint(id) }),
-		byID("checkpoint_fork", "Fork a checkpoint into a new subtree with new pids and Objects (no pending actions, waits made runnable, no one-shot grants). Ends the batch. Needs execute on checkpoint:process:<root>.",
+		byID("checkpoint_fork", "Fork a checkpoint into a new subtree with new pids and Objects (no pending actions, waits made runnable, no one-shot grants, no approvals, grants renamed to the fork's own resources). Ends the batch. Needs execute on checkpoint:process:<root>.",
 			authority.CheckpointFork, func(sys tools.Checkpoints, id string) (any, error) { return sys.ForkCheckpoint(id) }),
 	}
 }
