@@ -490,7 +490,9 @@ func restoreObjects(tx *txn, cp Checkpoint, data *checkpointData, kept map[strin
 			continue
 		case err != nil:
 		default:
-			_, err = tx.Write(o.Meta.OID, cur.Version, objects.WriteSpec{Payload: o.Payload, Labels: labels, KeepPayload: o.PayloadLost})
+			// One the checkpoint found lost is lost again, not left with what
+			// was written since.
+			_, err = tx.Write(o.Meta.OID, cur.Version, objects.WriteSpec{Payload: o.Payload, Labels: labels, DropPayload: o.PayloadLost && cur.Tier == objects.TierRuntimeLocal})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("restore object %s: %w", o.Meta.OID, err)

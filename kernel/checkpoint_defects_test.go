@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/mailbox"
+	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 )
 
@@ -429,5 +431,49 @@ processes:
 	}
 	if c := contextOf(t, h, pid); c.entries[0].Kind != "summary" {
 		t.Fatalf("the context after the restored compaction starts with %s %q", c.entries[0].Role, c.entries[0].Kind)
+	}
+}
+
+// An Object whose runtime-local payload the checkpoint found lost (a reopen
+// came before it) is lost again after a restore, not left with what was
+// written since.
+func TestRestoreLosesAPayloadTheCheckpointFoundLost(t *testing.T) {
+	script := `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: create_object, arguments: {name: notes, payload: "a"}}]
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
+      - tool_calls: [{name: write_object, arguments: {oid: "${last.messages.0.body}", expected_version: 1, payload: "written after the checkpoint"}}]
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:other"}}]
+`
+	h := newHarness(t, script)
+	pid := h.spawn(nil)
+	h.run()
+	h.rt.Close()
+	h.open(script)
+	var oid string
+	h.rt.view(func(tx *txn) error {
+		m, err := tx.Lookup(Namespace(pid), "notes")
+		oid = m.OID
+		return err
+	})
+	cp, err := h.rt.CreateCheckpoint(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "h", Body: oid}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if _, payload, err := h.rt.ReadObject(oid); err != nil || string(payload) != `"written after the checkpoint"` {
+		t.Fatalf("before the restore: %q, %v", payload, err)
+	}
+	if _, err := h.rt.RestoreCheckpoint(cp.ID); err != nil {
+		t.Fatal(err)
+	}
+	m, payload, err := h.rt.ReadObject(oid)
+	if !errors.Is(err, objects.ErrPayloadLost) || !m.PayloadLost || payload != nil {
+		t.Fatalf("after the restore: %+v %q %v, want the payload lost", m, payload, err)
 	}
 }

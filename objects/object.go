@@ -74,6 +74,11 @@ type WriteSpec struct {
 	// KeepPayload leaves the payload as it is (a labels-only write). A lost
 	// runtime-local payload stays lost.
 	KeepPayload bool
+	// DropPayload makes the new version's runtime-local payload lost, as a
+	// reopen leaves it, with no digest or size: a checkpoint restore writes
+	// back an Object whose payload the checkpoint found lost. Payload and
+	// PayloadTail must be empty, and a durable Object refuses it.
+	DropPayload bool
 	// PayloadSHA256, when not empty, is the hex SHA-256 of Payload that the
 	// caller already knows, as a caller that extends a payload keeps a
 	// running digest of it: the store then does not hash Payload again.
@@ -477,7 +482,20 @@ func (tx *Txn) Write(oid string, expectedVersion uint64, spec WriteSpec) (Meta, 
 	if spec.Labels != nil {
 		sm.Labels = copyLabels(spec.Labels)
 	}
-	if !spec.KeepPayload {
+	if spec.DropPayload {
+		switch {
+		case spec.KeepPayload || len(spec.Payload) > 0 || len(spec.PayloadTail) > 0:
+			return Meta{}, fmt.Errorf("objects: write %s: %w: drop_payload: a dropped payload takes no payload and cannot be kept", oid, ErrInvalid)
+		case sm.Tier != TierRuntimeLocal:
+			return Meta{}, fmt.Errorf("objects: write %s: %w: drop_payload: only a runtime-local payload can be lost (the tier is %s)", oid, ErrInvalid, sm.Tier)
+		}
+		if sm.Instance == tx.s.instance {
+			// The payload this runtime held goes as a removed Object's does.
+			tx.stageLocal(sm.OID, &localChange{version: sm.Version, removed: true})
+		}
+		// No instance is this runtime's: the payload reads as lost.
+		sm.Instance, sm.PayloadSHA256, sm.PayloadBytes = "", "", 0
+	} else if !spec.KeepPayload {
 		p := payload{body: spec.Payload, tail: spec.PayloadTail}
 		digest, err := tx.payloadDigest(p, spec.PayloadSHA256)
 		if err != nil {

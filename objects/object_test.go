@@ -805,3 +805,43 @@ func TestStatSharedLabels(t *testing.T) {
 		return nil
 	})
 }
+
+// DropPayload leaves a runtime-local Object's new version with a lost
+// payload, as a reopen does; it refuses a payload beside it and a durable
+// Object, changing nothing.
+func TestWriteDropPayload(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	local := create(t, s, CreateSpec{Namespace: "n", Name: "local", Kind: "k", Payload: []byte("held")})
+	durable := create(t, s, CreateSpec{Namespace: "n", Name: "durable", Kind: "k", Tier: TierDurable, Payload: []byte("kept")})
+	mustUpdate(t, s, func(tx *Txn) error {
+		m, err := tx.Write(local.OID, local.Version, WriteSpec{DropPayload: true})
+		if err != nil || !m.PayloadLost || m.PayloadSHA256 != "" || m.PayloadBytes != 0 {
+			t.Fatalf("drop: %+v %v", m, err)
+		}
+		for _, c := range []struct {
+			oid  string
+			spec WriteSpec
+			want string
+		}{
+			{durable.OID, WriteSpec{DropPayload: true}, "only a runtime-local payload"},
+			{local.OID, WriteSpec{DropPayload: true, Payload: []byte("x")}, "takes no payload"},
+			{local.OID, WriteSpec{DropPayload: true, KeepPayload: true}, "takes no payload"},
+		} {
+			cur, _ := tx.Stat(c.oid)
+			if _, err := tx.Write(c.oid, cur.Version, c.spec); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%+v: %v, want ErrInvalid naming %q", c.spec, err, c.want)
+			}
+		}
+		return nil
+	})
+	mustView(t, s, func(tx *Txn) error {
+		if m, p, err := tx.Read(local.OID); !errors.Is(err, ErrPayloadLost) || p != nil || m.Version != local.Version+1 {
+			t.Fatalf("read after the drop: %+v %q %v", m, p, err)
+		}
+		if _, p, err := tx.Read(durable.OID); err != nil || string(p) != "kept" {
+			t.Fatalf("durable: %q %v", p, err)
+		}
+		return nil
+	})
+}
