@@ -115,7 +115,9 @@ func (e *BudgetError) Error() string {
 func (e *BudgetError) Unwrap() error { return ErrBudgetExhausted }
 
 // Charge adds delta to the Used budget of every account in chain: the process
-// first, then each ancestor up to the root. It is all or nothing: if any
+// first, then each ancestor up to the root; wall seconds, though, only to
+// the process, since a descendant's time passes within its ancestors' own,
+// which each charges at its own calls. It is all or nothing: if any
 // account would go over any of its limits, nothing is charged and the error is
 // a *BudgetError for the first such account and budget. The input is not
 // mutated; the result is a new slice in the same order.
@@ -145,7 +147,7 @@ func Charge(chain []Account, delta Budget) ([]Account, error) {
 		next := a
 		for _, f := range budgetFields {
 			used, add, limit := *f.get(&a.Used), *f.get(&delta), *f.get(&a.Limits)
-			if add == 0 {
+			if add == 0 || (i > 0 && f.name == BudgetWallSeconds) {
 				continue
 			}
 			if used > math.MaxInt64-add {
