@@ -111,7 +111,8 @@ var table = []Entry{
 	{Op: ClockNow, Needs: []Need{{Right: read, Names: []string{capabilities.ClockNow}}}},
 	{Op: ClockSleep, Needs: []Need{{Right: read, Names: []string{capabilities.ClockSleep}}}},
 
-	{Op: ObjectRead, Needs: []Need{{Right: read, Names: anObject}}, Hidden: true},
+	{Op: ObjectRead, Needs: []Need{{Right: read, Names: anObject}}, Hidden: true,
+		Rule: "a direct child's result, an Object it owns, is readable by its parent without a grant unless one denies it (kernel/syscalls.go, childResult)"},
 	{Op: ObjectWrite, Needs: []Need{{Right: write, Names: anObject}}, Hidden: true,
 		Rule: "Objects of the runtime's kinds (context, transcript, goal, job, result) change only through the kernel (kernel/syscalls.go, kernelKinds)"},
 	{Op: ObjectCreate, Needs: []Need{{Right: write, Names: aNamespace}},

@@ -569,3 +569,61 @@ func TestNormalMessageEndsBatchAfterACall(t *testing.T) {
 		t.Fatalf("a normal message lets the current call run and ends the batch after it: %v / %v", res[1], res[2])
 	}
 }
+
+// A parent reads its direct child's result through the result_oid
+// wait_child_process names, with no grant on the child's namespace; a
+// grandchild's result stays out of its reach, and a deny grant refuses the
+// child's as any other Object.
+func TestParentReadsItsChildsResult(t *testing.T) {
+	script := `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: g, capabilities: [{resource: "process:spawn", rights: [write]}]}}]
+      - tool_calls: [{name: wait_child_process, arguments: {child_pid: "${last.pid}"}}]
+      - tool_calls: [{name: read_object, arguments: {oid: "${last.result_oid}"}}]
+      - tool_calls: [{name: read_object, arguments: {oid: "${last.payload.grandchild_result}"}}]
+      - tool_calls: [{name: process_exit, arguments: {}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: g}}]
+      - tool_calls: [{name: wait_child_process, arguments: {child_pid: "${last.pid}"}}]
+      - tool_calls: [{name: process_exit, arguments: {payload: {grandchild_result: "${last.result_oid}"}}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {payload: {deep: true}}}]
+`
+	h := newHarness(t, script)
+	pid := h.spawn([]capabilities.Grant{spawnGrant()})
+	h.run()
+	res := h.toolResults(pid)
+	if len(res) < 4 {
+		t.Fatalf("results %v", res)
+	}
+	if res[2]["ok"] != true || !strings.Contains(fmt.Sprint(res[2]["payload"]), "grandchild_result") {
+		t.Fatalf("the child's result: %v", res[2])
+	}
+	if res[3]["ok"] != false {
+		t.Fatalf("the grandchild's result read by its grandparent: %v", res[3])
+	}
+	d, err := h.rt.Inspect(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range d.RecentCalls {
+		if c.Name == "read_object" && c.OK && fmt.Sprint(c.Authority) == "[allowed: the result of direct child pid 2]" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no read_object allowed by the rule in %+v", d.RecentCalls)
+	}
+
+	h2 := newHarness(t, script)
+	pid2 := h2.spawn([]capabilities.Grant{spawnGrant(), {ID: "no-child-data", Resource: "object_namespace:proc-2", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Deny}})
+	h2.run()
+	if res := h2.toolResults(pid2); len(res) < 3 || res[2]["ok"] != false {
+		t.Fatalf("a deny grant on the child's namespace: %v", res)
+	}
+}

@@ -9,8 +9,8 @@
 // runner declares (capabilities.ScopeResource). A javascript or cli-tool runner then runs as an outside
 // effect (after the kernel has recorded that it started, with no lock held);
 // an agent-task runner starts a child process (image skill-agent:v0) whose
-// tool table is exactly the runner's allowed_tools, and the call waits
-// durably for that child.
+// tool table is the runner's allowed_tools and process_exit, and the call
+// waits durably for that child.
 package catalog
 
 import (
@@ -44,8 +44,8 @@ var (
 	// ErrNoPackage: a skills folder holds no skill package.
 	ErrNoPackage = errors.New("no skill package")
 	// ErrInvalidPackage: a package was admitted but cannot join the catalog
-	// (a scope that is not a valid resource name, an agent-task with no
-	// allowed_tools, a runner a built-in skill cannot run).
+	// (a scope that is not a valid resource name, a runner a built-in skill
+	// cannot run).
 	ErrInvalidPackage = errors.New("skill package cannot join the catalog")
 )
 
@@ -388,7 +388,7 @@ func runnerDescription(pkg *skillpkg.Package, r *skillpkg.Runner) string {
 	}
 	fmt.Fprintf(&b, "Skill %s, runner %s (%s).", pkg.Skill.Name, r.Name, r.Type)
 	if r.Type == skillpkg.TypeAgentTask {
-		fmt.Fprintf(&b, " Starts a child agent process (%s) whose tools are exactly %s, waits for it, and returns its status and result. Needs write on %s; call it alone in its turn.",
+		fmt.Fprintf(&b, " Starts a child agent process (%s) whose tools are exactly %s, waits for it, and returns its status and its result, checked against the runner's outputs. Needs write on %s; call it alone in its turn.",
 			SkillAgentImage, strings.Join(agentTools(r), ", "), capabilities.ProcessSpawn)
 	}
 	b.WriteString(scopeNote(r))
@@ -486,11 +486,14 @@ func (c *Catalog) Close() error {
 }
 
 // agentTools is the tool table of an agent-task runner's child: its
-// allowed_tools, or only process_exit when it declares none (runx's agent
-// tasks commonly answer from their inputs alone).
+// allowed_tools, and process_exit when they do not name it. process_exit is
+// how the child hands back its answer, which runx's agent does through the
+// runtime and not through a catalog tool, so runx packages never list it;
+// without it the child could never end.
 func agentTools(r *skillpkg.Runner) []string {
-	if len(r.AllowedTools) == 0 {
-		return []string{"process_exit"}
+	out := slices.Clone(r.AllowedTools)
+	if !slices.Contains(out, "process_exit") {
+		out = append(out, "process_exit")
 	}
-	return append([]string{}, r.AllowedTools...)
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -25,14 +26,12 @@ const SkillAgentImage = "skill-agent:v0"
 // Bounds of what a skill tool's result carries inline; the model's context
 // is not the place for megabytes of output.
 const (
-	// MaxInlineOutputBytes bounds the JSON of a run's output in the result;
-	// a larger output is described (bytes, SHA-256, a UTF-8 prefix).
+	// MaxInlineOutputBytes bounds the JSON of a run's output in the result,
+	// an agent-task child's result included; a larger one is described
+	// (bytes, SHA-256, a UTF-8 prefix).
 	MaxInlineOutputBytes = 64 << 10
 	// MaxInlineStderrBytes bounds the stderr a result or error carries (its tail).
 	MaxInlineStderrBytes = 8 << 10
-	// MaxInlineChildResultBytes bounds an agent-task child's result inlined
-	// in the tool result; larger results are read through result_oid.
-	MaxInlineChildResultBytes = 16 << 10
 )
 
 // runnerTool builds the catalog tool of one runner.
@@ -57,7 +56,7 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 			return startAgentTask(sys, pkg, r, args)
 		}
 		t.Resume = func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
-			res, err := finishAgentTask(sys, p)
+			res, err := finishAgentTask(sys, r, p)
 			if err != nil {
 				return tools.Outcome{}, err
 			}
@@ -131,15 +130,7 @@ func EnvelopeResult(env runner.Envelope) (map[string]any, error) {
 	}
 	out := map[string]any{"status": string(env.Status), "duration_ms": env.DurationMS}
 	if env.Output != nil {
-		if len(env.Output) <= MaxInlineOutputBytes {
-			out["output"] = env.Output
-		} else {
-			sum := sha256.Sum256(env.Output)
-			out["output_truncated"] = true
-			out["output_bytes"] = len(env.Output)
-			out["output_sha256"] = hex.EncodeToString(sum[:])
-			out["output_prefix"] = head(string(env.Output), MaxInlineOutputBytes)
-		}
+		putBounded(out, "output", env.Output)
 	}
 	if env.ExitCode != nil {
 		out["exit_code"] = *env.ExitCode
@@ -154,6 +145,22 @@ func EnvelopeResult(env runner.Envelope) (map[string]any, error) {
 		out["stderr"] = tail(*env.Stderr, MaxInlineStderrBytes)
 	}
 	return out, nil
+}
+
+// putBounded puts data under key in out when it is JSON of at most
+// MaxInlineOutputBytes; otherwise it describes it: key_truncated (whether
+// it is longer than that), key_bytes, key_sha256 and key_prefix (a UTF-8
+// prefix of at most that many bytes).
+func putBounded(out map[string]any, key string, data []byte) {
+	if len(data) <= MaxInlineOutputBytes && json.Valid(data) {
+		out[key] = json.RawMessage(data)
+		return
+	}
+	sum := sha256.Sum256(data)
+	out[key+"_truncated"] = len(data) > MaxInlineOutputBytes
+	out[key+"_bytes"] = len(data)
+	out[key+"_sha256"] = hex.EncodeToString(sum[:])
+	out[key+"_prefix"] = head(string(data), MaxInlineOutputBytes)
 }
 
 // head returns at most n bytes of s, never splitting a UTF-8 sequence.
@@ -193,10 +200,10 @@ type agentSpawner interface {
 }
 
 // startAgentTask checks the runner's scopes and the right to spawn, then
-// starts the child whose tool table is exactly the runner's allowed_tools
-// (holding execute on the runner's scopes, handed down from the caller, and
-// a wall budget of the runner's timeout_seconds when declared) and makes the
-// caller wait for it. The kernel refuses a table name that
+// starts the child whose tool table is the runner's allowed_tools and
+// process_exit (holding execute on the runner's scopes, handed down from the
+// caller, and a wall budget of the runner's timeout_seconds when declared)
+// and makes the caller wait for it. The kernel refuses a table name that
 // does not resolve before the child exists, so no provider call happens.
 func startAgentTask(sys agentSpawner, pkg *skillpkg.Package, r *skillpkg.Runner, args json.RawMessage) (tools.Outcome, error) {
 	if err := authorizeScopes(sys, r); err != nil {
@@ -295,8 +302,13 @@ type agentWaiter interface {
 }
 
 // finishAgentTask reports the ended child: its status and result. A child
-// that did not exit makes the call fail, naming its status and reason.
-func finishAgentTask(sys agentWaiter, p tools.Pending) (map[string]any, error) {
+// that did not exit makes the call fail, naming its status and reason; a
+// result that breaks the runner's declared outputs (or is missing when it
+// declares some) is refused as output_rejected, by the check skill test
+// applies. The result is inlined up to MaxInlineOutputBytes, as any
+// runner's output is: the result Object lives in the child's namespace,
+// which the caller holds no right to read.
+func finishAgentTask(sys agentWaiter, r *skillpkg.Runner, p tools.Pending) (map[string]any, error) {
 	var d agentTaskData
 	if err := json.Unmarshal(p.Data, &d); err != nil {
 		return nil, fmt.Errorf("agent-task: decode pending action %s: %w", p.ID, err)
@@ -311,19 +323,32 @@ func finishAgentTask(sys agentWaiter, p tools.Pending) (map[string]any, error) {
 	case child.Status != process.Exited:
 		return nil, tools.Errorf(tools.CodeFailed, "agent-task %s of skill %s: child pid %d ended %s: %s", d.Runner, d.Skill, child.PID, child.Status, child.Reason)
 	}
-	out := map[string]any{"status": string(child.Status), "child_pid": child.PID, "skill": d.Skill, "runner": d.Runner, "result_oid": nil}
-	if child.ResultOID == "" {
-		return out, nil
+	rejected := func(format string, a ...any) error {
+		err := fmt.Errorf(format, a...)
+		return &tools.Error{Code: string(runner.CodeOutputRejected), EffectStarted: true, Err: errors.Unwrap(err),
+			Message: fmt.Sprintf("agent-task %s of skill %s: child pid %d: %v", d.Runner, d.Skill, child.PID, err)}
 	}
-	out["result_oid"] = child.ResultOID
-	meta, payload, err := sys.ReadObject(child.ResultOID)
-	switch {
-	case err != nil:
-		out["result_unavailable"] = err.Error()
-	case len(payload) <= MaxInlineChildResultBytes && json.Valid(payload):
-		out["result"] = json.RawMessage(payload)
-	default:
-		out["result_bytes"] = meta.PayloadBytes
+	out := map[string]any{"status": string(child.Status), "child_pid": child.PID, "skill": d.Skill, "runner": d.Runner, "result_oid": nil}
+	var payload []byte
+	if child.ResultOID != "" {
+		out["result_oid"] = child.ResultOID
+		_, payload, err = sys.ReadObject(child.ResultOID)
+		switch {
+		case err != nil && len(r.OutputDecls) > 0:
+			return nil, rejected("result %s cannot be read to check the declared outputs: %w", child.ResultOID, err)
+		case err != nil:
+			out["result_unavailable"] = err.Error()
+			return out, nil
+		}
+	}
+	if err := runner.CheckOutputs(r, payload); err != nil {
+		if child.ResultOID == "" {
+			return nil, rejected("exited without a result: %w", err)
+		}
+		return nil, rejected("%w", err)
+	}
+	if child.ResultOID != "" {
+		putBounded(out, "result", payload)
 	}
 	return out, nil
 }

@@ -226,11 +226,36 @@ func TestAgentTaskSpawnsChildWithExactTable(t *testing.T) {
 	if r["status"] != "exited" || r["child_pid"] != int64(7) || r["result_oid"] != "r1" || canonical(t, r["result"].(json.RawMessage)) != `{"answer":"noon"}` {
 		t.Fatalf("resume %v", r)
 	}
-	// A large result is referenced, not inlined.
-	sys.objects["r1"] = []byte(`"` + strings.Repeat("x", catalog.MaxInlineChildResultBytes) + `"`)
+	// A result is inlined up to the bound of any runner's output, and
+	// described past it.
+	answer := strings.Repeat("x", catalog.MaxInlineOutputBytes-20)
+	sys.objects["r1"] = []byte(`{"answer":"` + answer + `"}`)
 	res, err = delegate.Resume(context.Background(), sys, tools.Pending{ID: "p1", Data: out.Block.Data})
-	if err != nil || res.Result["result"] != nil || res.Result["result_bytes"] != catalog.MaxInlineChildResultBytes+2 {
-		t.Fatalf("large result: %v %v", res.Result, err)
+	if err != nil || len(res.Result["result"].(json.RawMessage)) != len(sys.objects["r1"]) {
+		t.Fatalf("result under the bound: %v", err)
+	}
+	big := []byte(`{"answer":"` + answer + strings.Repeat("y", 100) + `"}`)
+	sys.objects["r1"] = big
+	res, err = delegate.Resume(context.Background(), sys, tools.Pending{ID: "p1", Data: out.Block.Data})
+	if err != nil || res.Result["result"] != nil || res.Result["result_truncated"] != true || res.Result["result_bytes"] != len(big) ||
+		!strings.HasPrefix(string(big), res.Result["result_prefix"].(string)) || len(res.Result["result_sha256"].(string)) != 64 {
+		t.Fatalf("large result: %v", err)
+	}
+	// A result that breaks the declared outputs, or none at all, is refused.
+	for _, tc := range []struct{ result, want string }{
+		{`{"answer":42,"junk":true}`, `output "answer" must be a string, got number`},
+		{`"noon"`, "must be a JSON object holding the declared outputs (answer)"},
+		{"", "exited without a result"},
+	} {
+		sys.child = tools.ChildStatus{PID: 7, Status: process.Exited}
+		if tc.result != "" {
+			sys.child.ResultOID = "r1"
+			sys.objects["r1"] = []byte(tc.result)
+		}
+		_, err = delegate.Resume(context.Background(), sys, tools.Pending{ID: "p1", Data: out.Block.Data})
+		if te := wantToolError(t, err, string(runner.CodeOutputRejected), "agent-task default of skill delegate: child pid 7", tc.want); !te.EffectStarted {
+			t.Fatalf("%s: the child ran", tc.result)
+		}
 	}
 	// A child that did not exit fails the call, naming how it ended.
 	sys.child = tools.ChildStatus{PID: 7, Status: process.Failed, Reason: "budget exhausted"}
