@@ -294,18 +294,19 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 			// since (as settlement_unknown). An effect's call answered again
 			// must say its effect did not start or is of unknown settlement,
 			// unless it had never started: a call approved at the checkpoint
-			// and cancelled since runs when the restored process takes it up
-			// again. That it ran once is checked on its lines. Without a
-			// restore nothing is recorded twice.
+			// and cancelled since, or held at the checkpoint and denied since,
+			// runs when the restored process takes it up again. That it ran
+			// once is checked on its lines. Without a restore nothing is
+			// recorded twice.
 			notStartedBefore, again := seen[r.CallID]
 			if again && (w.know.restores == 0 || (r.Tool == effectTool && !effectNotRerun(r.Code) && !notStartedBefore)) {
 				return "answered-once", fmt.Sprintf("pid %d: call %s (%s) is recorded twice", pid, r.CallID, r.Tool)
 			}
-			seen[r.CallID] = (!again || notStartedBefore) && r.Code == tools.CodeCancelled
+			seen[r.CallID] = (!again || notStartedBefore) && neverStarted(r.Code)
 			key := fmt.Sprintf("%d %s", pid, r.CallID)
 			// The effect's answer is its first record, or the first after
 			// records that said it did not start.
-			if prev, first := answered[key]; r.Tool == effectTool && (!first || prev.Code == tools.CodeCancelled) {
+			if prev, first := answered[key]; r.Tool == effectTool && (!first || neverStarted(prev.Code)) {
 				answered[key] = r
 			}
 		}
@@ -337,6 +338,12 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 // effectNotRerun reports whether an effect call's answer says its effect did
 // not run again: refused before it started, not started, or of unknown
 // settlement.
+// neverStarted are the answers of a call that never started: answered as not
+// started, or denied by a Human while it was held.
+func neverStarted(code string) bool {
+	return code == tools.CodeCancelled || code == tools.CodeDenied
+}
+
 func effectNotRerun(code string) bool {
 	return code == tools.CodeSettlementUnknown || code == tools.CodeDenied || code == tools.CodeCancelled
 }
