@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/process"
@@ -199,5 +200,37 @@ func TestAgentTaskChildCanAlwaysExit(t *testing.T) {
 	}
 	if names := schemaNames(reqs[0]); !slices.Equal(names, []string{"get_current_time", "process_exit"}) {
 		t.Fatalf("child tools %v", names)
+	}
+}
+
+// timeout_seconds is terminal: a child still running at the deadline, here
+// waiting for a message that never comes, is killed, and the call answers
+// resource_limit as a cli-tool's timeout does. A child that ends before it
+// is unaffected, and the deadline's timer then does nothing.
+func TestAgentTaskTimeoutEndsTheChild(t *testing.T) {
+	runner := strings.Replace(oracleRunner("[receive_process_messages, process_exit]"), "  type: agent-task\n", "  type: agent-task\n  timeout_seconds: 2\n", 1)
+	h, _ := taskHarness(t, runner, oracleScript(`      - tool_calls:
+          - name: receive_process_messages
+            arguments: {sender: "human:nobody"}
+`))
+	start := h.clock.Now()
+	res := runOracle(t, h)
+	if errorCode(res) != "resource_limit" || res["effect_started"] != true ||
+		!strings.Contains(errorMessage(res), "timeout_seconds of 2 and was killed") {
+		t.Fatalf("a child past its timeout: %v", res)
+	}
+	if child := h.info(2); child.Status != process.Killed {
+		t.Fatalf("the child: %s (%s), want killed", child.Status, child.Reason)
+	}
+	if waited := h.clock.Now().Sub(start); waited < 2*time.Second {
+		t.Fatalf("the call ended after %s, before its deadline", waited)
+	}
+
+	h2, _ := taskHarness(t, runner, oracleScript(`      - tool_calls:
+          - name: process_exit
+            arguments: {payload: {answer: noon}}
+`))
+	if res := runOracle(t, h2); res["ok"] != true {
+		t.Fatalf("a child ending in time: %v", res)
 	}
 }

@@ -198,7 +198,9 @@ func (s *scheduler) notify(pid int64, state process.State, w *process.Wait, gen 
 	case state == process.Runnable:
 		s.enqueue(pid)
 	case state == process.Waiting && w != nil && !w.Until.IsZero():
-		// A sleep, or a provider backoff: both end at a time.
+		// A sleep, a provider backoff, or a child wait's deadline: each
+		// ends at a time (a child's end may come first; the generation
+		// fence then skips the timer).
 		s.mu.Lock()
 		heap.Push(&s.timers, timer{at: w.Until, pid: pid, gen: gen})
 		s.mu.Unlock()

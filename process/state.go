@@ -65,8 +65,8 @@ const (
 var WaitKinds = []WaitKind{WaitTimer, WaitChild, WaitMessage, WaitHuman, WaitCompaction, WaitProvider, WaitApproval}
 
 // Wait is the typed wait of a waiting process. Only the fields of its kind may
-// be set: Until for a timer (and, optionally, a provider wait), ChildPID for a
-// child, Filter for a message or a Human wait (a Human wait is a message wait
+// be set: Until for a timer (and, optionally, a provider wait, or a child wait
+// with a deadline: an agent task's timeout), ChildPID for a child, Filter for a message or a Human wait (a Human wait is a message wait
 // whose filter names a Human sender), Reason and Attempt for a provider wait.
 // PendingID names the durable pending action the wait belongs to, if any.
 type Wait struct {
@@ -112,8 +112,8 @@ func (w Wait) Validate() error {
 	default:
 		return fmt.Errorf("wait.kind: %q must be one of %s", w.Kind, joinKinds())
 	}
-	if w.Kind != WaitTimer && w.Kind != WaitProvider && !w.Until.IsZero() {
-		return fmt.Errorf("wait.until: only a timer or provider wait has one, not a %s wait", w.Kind)
+	if w.Kind != WaitTimer && w.Kind != WaitProvider && w.Kind != WaitChild && !w.Until.IsZero() {
+		return fmt.Errorf("wait.until: only a timer, provider or child wait has one, not a %s wait", w.Kind)
 	}
 	if w.Kind != WaitProvider && (w.Reason != "" || w.Attempt != 0) {
 		return fmt.Errorf("wait.reason, wait.attempt: only a provider wait has them, not a %s wait", w.Kind)

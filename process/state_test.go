@@ -213,7 +213,7 @@ func TestStepRefusesBadInput(t *testing.T) {
 		{"unknown wait kind", running, Input{Kind: Block, Wait: &Wait{Kind: "tea"}}, ErrInvalidInput, "wait.kind"},
 		{"timer without until", running, Input{Kind: Block, Wait: &Wait{Kind: WaitTimer}}, ErrInvalidInput, "wait.until"},
 		{"child without pid", running, Input{Kind: Block, Wait: &Wait{Kind: WaitChild}}, ErrInvalidInput, "wait.child_pid"},
-		{"child with until", running, Input{Kind: Block, Wait: &Wait{Kind: WaitChild, ChildPID: 3, Until: t0}}, ErrInvalidInput, "wait.until"},
+		{"message with until", running, Input{Kind: Block, Wait: &Wait{Kind: WaitMessage, Until: t0}}, ErrInvalidInput, "wait.until"},
 		{"message with bad filter", running, Input{Kind: Block, Wait: &Wait{Kind: WaitMessage, Filter: json.RawMessage(`{`)}}, ErrInvalidInput, "wait.filter"},
 		{"human with child pid", running, Input{Kind: Block, Wait: &Wait{Kind: WaitHuman, ChildPID: 2}}, ErrInvalidInput, "wait.child_pid"},
 		{"timer with filter", running, Input{Kind: Block, Wait: &Wait{Kind: WaitTimer, Until: t0, Filter: json.RawMessage(`{}`)}}, ErrInvalidInput, "wait.filter"},

@@ -248,7 +248,13 @@ func startAgentTask(sys agentSpawner, pkg *skillpkg.Package, r *skillpkg.Runner,
 	if err != nil {
 		return tools.Outcome{}, fmt.Errorf("agent-task %s: encode pending data: %w", r.Name, err)
 	}
-	return tools.Outcome{Block: &tools.Block{Wait: process.Wait{Kind: process.WaitChild, ChildPID: child.PID}, Data: data}}, nil
+	wait := process.Wait{Kind: process.WaitChild, ChildPID: child.PID}
+	if r.Timeout > 0 {
+		// The timeout is terminal: the wait ends then if the child has not,
+		// and finishAgentTask ends the child.
+		wait.Until = sys.Now().Add(r.Timeout)
+	}
+	return tools.Outcome{Block: &tools.Block{Wait: wait, Data: data}}, nil
 }
 
 // agentGoal is the child's goal: the skill's manual, then the call's inputs.
@@ -319,7 +325,13 @@ func finishAgentTask(sys agentWaiter, r *skillpkg.Runner, p tools.Pending) (map[
 	}
 	switch {
 	case !child.Status.Terminal():
-		return nil, tools.Errorf(tools.CodeFailed, "agent-task %s: child pid %d is still %s", d.Runner, child.PID, child.Status)
+		// Only the deadline of the runner's timeout ends the wait first; a
+		// timeout is a resource limit, as a cli-tool or javascript run's is.
+		if _, err := sys.SignalChild(child.PID, "kill"); err != nil {
+			return nil, fmt.Errorf("agent-task %s: end child pid %d past its timeout: %w", d.Runner, child.PID, err)
+		}
+		return nil, &tools.Error{Code: string(runner.CodeResourceLimit), EffectStarted: true, Message: fmt.Sprintf(
+			"agent-task %s of skill %s: child pid %d ran past the runner's timeout_seconds of %g and was killed", d.Runner, d.Skill, child.PID, r.Timeout.Seconds())}
 	case child.Status != process.Exited:
 		return nil, tools.Errorf(tools.CodeFailed, "agent-task %s of skill %s: child pid %d ended %s: %s", d.Runner, d.Skill, child.PID, child.Status, child.Reason)
 	}

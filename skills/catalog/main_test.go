@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/libos/libos/authority"
 	"github.com/libos/libos/objects"
@@ -128,6 +129,9 @@ func (f *fakeSys) Require(op authority.Op, p authority.Params) error {
 	}
 	return nil
 }
+
+// Now is a fixed time: deadlines in these tests are read, never reached.
+func (f *fakeSys) Now() time.Time { return time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 func (f *fakeSys) DiscoverSkills() []tools.SkillInfo { return f.skills }
 
