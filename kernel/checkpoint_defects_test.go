@@ -117,14 +117,7 @@ func TestForkOfAWokenProcessAnswersItsCall(t *testing.T) {
 	if _, err := h.rt.PostHumanMessage(HumanMessage{To: receiver, From: "h", Body: "the task"}); err != nil {
 		t.Fatal(err)
 	}
-	woken, err := h.rt.CreateCheckpoint(receiver)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fork, err := h.rt.ForkCheckpoint(woken.ID) // pid 2
-	if err != nil {
-		t.Fatal(err)
-	}
+	fork := forkNow(t, h, receiver) // pid 2
 	endsNotStarted(t, h, fork.RootPID)
 	asker := h.spawn([]capabilities.Grant{askClock()}) // pid 3
 	h.run()
@@ -135,14 +128,7 @@ func TestForkOfAWokenProcessAnswersItsCall(t *testing.T) {
 	if err := h.rt.Approve(ApprovalRef{PID: asker, CallID: list[0].CallID, ID: list[0].ID}); err != nil {
 		t.Fatal(err)
 	}
-	approved, err := h.rt.CreateCheckpoint(asker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	forkAsker, err := h.rt.ForkCheckpoint(approved.ID) // pid 4
-	if err != nil {
-		t.Fatal(err)
-	}
+	forkAsker := forkNow(t, h, asker) // pid 4
 	endsNotStarted(t, h, forkAsker.RootPID)
 	h.run()
 	if info := h.info(fork.RootPID); info.Status != process.Waiting {
@@ -297,14 +283,7 @@ processes:
 		t.Fatalf("child %+v", h.info(child))
 	}
 	notes, _ := objectPayload(t, h, pid, "notes")
-	cp, err := h.rt.CreateCheckpoint(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := h.rt.ForkCheckpoint(cp.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := forkNow(t, h, pid)
 	fparent, fchild := rep.PIDs[pid], rep.PIDs[child]
 	forkNotes, _ := objectPayload(t, h, fparent, "notes")
 	h.rt.view(func(tx *txn) error {
@@ -476,4 +455,18 @@ processes:
 	if !errors.Is(err, objects.ErrPayloadLost) || !m.PayloadLost || payload != nil {
 		t.Fatalf("after the restore: %+v %q %v, want the payload lost", m, payload, err)
 	}
+}
+
+// forkNow checkpoints pid's subtree and forks the checkpoint at once.
+func forkNow(t *testing.T, h *harness, pid int64) ForkReport {
+	t.Helper()
+	cp, err := h.rt.CreateCheckpoint(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.rt.ForkCheckpoint(cp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
