@@ -71,6 +71,12 @@ func TestApprovalRunsTheHeldCall(t *testing.T) {
 	pid := h.spawn(askSpawn())
 	h.run()
 	a := waitingApproval(t, h, pid)
+	// inspect says what the Human decides: the held call's arguments and
+	// the right its ask grant holds it for.
+	if d, err := h.rt.Inspect(pid); err != nil || d.WaitingOn == nil || d.WaitingOn.Needs != "write on process:spawn (grant ask-spawn asks)" ||
+		!strings.Contains(string(d.WaitingOn.Arguments), `"goal":"child"`) {
+		t.Fatalf("inspect while held: %+v %v", d.WaitingOn, err)
+	}
 	res := h.toolResults(pid)
 	if len(res) != 1 || res[0]["_tool"] != "get_current_time" || res[0]["cancelled"] != true {
 		t.Fatalf("the batch after the held call: %v", res)

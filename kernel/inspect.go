@@ -72,6 +72,10 @@ type WaitDetail struct {
 	Tool      string    `json:"tool,omitempty"`
 	CallID    string    `json:"call_id,omitempty"`
 	StartedAt time.Time `json:"started_at,omitzero"`
+	// Arguments and Needs say, for a call held for approval, what it would
+	// do and the right its ask grant holds it for: what the Human decides.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Needs     string          `json:"needs,omitempty"`
 }
 
 // ObjectRef names one version of an Object.

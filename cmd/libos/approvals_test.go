@@ -36,6 +36,11 @@ func TestApproveAndDenyHeldCalls(t *testing.T) {
 		if text, _, _ := runBin(t, "approvals", "--dir", dir); !strings.Contains(text, "write on process:spawn") {
 			t.Fatalf("approvals table: %s", text)
 		}
+		// inspect says what waits and why.
+		if text, _, _ := runBin(t, "inspect", "1", "--dir", dir); !strings.Contains(text, "which needs write on process:spawn (grant") ||
+			!strings.Contains(text, `"image":"base:v0"`) {
+			t.Fatalf("inspect while held: %s", text)
+		}
 		return dir, list[0].CallID
 	}
 

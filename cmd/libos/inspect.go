@@ -233,6 +233,9 @@ func waitText(w *kernel.WaitDetail) string {
 	if w.Tool != "" {
 		s += fmt.Sprintf(", for %s call %s", w.Tool, w.CallID)
 	}
+	if w.Needs != "" {
+		s += fmt.Sprintf(" %s, which needs %s", shorten(string(w.Arguments), 120), w.Needs)
+	}
 	if w.Attempt > 0 {
 		s += fmt.Sprintf(", %d failed attempts", w.Attempt)
 	}
