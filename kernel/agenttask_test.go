@@ -234,3 +234,79 @@ func TestAgentTaskTimeoutEndsTheChild(t *testing.T) {
 		t.Fatalf("a child ending in time: %v", res)
 	}
 }
+
+// The scope grant an agent-task child is handed is no wider than the
+// caller's grant that allows it, so the kernel's widening check lets it
+// through: an approved ask hands down an ask, an expiring grant its expiry,
+// a one-shot one use (the call's own check spent another).
+func TestAgentTaskScopeGrantsFollowTheCallers(t *testing.T) {
+	runner := strings.Replace(oracleRunner("[process_exit]"), "  type: agent-task\n", "  type: agent-task\n  scopes: [oracle.ask]\n", 1)
+	script := oracleScript(`      - tool_calls:
+          - name: process_exit
+            arguments: {payload: {answer: noon}}
+`)
+	expiry := epoch.Add(24 * time.Hour)
+	ask := scopeGrant("oracle.ask")
+	ask.Effect = capabilities.Ask
+	expiring := scopeGrant("oracle.ask")
+	expiring.ExpiresAt = &expiry
+	for _, c := range []struct {
+		name  string
+		grant capabilities.Grant
+		check func(t *testing.T, child capabilities.Grant)
+	}{
+		{"approved ask", ask, func(t *testing.T, g capabilities.Grant) {
+			if g.Effect != capabilities.Ask {
+				t.Fatalf("the child's grant %+v, want an ask", g)
+			}
+		}},
+		{"expiring", expiring, func(t *testing.T, g capabilities.Grant) {
+			if g.ExpiresAt == nil || !g.ExpiresAt.Equal(expiry) {
+				t.Fatalf("the child's grant %+v, want the caller's expiry", g)
+			}
+		}},
+		{"one-shot of three uses", scopeGrant("oracle.ask", 3), func(t *testing.T, g capabilities.Grant) {
+			if g.UsesRemaining == nil || *g.UsesRemaining != 1 {
+				t.Fatalf("the child's grant %+v, want one use", g)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, _ := taskHarness(t, runner, script)
+			pid, err := h.rt.Spawn(SpawnSpec{Image: "skilled:v0", Goal: "ask the oracle", Grants: []capabilities.Grant{spawnGrant(), c.grant}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.run()
+			if list, _ := h.rt.Approvals(); len(list) == 1 {
+				if err := h.rt.Approve(ApprovalRef{PID: pid, CallID: list[0].CallID, ID: list[0].ID}); err != nil {
+					t.Fatal(err)
+				}
+				h.run()
+			}
+			var oracle map[string]any
+			for _, r := range h.toolResults(pid) {
+				if r["_tool"] == "oracle" {
+					oracle = r
+				}
+			}
+			if oracle["ok"] != true {
+				t.Fatalf("the oracle call: %v", oracle)
+			}
+			var handed capabilities.Grant
+			h.rt.view(func(tx *txn) error {
+				child, err := loadProc(tx, 2)
+				if err != nil {
+					return err
+				}
+				for _, g := range child.Grants {
+					if g.Resource == "scope:oracle.ask" {
+						handed = g
+					}
+				}
+				return nil
+			})
+			c.check(t, handed)
+		})
+	}
+}

@@ -32,13 +32,14 @@ func TestEveryBuiltinToolHasAnAuthorityEntry(t *testing.T) {
 }
 
 // authorityDeciders are the only functions that decide a grant: the
-// kernel's one check (decide, and apply and permits around it), the
-// one-shot bookkeeping of handing uses down to a child, and the tool fake's
-// own Require. Everything else goes through the table.
+// kernel's one check (decide, and apply and permits around it), the report
+// of which grant decides an operation of the table (Holding), the one-shot
+// bookkeeping of handing uses down to a child, and the tool fake's own
+// Require and Holding. Everything else goes through the table.
 var authorityDeciders = map[string][]string{
-	"kernel/syscalls.go":       {"check", "permits", "decide"},
+	"kernel/syscalls.go":       {"check", "permits", "decide", "Holding"},
 	"kernel/tree.go":           {"transferOneShots"},
-	"tools/toolstest/roles.go": {"Require"},
+	"tools/toolstest/roles.go": {"Require", "Holding"},
 }
 
 // TestAuthorityOnlyThroughTheTable reads the kernel's, the tools' and the

@@ -73,6 +73,23 @@ func (s *syscalls) Require(op authority.Op, p authority.Params) error {
 	return s.k.check(s.tx, s.r, s.callID != "" && s.r.ApprovedCall == s.callID, op, p)
 }
 
+func (s *syscalls) Holding(op authority.Op, p authority.Params) (capabilities.Grant, bool) {
+	reqs, err := authority.Requirements(op, p)
+	if err != nil || len(reqs) == 0 || !slices.Contains(s.ops, op) {
+		return capabilities.Grant{}, false
+	}
+	d := s.k.decide(s.r, s.callID != "" && s.r.ApprovedCall == s.callID, reqs[0].Right, reqs[0].Names...)
+	if !d.Allowed && !d.Ask {
+		return capabilities.Grant{}, false
+	}
+	for _, g := range s.r.Grants {
+		if g.ID == d.GrantID {
+			return g.Clone(), true
+		}
+	}
+	return capabilities.Grant{}, false
+}
+
 // require checks (and for a one-shot, reserves) op on p for r in tx, for
 // the kernel's own stages: nothing is approved there.
 func (k *Runtime) require(tx *txn, r *procRecord, op authority.Op, p authority.Params) error {

@@ -168,6 +168,11 @@ type Caller interface {
 	// order, and reserves a one-shot grant where that is what allows it. A
 	// refusal wraps ErrDenied and names the right and resource.
 	Require(op authority.Op, p authority.Params) error
+	// Holding returns the caller's grant that decides op on p now (its
+	// first requirement), as Require would decide it (an approved call's ask
+	// grant included), and false when none allows or asks, or the tool may
+	// not check op: what a tool hands down must be no wider.
+	Holding(op authority.Op, p authority.Params) (capabilities.Grant, bool)
 }
 
 // ObjectStore reads and writes Objects. None of its methods checks

@@ -199,6 +199,27 @@ type agentSpawner interface {
 	tools.ProcessTree
 }
 
+// handedDownScope is the grant of scope an agent-task child gets: execute
+// on it, no wider than the caller's grant that allows it: an ask stays an
+// ask (the Human approved starting the task, not each effect of the
+// child's), its expiry is kept, and a one-shot hands down one use (the
+// kernel takes it from the caller's, which this call's own check has used
+// one of already).
+func handedDownScope(sys tools.Caller, scope string) capabilities.Grant {
+	g := capabilities.Grant{Resource: capabilities.ScopeResource(scope), Rights: []capabilities.Right{capabilities.Execute}, Effect: capabilities.Allow}
+	held, ok := sys.Holding(authority.ScopeUse, authority.Params{Scope: scope})
+	if !ok {
+		// The kernel's widening check names what is missing.
+		return g
+	}
+	g.Effect, g.ExpiresAt = held.Effect, held.ExpiresAt
+	if held.UsesRemaining != nil {
+		one := 1
+		g.UsesRemaining = &one
+	}
+	return g
+}
+
 // startAgentTask checks the runner's scopes and the right to spawn, then
 // starts the child whose tool table is the runner's allowed_tools and
 // process_exit (holding execute on the runner's scopes, handed down from the
@@ -225,7 +246,7 @@ func startAgentTask(sys agentSpawner, pkg *skillpkg.Package, r *skillpkg.Runner,
 	scopes := uniqueScopes(r)
 	grants := make([]capabilities.Grant, len(scopes))
 	for i, sc := range scopes {
-		grants[i] = capabilities.Grant{Resource: capabilities.ScopeResource(sc), Rights: []capabilities.Right{capabilities.Execute}, Effect: capabilities.Allow}
+		grants[i] = handedDownScope(sys, sc)
 	}
 	// A declared timeout bounds the child's wall time (whole seconds,
 	// rounded up); without one the image's default applies.

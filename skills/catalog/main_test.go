@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/libos/libos/authority"
+	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/skills/catalog"
 	"github.com/libos/libos/skills/runner/jsrunner"
@@ -128,6 +129,15 @@ func (f *fakeSys) Require(op authority.Op, p authority.Params) error {
 		}
 	}
 	return nil
+}
+
+// Holding answers an unlimited allow grant for what grants allows.
+func (f *fakeSys) Holding(op authority.Op, p authority.Params) (capabilities.Grant, bool) {
+	reqs, err := authority.Requirements(op, p)
+	if err != nil || len(reqs) == 0 || !f.grants[string(reqs[0].Right)+" "+reqs[0].Names[0]] {
+		return capabilities.Grant{}, false
+	}
+	return capabilities.Grant{ID: "fake", Resource: reqs[0].Names[0], Rights: []capabilities.Right{reqs[0].Right}, Effect: capabilities.Allow}, true
 }
 
 // Now is a fixed time: deadlines in these tests are read, never reached.

@@ -53,6 +53,25 @@ func (c *Caller) Self() tools.Self     { return c.Proc }
 func (c *Caller) Now() time.Time       { return c.Clock }
 func (c *Caller) Config() tools.Config { return c.Settings }
 
+// Holding returns the grant that decides op's first requirement on p, as
+// Require decides it (without approvals), or false.
+func (c *Caller) Holding(op authority.Op, p authority.Params) (capabilities.Grant, bool) {
+	reqs, err := authority.Requirements(op, p)
+	if err != nil || len(reqs) == 0 {
+		return capabilities.Grant{}, false
+	}
+	d := capabilities.Check(c.Grants, reqs[0].Right, reqs[0].Names...)
+	if !d.Allowed && !d.Ask {
+		return capabilities.Grant{}, false
+	}
+	for _, g := range c.Grants {
+		if g.ID == d.GrantID {
+			return g.Clone(), true
+		}
+	}
+	return capabilities.Grant{}, false
+}
+
 // Require decides each requirement the authority table states for op, in
 // order, as the kernel does (without approvals: an ask grant refuses).
 func (c *Caller) Require(op authority.Op, p authority.Params) error {
