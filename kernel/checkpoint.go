@@ -791,6 +791,22 @@ func (k *Runtime) forkedGrants(old *procRecord, names forkNames, caller *procRec
 	return grants
 }
 
+// forkedJob is a compaction job as a fork holds it: one that was running is
+// failed, since its compressor is the source's and the fork carries no
+// pending action to take its result (otherwise the fork's own compactions
+// would be refused as conflicting with it for good).
+func forkedJob(payload []byte) ([]byte, error) {
+	var job compactionJob
+	if err := json.Unmarshal(payload, &job); err != nil {
+		return nil, fmt.Errorf("decode compaction job: %w", err)
+	}
+	if job.State != "running" {
+		return payload, nil
+	}
+	job.State, job.Error = "failed", "the process was forked from a checkpoint while this compaction ran; the fork does not carry it on"
+	return json.Marshal(job)
+}
+
 // forkObjects copies the captured Objects whose payloads survived into the
 // fork's namespaces, under new OIDs; it returns the new OID of each.
 func forkObjects(tx *txn, data *checkpointData, pids map[int64]int64) (map[string]string, error) {
@@ -817,8 +833,15 @@ func forkObjects(tx *txn, data *checkpointData, pids map[int64]int64) (map[strin
 		if o.Meta.Kind == contextKind {
 			labels = map[string]string{labelGeneration: fmt.Sprint(parseGeneration(o.Meta.Labels) + 1)}
 		}
+		payload := o.Payload
+		if o.Meta.Kind == jobKind {
+			var err error
+			if payload, err = forkedJob(payload); err != nil {
+				return nil, fmt.Errorf("fork object %s: %w", o.Meta.OID, err)
+			}
+		}
 		m, err := tx.Create(objects.CreateSpec{Namespace: ns, Name: name, Kind: o.Meta.Kind, Owner: fmt.Sprint(newPID),
-			Labels: labels, Tier: o.Meta.Tier, Payload: o.Payload})
+			Labels: labels, Tier: o.Meta.Tier, Payload: payload})
 		if err != nil {
 			return nil, fmt.Errorf("fork object %s: %w", o.Meta.OID, err)
 		}

@@ -470,3 +470,49 @@ func forkNow(t *testing.T, h *harness, pid int64) ForkReport {
 	}
 	return rep
 }
+
+// A fork of a process mid-compaction holds the job as failed, not running:
+// its compressor is the source's, and a running job would refuse the fork's
+// own compactions as conflicting for good.
+func TestForkHoldsARunningCompactionAsFailed(t *testing.T) {
+	var h *harness
+	var cpID atomic.Value
+	hook := func(h *harness, req llm.Request) {
+		if req.Process.Image == compressorImage && cpID.Load() == nil {
+			cp, err := h.rt.CreateCheckpoint(1)
+			if err != nil {
+				t.Error(err)
+			}
+			cpID.Store(cp.ID)
+		}
+	}
+	h = newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+`+chattyTurns(4)+`
+      - tool_calls: [{name: compact_process_context, arguments: {target_tokens: 256, preserve_recent_entries: 2, max_chunks: 1}}]
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
+  - image: context-compressor:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {payload: `+summaryPayload+`}}]
+`, withHook(hook, &h))
+	h.spawn(compactionGrants())
+	h.run()
+	rep, err := h.rt.ForkCheckpoint(cpID.Load().(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := rep.RootPID
+	h.rt.view(func(tx *txn) error {
+		r, err := loadProc(tx, fork)
+		if err != nil {
+			return err
+		}
+		_, job, err := loadJob(tx, r)
+		if err != nil || job.State != "failed" || !strings.Contains(job.Error, "forked") {
+			t.Fatalf("the fork's job: %+v %v", job, err)
+		}
+		return nil
+	})
+}
