@@ -563,7 +563,7 @@ func (p *OpenAI) attempt(ctx context.Context, req *Request, chatReq openai.ChatC
 // answer an unknown model, a bad key or a prompt over the window with 400 as often as with
 // their own statuses.
 func (p *OpenAI) statusError(status int, header http.Header, err error) *CallError {
-	detail, code := serverDetail(err)
+	detail, code := serverDetail(err, p.cfg.APIKey)
 	ce := &CallError{
 		Settlement: SettlementRejected,
 		StatusCode: status,
@@ -665,9 +665,14 @@ func (e *statusErr) Error() string {
 // maxDetail bounds the server's words kept in an error: an HTML error page is shown once, short.
 const maxDetail = 300
 
+// minRedactedKey is the shortest API key taken out of what a server says:
+// a shorter one could stand for ordinary words.
+const minRedactedKey = 8
+
 // serverDetail extracts the server's message (and error code) from a go-openai error,
-// whitespace collapsed and shortened.
-func serverDetail(err error) (detail, code string) {
+// whitespace collapsed, apiKey taken out and shortened. Servers echo a rejected key
+// ("Invalid API key: sk-..."), and what they say is logged and shown: the key never is.
+func serverDetail(err error, apiKey string) (detail, code string) {
 	var apiErr *openai.APIError
 	var reqErr *openai.RequestError
 	switch {
@@ -684,6 +689,9 @@ func serverDetail(err error) (detail, code string) {
 		detail = err.Error()
 	}
 	detail = strings.Join(strings.Fields(detail), " ")
+	if len(apiKey) >= minRedactedKey {
+		detail = strings.ReplaceAll(detail, apiKey, "[the API key]")
+	}
 	if len(detail) > maxDetail {
 		cut := maxDetail
 		for cut > 0 && !utf8.RuneStart(detail[cut]) {

@@ -245,3 +245,14 @@ func TestOpenAIAnswerTooLarge(t *testing.T) {
 		t.Fatalf("%#v", err)
 	}
 }
+
+// A server that echoes the rejected key does not get it into the error,
+// which the event log, ps and stderr show.
+func TestOpenAIServerEchoingTheKeyIsRedacted(t *testing.T) {
+	const key = "sk-review-SECRET-0123456789"
+	cs := newChatServer(t, replyJSON(401, `{"error":{"message":"Invalid API key: `+key+`"}}`))
+	_, err := newTestOpenAI(t, cs.srv.URL, func(c *OpenAIConfig) { c.APIKey = key }).Complete(context.Background(), simpleRequest())
+	if err == nil || strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "Invalid API key: [the API key]") {
+		t.Fatalf("error %v", err)
+	}
+}
