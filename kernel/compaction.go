@@ -494,8 +494,8 @@ func (k *Runtime) maintain(tx *txn, r *procRecord, c *llmContext, projected, win
 		// As few stages as the compressor's window allows: each costs a child
 		// and its model calls.
 		chunks := 1
-		if cim, err := k.image(compressorImage); err == nil && cim.Context.WindowTokens > 0 {
-			chunks = min(8, max(1, (c.tokens+cim.Context.WindowTokens/2-1)/(cim.Context.WindowTokens/2)))
+		if cim, err := k.image(compressorImage); err == nil {
+			chunks = maintenanceStages(c.tokens, cim.Context.WindowTokens)
 		}
 		req := tools.CompactionRequest{TargetTokens: max(256, window*2/5), PreserveRecentEntries: 8, MaxChunks: chunks, Force: true}
 		out, err := k.startCompaction(tx, r, c, req, "")
@@ -524,4 +524,16 @@ func (k *Runtime) maintain(tx *txn, r *procRecord, c *llmContext, projected, win
 	notice := fmt.Sprintf("(runtime notice) Context pressure: about %d of %d tokens (over %d%%). Automatic maintenance did not run (%s). "+
 		"If your prompt shows the %q heading, consider compact_process_context.", projected, window, int(pressureThreshold*100), reason, contextHeading)
 	return false, k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: notice})
+}
+
+// maintenanceStages is how many stages automatic maintenance plans for a
+// context of tokens: as few as a compressor with window tokens allows, half
+// of it a stage, at most 8. A Host's compressor image with a window too
+// small to halve gets one stage.
+func maintenanceStages(tokens, window int) int {
+	half := window / 2
+	if half <= 0 {
+		return 1
+	}
+	return min(8, max(1, (tokens+half-1)/half))
 }

@@ -512,3 +512,14 @@ processes:
 		return nil
 	})
 }
+
+func TestMaintenanceStages(t *testing.T) {
+	for _, c := range []struct{ tokens, window, want int }{
+		{100, 32000, 1}, {20000, 32000, 2}, {1_000_000, 32000, 8},
+		{5000, 1, 1}, {5000, 0, 1}, {0, 2, 1},
+	} {
+		if got := maintenanceStages(c.tokens, c.window); got != c.want {
+			t.Errorf("maintenanceStages(%d, %d) = %d, want %d", c.tokens, c.window, got, c.want)
+		}
+	}
+}
