@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +75,7 @@ func (f *endpointFlags) apply(s *runSettings) error {
 	}
 	if f.temperature != "" {
 		t, err := strconv.ParseFloat(f.temperature, 32)
-		if err != nil || t < 0 || t > 2 {
+		if err != nil || math.IsNaN(t) || t < 0 || t > 2 {
 			return fmt.Errorf("--temperature %q: must be a number from 0 to 2", f.temperature)
 		}
 		t32 := float32(t)
@@ -90,7 +91,13 @@ func (f *endpointFlags) apply(s *runSettings) error {
 
 // given reports whether any endpoint flag was set.
 func (f *endpointFlags) given() bool {
-	return f.retryAttempts != "" || f.retryMaxBackoff != "" || f.maxTokens != "" || f.maxTokensField != "" || f.temperature != "" || f.requestTimeout != ""
+	return f.retryAttempts != "" || f.retryMaxBackoff != "" || f.serverGiven()
+}
+
+// serverGiven reports whether a flag of a model server's requests was set:
+// the retry flags are the kernel's, for any provider.
+func (f *endpointFlags) serverGiven() bool {
+	return f.maxTokens != "" || f.maxTokensField != "" || f.temperature != "" || f.requestTimeout != ""
 }
 
 func intFlag(name, v string, lo, hi int) (int, error) {
@@ -130,9 +137,10 @@ func (p *providerFlags) resumeSettings(dir string) (*runSettings, error) {
 		return nil, err
 	}
 	switch {
-	case p.provider != "" || p.script != "":
-		// A new provider replaces the recorded one; its endpoint settings
-		// start over from the flags.
+	case (p.provider != "" && p.provider != s.Provider) || p.script != "":
+		// A new provider (or script) replaces the recorded one; its
+		// endpoint settings start over from the flags. Restating the
+		// recorded provider only corrects what the other flags give.
 		fresh, err := p.settings()
 		if err != nil {
 			return nil, err
@@ -145,6 +153,11 @@ func (p *providerFlags) resumeSettings(dir string) (*runSettings, error) {
 	if p.baseURL != "" {
 		s.BaseURL = p.baseURL
 	}
+	if s.Provider == "replay" {
+		if err := p.onlyOpenAI("the run recorded --provider replay"); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.endpoint.apply(&s); err != nil {
 		return nil, err
 	}
@@ -152,4 +165,18 @@ func (p *providerFlags) resumeSettings(dir string) (*runSettings, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// onlyOpenAI refuses the flags of a model server given where no model
+// server is used (why says where): they would be dropped without a word.
+func (p *providerFlags) onlyOpenAI(why string) error {
+	switch {
+	case p.model != "":
+		return fmt.Errorf("--model: only with --provider openai (%s)", why)
+	case p.baseURL != "":
+		return fmt.Errorf("--base-url: only with --provider openai (%s)", why)
+	case p.endpoint.serverGiven():
+		return fmt.Errorf("--max-tokens, --max-tokens-field, --temperature and --request-timeout: only with --provider openai (%s)", why)
+	}
+	return nil
 }

@@ -2,12 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/libos/libos/kernel"
 )
 
 // endpoint is a chat-completions server whose model exits at once, unless
@@ -55,12 +62,15 @@ func TestEndpointFlagsOutOfRange(t *testing.T) {
 	for _, tc := range []struct{ flag, value string }{
 		{"--retry-attempts", "0"}, {"--retry-attempts", "x"}, {"--retry-max-backoff", "-1"}, {"--retry-max-backoff", "25h"},
 		{"--request-timeout", "0"}, {"--request-timeout", "soon"}, {"--max-tokens", "0"}, {"--temperature", "3"},
-		{"--max-tokens-field", "tokens"},
+		{"--temperature", "NaN"}, {"--max-tokens-field", "tokens"},
 	} {
-		dir := t.TempDir()
+		dir := filepath.Join(t.TempDir(), "rt")
 		_, stderr, code := runBin(t, e.runArgs(dir, tc.flag, tc.value)...)
 		if code != exitUsage || !strings.Contains(stderr, tc.flag) {
 			t.Errorf("%s %s: exit %d, stderr %q", tc.flag, tc.value, code, stderr)
+		}
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("%s %s: the refused run created its directory", tc.flag, tc.value)
 		}
 	}
 	if e.hits.Load() != 0 {
@@ -124,5 +134,90 @@ func TestWrongSettingsWaitForTheHost(t *testing.T) {
 	stdout, stderr, code := runBin(t, "resume", "--dir", dir, "--model", "good")
 	if out := decodeOutcome(t, stdout); code != exitOK || out["status"] != "exited" {
 		t.Fatalf("resume with the right model: exit %d, outcome %v\n%s", code, out, stderr)
+	}
+}
+
+// Flags that do not apply to the provider a run uses are refused, not
+// dropped without a word; an empty --dir is refused rather than taken for
+// the current directory.
+func TestFlagsOfAnotherProviderAreRefused(t *testing.T) {
+	script := filepath.Join("..", "..", "testdata", "replay", "clock.yaml")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--provider", "openai", "--model", "m", "--base-url", "http://127.0.0.1:1/v1", "--script", script}, "--script: only with --provider replay"},
+		{[]string{"--script", script, "--model", "gpt-4o"}, "--model: only with --provider openai"},
+		{[]string{"--script", script, "--base-url", "http://127.0.0.1:1/v1"}, "--base-url: only with --provider openai"},
+		{[]string{"--script", script, "--temperature", "1"}, "--temperature and --request-timeout: only with --provider openai"},
+	} {
+		dir := filepath.Join(t.TempDir(), "rt")
+		_, stderr, code := runBin(t, append([]string{"run", "base:v0", "--goal", "g", "--dir", dir}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, stderr, tc.want)
+		}
+	}
+	// The retry flags are the kernel's, for any provider.
+	dir := filepath.Join(t.TempDir(), "rt")
+	if _, stderr, code := runBin(t, "run", "base:v0", "--goal", "g", "--dir", dir, "--script", script, "--retry-attempts", "3"); code != 0 {
+		t.Fatalf("a replay run with --retry-attempts: exit %d, %s", code, stderr)
+	}
+	// resume of that replay run refuses a model server's flag too.
+	if _, stderr, code := runBin(t, "resume", "--dir", dir, "--model", "m"); code != exitUsage || !strings.Contains(stderr, "the run recorded --provider replay") {
+		t.Fatalf("resume --model of a replay run: exit %d, %s", code, stderr)
+	}
+	cwd := t.TempDir()
+	cmd := exec.Command(libosBin, "run", "base:v0", "--goal", "g", "--script", filepath.Join(repoDir(t), "testdata", "replay", "clock.yaml"), "--dir", "")
+	cmd.Dir = cwd
+	out, _ := cmd.CombinedOutput()
+	if entries, _ := os.ReadDir(cwd); cmd.ProcessState.ExitCode() != exitUsage || len(entries) != 0 || !strings.Contains(string(out), "dir: must not be empty") {
+		t.Fatalf("--dir \"\": exit %d, %s, wrote %v", cmd.ProcessState.ExitCode(), out, entries)
+	}
+}
+
+// repoDir is the repository's root, for a command run elsewhere.
+func repoDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// resume --provider naming the provider the run recorded corrects only
+// what the other flags give; the recorded model, base URL and endpoint
+// settings stay, whatever the environment says.
+func TestResumeRestatingTheProviderKeepsItsSettings(t *testing.T) {
+	dir := t.TempDir()
+	rt, err := kernel.Open(dir, kernel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	temp := float32(0.2)
+	recorded := runSettings{Provider: "openai", Model: "recorded-model", BaseURL: "http://recorded.example/v1",
+		Endpoint: endpointSettings{MaxTokens: 100, Temperature: &temp, RetryAttempts: 2}}
+	if err := rt.PutMeta(metaProvider, recorded); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LIBOS_MODEL", "env-model")
+	t.Setenv("OPENAI_BASE_URL", "http://env.example/v1")
+	var pf providerFlags
+	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
+	pf.register(fs)
+	if err := fs.Parse([]string{"--provider", "openai", "--request-timeout", "30s"}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := pf.resumeSettings(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.Endpoint
+	if s.Model != "recorded-model" || s.BaseURL != "http://recorded.example/v1" || e.MaxTokens != 100 || e.Temperature == nil || *e.Temperature != temp ||
+		e.RetryAttempts != 2 || e.RequestTimeout != 30*time.Second {
+		t.Fatalf("settings %+v, endpoint %+v", s, e)
 	}
 }

@@ -18,9 +18,24 @@ func defaultDir() string {
 }
 
 // dirFlag registers the --dir flag every command that opens a runtime
-// directory takes.
+// directory takes. An empty value (an unset shell variable) is refused: it
+// would mean the current directory.
 func dirFlag(fs *flag.FlagSet) *string {
-	return fs.String("dir", defaultDir(), "runtime `DIR` ($LIBOS_DIR sets the default)")
+	d := dirValue(defaultDir())
+	fs.Var(&d, "dir", "runtime `DIR` ($LIBOS_DIR sets the default)")
+	return (*string)(&d)
+}
+
+// dirValue is a --dir value: any path but an empty one.
+type dirValue string
+
+func (d *dirValue) String() string { return string(*d) }
+func (d *dirValue) Set(v string) error {
+	if v == "" {
+		return errors.New("must not be empty (an unset variable?)")
+	}
+	*d = dirValue(v)
+	return nil
 }
 
 // parseInterspersed parses fs's flags wherever they appear among args and

@@ -77,12 +77,18 @@ func (p *providerFlags) settings() (runSettings, error) {
 		if p.script == "" {
 			return s, errors.New("--script: required with --provider replay")
 		}
+		if err := p.onlyOpenAI("a replay script answers for the model"); err != nil {
+			return s, err
+		}
 		abs, err := filepath.Abs(p.script)
 		if err != nil {
 			return s, fmt.Errorf("--script: %w", err)
 		}
 		s = runSettings{Provider: "replay", Script: abs}
 	case "openai":
+		if p.script != "" {
+			return s, errors.New("--script: only with --provider replay (a model server answers with --provider openai)")
+		}
 		cfg := llm.OpenAIConfigFromEnv()
 		s = runSettings{Provider: "openai", Model: cfg.Model, BaseURL: cfg.BaseURL}
 		if p.model != "" {
