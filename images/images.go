@@ -9,14 +9,19 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/libos/libos/capabilities"
 )
 
 // BuiltinTools is the tool-table entry that stands for every built-in tool of
@@ -88,6 +93,14 @@ type Budget struct {
 	WallSeconds int64 `yaml:"wall_seconds" json:"wall_seconds"`
 }
 
+// MinPromptTokens is the least room a context window must leave for the
+// prompt beside max_output_tokens: a window that cannot hold the system
+// prompt and one answer cannot run a single call.
+const MinPromptTokens = 1024
+
+// DefaultWindowTokens is the context window of an image that sets none.
+const DefaultWindowTokens = 128000
+
 // ContextConfig says whether a process keeps its LLM context as an Object and
 // how large its model's window is.
 type ContextConfig struct {
@@ -122,12 +135,75 @@ func Parse(source string, data []byte) (*Image, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&im); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("image %s: the file is empty (an image needs name, version, system_prompt and tools)", source)
+		}
+		return nil, fmt.Errorf("image %s: %w", source, err)
+	}
+	// A second document would be ignored, and what it says lost.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", source, err)
+		}
+		return nil, fmt.Errorf("image %s: only one YAML document is allowed (a second starts at line %d)", source, extra.Line)
+	}
+	// The decoder truncates 1.5 into an integer field without a word, so
+	// the integer fields are checked on the node tree.
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("image %s: %w", source, err)
+	}
+	if err := checkWholeNumbers(&root, reflect.TypeFor[Image](), ""); err != nil {
 		return nil, fmt.Errorf("image %s: %w", source, err)
 	}
 	if err := im.validate(); err != nil {
 		return nil, fmt.Errorf("image %s: %w", source, err)
 	}
 	return &im, nil
+}
+
+// checkWholeNumbers walks n beside the Go type t it decodes into and refuses
+// a scalar that is not a YAML integer where t has an integer field.
+func checkWholeNumbers(n *yaml.Node, t reflect.Type, path string) error {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch {
+	case n.Kind == yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := checkWholeNumbers(c, t, path); err != nil {
+				return err
+			}
+		}
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			for j := range t.NumField() {
+				f := t.Field(j)
+				if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name == key {
+					field := key
+					if path != "" {
+						field = path + "." + key
+					}
+					if err := checkWholeNumbers(n.Content[i+1], f.Type, field); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, c := range n.Content {
+			if err := checkWholeNumbers(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case n.Kind == yaml.ScalarNode && t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		if tag := n.ShortTag(); tag != "!!int" && tag != "!!null" {
+			return fmt.Errorf("%s: %s must be a whole number", path, n.Value)
+		}
+	}
+	return nil
 }
 
 // Load reads an image definition from a file.
@@ -180,9 +256,37 @@ func (im *Image) validate() error {
 		if c.Resource == "" {
 			return fmt.Errorf("capabilities[%d].resource: required", i)
 		}
+		if err := capabilities.ValidateResource(c.Resource); err != nil {
+			return fmt.Errorf("capabilities[%d].resource: %w", i, err)
+		}
 		if len(c.Rights) == 0 {
 			return fmt.Errorf("capabilities[%d].rights: required", i)
 		}
+		for j, r := range c.Rights {
+			// One right per element, written exactly: ParseRights alone
+			// would take "read,write" or " read".
+			parsed, err := capabilities.ParseRights(r)
+			if err == nil && (len(parsed) != 1 || string(parsed[0]) != r) {
+				err = fmt.Errorf("%w %q: one right per element, without spaces", capabilities.ErrInvalidRight, r)
+			}
+			if err != nil {
+				return fmt.Errorf("capabilities[%d].rights[%d]: %w", i, j, err)
+			}
+			if slices.Contains(c.Rights[:j], r) {
+				return fmt.Errorf("capabilities[%d].rights[%d]: %q listed twice", i, j, r)
+			}
+		}
+	}
+	for i, s := range im.Skills {
+		if strings.TrimSpace(s) == "" {
+			return fmt.Errorf("skills[%d]: empty skill name", i)
+		}
+		if slices.Contains(im.Skills[:i], s) {
+			return fmt.Errorf("skills[%d]: %q listed twice", i, s)
+		}
+	}
+	if im.MaxTurnsWithoutToolCall < 0 {
+		return fmt.Errorf("max_turns_without_tool_call: %d must be >= 0 (0 means the default, %d)", im.MaxTurnsWithoutToolCall, DefaultMaxTurnsWithoutToolCall)
 	}
 	b := im.Budget
 	for name, v := range map[string]int64{"tool_calls": b.ToolCalls, "llm_calls": b.LLMCalls, "llm_tokens": b.LLMTokens, "children": b.Children, "wall_seconds": b.WallSeconds} {
@@ -190,11 +294,21 @@ func (im *Image) validate() error {
 			return fmt.Errorf("budget.%s: %d must be >= 0 (0 means unlimited)", name, v)
 		}
 	}
-	if im.Context.WindowTokens < 0 || im.Context.MaxOutputTokens < 0 {
-		return errors.New("context: window_tokens and max_output_tokens must be >= 0")
+	cc := &im.Context
+	if cc.WindowTokens < 0 {
+		return fmt.Errorf("context.window_tokens: %d must be >= 0 (0 means %d)", cc.WindowTokens, DefaultWindowTokens)
 	}
-	if im.Context.WindowTokens == 0 {
-		im.Context.WindowTokens = 128000
+	if cc.MaxOutputTokens < 0 {
+		return fmt.Errorf("context.max_output_tokens: %d must be >= 0 (0 leaves it to the model)", cc.MaxOutputTokens)
+	}
+	if cc.WindowTokens == 0 {
+		cc.WindowTokens = DefaultWindowTokens
+	}
+	if cc.MaxOutputTokens >= cc.WindowTokens {
+		return fmt.Errorf("context.max_output_tokens: %d must be less than window_tokens (%d)", cc.MaxOutputTokens, cc.WindowTokens)
+	}
+	if cc.WindowTokens < cc.MaxOutputTokens+MinPromptTokens {
+		return fmt.Errorf("context.window_tokens: %d must be at least max_output_tokens (%d) plus %d tokens for the prompt", cc.WindowTokens, cc.MaxOutputTokens, MinPromptTokens)
 	}
 	return nil
 }

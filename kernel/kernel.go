@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -140,15 +141,8 @@ func Open(dir string, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
 	}
-	if opts.FS == nil && !opts.ReadOnly {
-		if err := objects.MkdirDurable(vfs.Default, abs, 0o700); err != nil {
-			return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
-		}
-	}
-	store, err := objects.Open(StorePath(abs), objects.Options{FS: opts.FS, Clock: opts.Clock.Now, ReadOnly: opts.ReadOnly})
-	if err != nil {
-		return nil, fmt.Errorf("open runtime directory %s: %w", abs, err)
-	}
+	// The tools are resolved before the directory is touched, so a
+	// misconfigured image fails here and not at a process's first quantum.
 	builtins := BuiltinTools(tools.Config{MaxSleepSeconds: opts.MaxSleepSeconds})
 	builtinNames := make([]string, 0, len(builtins))
 	for _, t := range builtins {
@@ -160,8 +154,19 @@ func Open(dir string, opts Options) (*Runtime, error) {
 	}
 	broker, err := tools.NewBroker(all...)
 	if err != nil {
-		store.Close()
 		return nil, err
+	}
+	if err := checkImages(opts.Images, broker); err != nil {
+		return nil, err
+	}
+	if opts.FS == nil && !opts.ReadOnly {
+		if err := objects.MkdirDurable(vfs.Default, abs, 0o700); err != nil {
+			return nil, fmt.Errorf("runtime directory %q: %w", dir, err)
+		}
+	}
+	store, err := objects.Open(StorePath(abs), objects.Options{FS: opts.FS, Clock: opts.Clock.Now, ReadOnly: opts.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("open runtime directory %s: %w", abs, err)
 	}
 	k := &Runtime{
 		dir:          abs,
@@ -186,6 +191,32 @@ func Open(dir string, opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("recover runtime directory %s: %w", abs, err)
 	}
 	return k, nil
+}
+
+// checkImages refuses Options.Images that a process could not run with: an
+// entry keyed by a reference other than the image's own name:version (spawn
+// would find it, the quantum would not), and a tool table naming a tool the
+// broker does not resolve (buildToolTable would drop it without a word).
+func checkImages(ims map[string]*images.Image, broker *tools.Broker) error {
+	for _, ref := range slices.Sorted(maps.Keys(ims)) {
+		im := ims[ref]
+		if im == nil {
+			return fmt.Errorf("Options.Images[%q]: nil image", ref)
+		}
+		if im.Ref() != ref {
+			return fmt.Errorf("Options.Images[%q]: the image is %s; an image must be keyed by its own name:version", ref, im.Ref())
+		}
+		for i, name := range im.Tools {
+			if name == images.BuiltinTools {
+				continue
+			}
+			// The rule checkToolTable applies to an agent task's allowed_tools.
+			if _, ok := broker.Lookup(name); !ok {
+				return fmt.Errorf("Options.Images[%q]: tools[%d]: %q does not resolve in the tool catalog (the built-in tools and the skills' tools)", ref, i, name)
+			}
+		}
+	}
+	return nil
 }
 
 // BuiltinTools returns every built-in tool of the runtime.

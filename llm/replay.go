@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/libos/libos/images"
 )
 
 // Replay is the deterministic Provider driven by a Script. It holds no mutable state, so it
@@ -89,6 +91,9 @@ func compileScript(s *Script) (*Replay, error) {
 		path := fmt.Sprintf("processes[%d]", i)
 		if strings.TrimSpace(p.Image) == "" {
 			return nil, &ScriptError{Path: path + ".image", Rule: "required"}
+		}
+		if _, _, err := images.ParseRef(p.Image); err != nil {
+			return nil, &ScriptError{Path: path + ".image", Rule: err.Error()}
 		}
 		cp := &compiledProcess{index: i, turns: make([]compiledTurn, len(p.Turns))}
 		for j, t := range p.Turns {

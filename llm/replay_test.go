@@ -181,7 +181,7 @@ func TestReplaySubstitution(t *testing.T) {
 }
 
 func TestReplayUsesLastToolMessage(t *testing.T) {
-	r := replayFrom(t, "processes: [{image: a, turns: [{tool_calls: [{name: t, arguments: {v: '${last.v}'}}]}]}]")
+	r := replayFrom(t, "processes: [{image: a:v0, turns: [{tool_calls: [{name: t, arguments: {v: '${last.v}'}}]}]}]")
 	msgs := []Message{
 		{Role: RoleUser, Content: "go"},
 		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "x1", Name: "t"}, {ID: "x2", Name: "t"}}},
@@ -189,7 +189,7 @@ func TestReplayUsesLastToolMessage(t *testing.T) {
 		{Role: RoleTool, ToolCallID: "x2", Content: `{"v": "second"}`},
 		{Role: RoleUser, Content: "a later human message does not hide the tool result"},
 	}
-	resp, err := r.Complete(context.Background(), Request{Process: ProcessInfo{PID: 1, Image: "a"}, Messages: msgs})
+	resp, err := r.Complete(context.Background(), Request{Process: ProcessInfo{PID: 1, Image: "a:v0"}, Messages: msgs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,8 +221,8 @@ func TestReplayReferenceErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := replayFrom(t, fmt.Sprintf("processes: [{image: a, turns: [{tool_calls: [{name: t, arguments: {x: %q}}]}]}]", tc.arg))
-			_, err := r.Complete(context.Background(), Request{Process: ProcessInfo{PID: 3, Image: "a", GoalOID: tc.goal}, Messages: tc.msgs})
+			r := replayFrom(t, fmt.Sprintf("processes: [{image: a:v0, turns: [{tool_calls: [{name: t, arguments: {x: %q}}]}]}]", tc.arg))
+			_, err := r.Complete(context.Background(), Request{Process: ProcessInfo{PID: 3, Image: "a:v0", GoalOID: tc.goal}, Messages: tc.msgs})
 			if !errors.Is(err, ErrScriptReference) {
 				t.Fatalf("error = %v, want ErrScriptReference", err)
 			}
@@ -397,8 +397,8 @@ func TestReplayRejectsBadRequests(t *testing.T) {
 }
 
 func TestReplayWithoutNameReportsPlainModel(t *testing.T) {
-	r := replayFrom(t, "processes: [{image: a, turns: [{text: hi}]}]")
-	resp, err := r.Complete(context.Background(), Request{Process: ProcessInfo{Image: "a"}, Messages: conversation("")})
+	r := replayFrom(t, "processes: [{image: a:v0, turns: [{text: hi}]}]")
+	resp, err := r.Complete(context.Background(), Request{Process: ProcessInfo{Image: "a:v0"}, Messages: conversation("")})
 	if err != nil {
 		t.Fatal(err)
 	}

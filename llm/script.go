@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/libos/libos/images"
 )
 
 // Script is a replay script: the scripted answers of a deterministic model.
@@ -334,6 +336,11 @@ func parseProcess(n *yaml.Node, path string) (ScriptProcess, error) {
 		}
 		return p, scriptFail(at, joinPath(path, "image"), "required")
 	}
+	if _, _, err := images.ParseRef(image); err != nil {
+		// A process's image is always a valid reference, so no other
+		// entry could ever be taken.
+		return p, scriptFail(f["image"], joinPath(path, "image"), "%v", err)
+	}
 	p.Image = image
 	turns, _, err := sequenceField(f, "turns", path)
 	if err != nil {
@@ -383,13 +390,17 @@ func parseFault(n *yaml.Node, path string) (*ScriptFault, error) {
 		return nil, err
 	}
 	fault := &ScriptFault{Attempts: 1}
-	for key, dst := range map[string]*int{"status": &fault.Status, "attempts": &fault.Attempts, "retry_after": &fault.RetryAfter} {
-		v, ok := f[key]
+	for _, field := range []struct {
+		key string
+		dst *int
+	}{{"status", &fault.Status}, {"attempts", &fault.Attempts}, {"retry_after", &fault.RetryAfter}} {
+		v, ok := f[field.key]
 		if !ok {
 			continue
 		}
-		if err := v.Decode(dst); err != nil {
-			return nil, scriptFail(v, joinPath(path, key), "must be a whole number")
+		// Only an integer tag: Decode would truncate 503.9 to 503.
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || v.Decode(field.dst) != nil {
+			return nil, scriptFail(v, joinPath(path, field.key), "%s must be a whole number", v.Value)
 		}
 	}
 	if _, ok := f["status"]; !ok {
@@ -514,6 +525,11 @@ func yamlScalar(n *yaml.Node, path string) (any, error) {
 		}
 		return n.Value, nil
 	case "!!bool", "!!int", "!!float":
+		// A decimal integer keeps its literal: decoded, one past int64
+		// becomes a float64 and loses its last digits.
+		if (tag == "!!int" || tag == "!!float") && decimalInteger(n.Value) {
+			return json.Number(n.Value), nil
+		}
 		var v any
 		if err := n.Decode(&v); err != nil {
 			return nil, scriptFail(n, path, "invalid %s value %q: %v", tag, n.Value, err)
@@ -525,6 +541,20 @@ func yamlScalar(n *yaml.Node, path string) (any, error) {
 	default:
 		return nil, scriptFail(n, path, "unsupported tag %s", tag)
 	}
+}
+
+// decimalInteger reports whether s is an integer as JSON writes it.
+func decimalInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate checks a Script built in Go against the rules ParseScript enforces on YAML.
