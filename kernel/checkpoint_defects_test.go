@@ -370,32 +370,8 @@ processes:
 // rewrites the context as a new version with the same entries, and the
 // restored compaction completes on it.
 func TestRestoreMidCompactionCompletes(t *testing.T) {
-	var h *harness
-	var cpID atomic.Value
-	hook := func(h *harness, req llm.Request) {
-		if req.Process.Image == compressorImage && cpID.Load() == nil {
-			cp, err := h.rt.CreateCheckpoint(1)
-			if err != nil {
-				t.Error(err)
-			}
-			cpID.Store(cp.ID)
-		}
-	}
-	h = newHarness(t, `
-processes:
-  - image: base:v0
-    turns:
-`+chattyTurns(4)+`
-      - tool_calls: [{name: compact_process_context, arguments: {target_tokens: 256, preserve_recent_entries: 2, max_chunks: 1}}]
-      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
-      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
-  - image: context-compressor:v0
-    turns:
-      - tool_calls: [{name: process_exit, arguments: {payload: `+summaryPayload+`}}]
-`, withHook(hook, &h))
-	pid := h.spawn(compactionGrants())
-	h.run()
-	if _, err := h.rt.RestoreCheckpoint(cpID.Load().(string)); err != nil {
+	h, pid, cpID := checkpointedMidCompaction(t)
+	if _, err := h.rt.RestoreCheckpoint(cpID); err != nil {
 		t.Fatal(err)
 	}
 	h.run()
@@ -475,6 +451,30 @@ func forkNow(t *testing.T, h *harness, pid int64) ForkReport {
 // its compressor is the source's, and a running job would refuse the fork's
 // own compactions as conflicting for good.
 func TestForkHoldsARunningCompactionAsFailed(t *testing.T) {
+	h, _, cpID := checkpointedMidCompaction(t)
+	rep, err := h.rt.ForkCheckpoint(cpID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := rep.RootPID
+	h.rt.view(func(tx *txn) error {
+		r, err := loadProc(tx, fork)
+		if err != nil {
+			return err
+		}
+		_, job, err := loadJob(tx, r)
+		if err != nil || job.State != "failed" || !strings.Contains(job.Error, "forked") {
+			t.Fatalf("the fork's job: %+v %v", job, err)
+		}
+		return nil
+	})
+}
+
+// checkpointedMidCompaction runs pid 1 through a one-stage compaction,
+// checkpointing its subtree while the compressor's call is made, and then
+// to a wait for a message that never comes; it returns the checkpoint.
+func checkpointedMidCompaction(t *testing.T) (*harness, int64, string) {
+	t.Helper()
 	var h *harness
 	var cpID atomic.Value
 	hook := func(h *harness, req llm.Request) {
@@ -493,26 +493,16 @@ processes:
 `+chattyTurns(4)+`
       - tool_calls: [{name: compact_process_context, arguments: {target_tokens: 256, preserve_recent_entries: 2, max_chunks: 1}}]
       - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
   - image: context-compressor:v0
     turns:
       - tool_calls: [{name: process_exit, arguments: {payload: `+summaryPayload+`}}]
 `, withHook(hook, &h))
-	h.spawn(compactionGrants())
+	pid := h.spawn(compactionGrants())
 	h.run()
-	rep, err := h.rt.ForkCheckpoint(cpID.Load().(string))
-	if err != nil {
-		t.Fatal(err)
+	id, _ := cpID.Load().(string)
+	if id == "" {
+		t.Fatal("no checkpoint was taken while the compressor ran")
 	}
-	fork := rep.RootPID
-	h.rt.view(func(tx *txn) error {
-		r, err := loadProc(tx, fork)
-		if err != nil {
-			return err
-		}
-		_, job, err := loadJob(tx, r)
-		if err != nil || job.State != "failed" || !strings.Contains(job.Error, "forked") {
-			t.Fatalf("the fork's job: %+v %v", job, err)
-		}
-		return nil
-	})
+	return h, pid, id
 }
