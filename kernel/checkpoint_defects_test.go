@@ -171,14 +171,7 @@ processes:
 `)
 	pid := h.spawn(nil)
 	h.run()
-	m, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "h", Body: "the task"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := h.rt.CreateCheckpoint(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, cp := messageThenCheckpoint(t, h, pid)
 	h.run() // reads and acknowledges it
 	if _, err := h.rt.RestoreCheckpoint(cp.ID); err != nil {
 		t.Fatal(err)
@@ -218,14 +211,7 @@ processes:
 `)
 	pid := h.spawn(nil)
 	h.run()
-	m, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "h", Body: "the task"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := h.rt.CreateCheckpoint(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, cp := messageThenCheckpoint(t, h, pid)
 	announced := func() bool {
 		for _, e := range contextOf(t, h, pid).entries {
 			if e.Kind == "notice" && strings.Contains(e.Content, m.ID) {
@@ -505,4 +491,19 @@ processes:
 		t.Fatal("no checkpoint was taken while the compressor ran")
 	}
 	return h, pid, id
+}
+
+// messageThenCheckpoint posts a Human message to pid, then checkpoints its
+// subtree: the message is unread at the checkpoint.
+func messageThenCheckpoint(t *testing.T, h *harness, pid int64) (mailbox.Message, Checkpoint) {
+	t.Helper()
+	m, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "h", Body: "the task"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := h.rt.CreateCheckpoint(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, cp
 }
