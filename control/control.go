@@ -149,13 +149,12 @@ var sendFields = map[string]string{"sender": "from", "recipient": "to"}
 // send posts req's Human message. Its errors name the request's fields, not
 // the mailbox's or a tool's.
 func send(k *kernel.Runtime, req Request) Response {
-	// The kernel looks the recipient up before anything names it, in words
-	// of its message tool; a missing one is told here as the request's.
-	if _, err := k.Process(req.To); errors.Is(err, kernel.ErrNoProcess) {
-		return Response{Error: fmt.Sprintf("to: no process has pid %d", req.To)}
-	}
 	m, err := k.PostHumanMessage(kernel.HumanMessage{To: req.To, From: req.From, Body: req.Body, Subject: req.Subject, Interrupt: req.Interrupt})
 	var fe *mailbox.FieldError
+	if errors.Is(err, kernel.ErrNoProcess) {
+		// The kernel names the recipient in words of its message tool.
+		return Response{Error: fmt.Sprintf("to: no process has pid %d", req.To)}
+	}
 	if errors.As(err, &fe) {
 		field := fe.Field
 		if f, ok := sendFields[field]; ok {

@@ -492,7 +492,7 @@ func restoreObjects(tx *txn, cp Checkpoint, data *checkpointData, kept map[strin
 		default:
 			// One the checkpoint found lost is lost again, not left with what
 			// was written since.
-			_, err = tx.Write(o.Meta.OID, cur.Version, objects.WriteSpec{Payload: o.Payload, Labels: labels, DropPayload: o.PayloadLost && cur.Tier == objects.TierRuntimeLocal})
+			_, err = tx.Write(o.Meta.OID, cur.Version, objects.WriteSpec{Payload: o.Payload, Labels: labels, DropPayload: o.PayloadLost})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("restore object %s: %w", o.Meta.OID, err)

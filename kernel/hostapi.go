@@ -42,9 +42,8 @@ func (k *Runtime) InspectWithArguments(pid int64, known func(CallKey) (json.RawM
 			if r.Wait.PendingID != "" {
 				if p, err := loadPending(tx, pid, r.Wait.PendingID); err == nil {
 					d.WaitingOn.Tool, d.WaitingOn.CallID, d.WaitingOn.StartedAt = p.Tool, p.CallID, p.StartedAt
-				}
-				if r.Wait.Kind == process.WaitApproval {
-					if p, a, err := loadApproval(tx, r); err == nil {
+					var a approvalData
+					if r.Wait.Kind == process.WaitApproval && json.Unmarshal(p.Data, &a) == nil {
 						d.WaitingOn.Arguments = p.Args
 						d.WaitingOn.Needs = fmt.Sprintf("%s on %s (grant %s asks)", a.Right, a.Resource, a.GrantID)
 					}

@@ -268,7 +268,7 @@ func canMessage(tx *txn, sender *procRecord, recipient int64) error {
 func (k *Runtime) post(tx *txn, m mailbox.Message) (mailbox.Message, error) {
 	rec, err := loadProc(tx, m.Recipient)
 	if err != nil {
-		return mailbox.Message{}, tools.Errorf(tools.CodeNotFound, "recipient_pid %d: %v", m.Recipient, err)
+		return mailbox.Message{}, tools.Errorf(tools.CodeNotFound, "recipient_pid %d: %w", m.Recipient, err)
 	}
 	if rec.State.Terminal() {
 		return mailbox.Message{}, tools.Errorf(tools.CodeFailed, "recipient_pid %d has ended (%s); its mailbox is closed", m.Recipient, rec.State)

@@ -350,3 +350,45 @@ func TestInvokeCheckMatchesRunner(t *testing.T) {
 		t.Fatalf("tool error %q, runner error %+v", te.Message, env.Error)
 	}
 }
+
+// The checked schema never refuses what the declared one allows: a numeric
+// enum (1.0 and 1 are one value) and a default below an input are left to
+// the runner's own check.
+func TestCheckedSchemaIsNeverStricterThanTheDeclared(t *testing.T) {
+	r := &skillpkg.Runner{Inputs: []skillpkg.InputDecl{
+		{Name: "level", Type: skillpkg.TypeNumber, Schema: mustSchema(t, `{"type":"number","enum":[1.0,2]}`)},
+		{Name: "opts", Type: skillpkg.TypeObject, Schema: mustSchema(t, `{"type":"object","properties":{"depth":{"type":"integer","maximum":5,"default":9}}}`)},
+	}}
+	checked, params, err := catalog.InputSchema(r)
+	if err != nil || params == nil {
+		t.Fatalf("InputSchema: %v, parameters %s", err, params)
+	}
+	for _, args := range []string{`{"level": 1}`, `{"level": 2, "opts": {}}`} {
+		got, err := checked.Normalize(json.RawMessage(args))
+		if err != nil {
+			t.Fatalf("%s refused by the checked schema: %v", args, err)
+		}
+		if _, err := skillpkg.ResolveInputs(r.Inputs, got); err != nil {
+			t.Fatalf("%s (normalized %s) refused by the runner: %v", args, got, err)
+		}
+	}
+	if _, err := skillpkg.ResolveInputs(r.Inputs, json.RawMessage(`{"level": 3}`)); err == nil {
+		t.Fatal("the runner's own check lost the enum")
+	}
+}
+
+// mustSchema compiles a declared input schema as admission does.
+func mustSchema(t *testing.T, raw string) *skillpkg.Schema {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := skillpkg.CompileSchema(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

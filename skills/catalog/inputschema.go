@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"slices"
 
 	"github.com/libos/libos/skills/skillpkg"
 	"github.com/libos/libos/tools/schema"
@@ -83,7 +84,7 @@ func inputProperty(d skillpkg.InputDecl) (*schema.Schema, any, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("schema: %w", err)
 	}
-	p := carried(doc)
+	p := carried(doc, true)
 	rendered, err := json.Marshal(p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("schema: %w", err)
@@ -103,7 +104,7 @@ func inputProperty(d skillpkg.InputDecl) (*schema.Schema, any, error) {
 // on a dropped one (additionalProperties beside patternProperties, items
 // beside prefixItems), so that the result never refuses a value the
 // declared schema accepts.
-func carried(doc any) *schema.Schema {
+func carried(doc any, top bool) *schema.Schema {
 	m, ok := doc.(map[string]any)
 	if !ok {
 		return &schema.Schema{} // true or false: a boolean schema is not carried
@@ -121,7 +122,7 @@ func carried(doc any) *schema.Schema {
 	if props, ok := m["properties"].(map[string]any); ok {
 		s.Properties = make(map[string]*schema.Schema, len(props))
 		for k, v := range props {
-			s.Properties[k] = carried(v)
+			s.Properties[k] = carried(v, false)
 		}
 	}
 	if list, ok := m["required"].([]any); ok {
@@ -141,13 +142,18 @@ func carried(doc any) *schema.Schema {
 	s.MinItems, s.MaxItems = intKeyword(m, "minItems"), intKeyword(m, "maxItems")
 	if items, ok := m["items"].(map[string]any); ok {
 		if _, prefix := m["prefixItems"]; !prefix {
-			s.Items = carried(items)
+			s.Items = carried(items, false)
 		}
 	}
-	if enum, ok := m["enum"].([]any); ok && len(enum) > 0 {
+	// tools/schema compares enum members as written, so a number (1.0 and
+	// 1 are one value in JSON Schema) is left to the runner's check.
+	if enum, ok := m["enum"].([]any); ok && len(enum) > 0 && !slices.ContainsFunc(enum, isNumber) {
 		s.Enum = enum
 	}
-	if v, ok := m["default"]; ok {
+	// tools/schema fills a default into the arguments; below an input, one
+	// breaking its own schema (legal in JSON Schema) would then fail the
+	// runner's check of a call that never gave it.
+	if v, ok := m["default"]; ok && top {
 		s.Default = v
 	}
 	return s
@@ -216,4 +222,9 @@ func sameJSON(a, b any) bool {
 	default:
 		return a == b
 	}
+}
+
+func isNumber(v any) bool {
+	_, ok := v.(json.Number)
+	return ok
 }

@@ -333,8 +333,8 @@ type agentWaiter interface {
 // result that breaks the runner's declared outputs (or is missing when it
 // declares some) is refused as output_rejected, by the check skill test
 // applies. The result is inlined up to MaxInlineOutputBytes, as any
-// runner's output is: the result Object lives in the child's namespace,
-// which the caller holds no right to read.
+// runner's output is, so the caller need not read the child's result Object
+// (which, as its direct child's, it may).
 func finishAgentTask(sys agentWaiter, r *skillpkg.Runner, p tools.Pending) (map[string]any, error) {
 	var d agentTaskData
 	if err := json.Unmarshal(p.Data, &d); err != nil {
