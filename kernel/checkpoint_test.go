@@ -162,14 +162,7 @@ func TestCheckpointFork(t *testing.T) {
 		{Resource: "clock:sleep", Rights: []capabilities.Right{capabilities.Read}, UsesRemaining: &one},
 	})
 	h.run()
-	cp, err := h.rt.CreateCheckpoint(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := h.rt.ForkCheckpoint(cp.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := forkNow(t, h, pid)
 	fork := rep.PIDs[pid]
 	if fork == pid || rep.RootPID != fork {
 		t.Fatalf("fork report %+v", rep)
