@@ -759,8 +759,11 @@ type answer struct {
 // it, and record its result with finishEffect. The rules are the core's
 // (quantum.Batch.Step); dispatch only carries them out.
 func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmContext, im *images.Image, b *quantum.Batch, in quantum.Input) (effectFunc, error) {
-	if in.Kind == quantum.Continue && len(b.Calls) > 0 {
-		r.TextOnlyTurns = 0
+	if in.Kind == quantum.Continue {
+		if len(b.Calls) > 0 {
+			r.TextOnlyTurns = 0
+		}
+		b.TableSkills = slices.Clone(r.ActiveSkills)
 	}
 	var last answer
 	var table map[string]*tools.Tool
@@ -782,11 +785,8 @@ func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmCo
 				}
 				in = quantum.Input{Kind: quantum.Seen, Notices: msgs}
 			case quantum.Invoke:
-				if table == nil {
-					// Fixed for the batch: a skill activated by one of its
-					// calls adds tools from the next reply on.
-					table = k.toolTable(im, r)
-				}
+				// Looked up again for each call: a call may unload a skill.
+				table = k.batchTable(im, r, b)
 				in, last, err = k.invokeCall(ctx, tx, r, c, table, b.Turn, call)
 				if err != nil {
 					return nil, err
@@ -968,6 +968,12 @@ func (k *Runtime) invoke(ctx context.Context, tx *txn, r *procRecord, c *llmCont
 			names = append(names, n)
 		}
 		hint := ""
+		if im, err := k.image(r.Image); err == nil {
+			if _, ok := k.selectedTools(im, r.ActiveSkills, r.ToolTable).table[call.Name]; ok {
+				return tools.Outcome{}, tools.Errorf(tools.CodeUnknownTool, "tool %q belongs to a skill activated in this turn: "+
+					"its tools can be called from your next reply on", call.Name)
+			}
+		}
 		if near := tools.Closest(call.Name, names, 3); len(near) > 0 {
 			hint = "; the closest tools you may call: " + strings.Join(near, ", ")
 		}
@@ -1264,13 +1270,26 @@ func (k *Runtime) readGoal(tx *txn, r *procRecord) (text string, meta objects.Me
 
 // toolSchemas renders an image's tool table for the provider, sorted by name.
 func (k *Runtime) toolSchemas(im *images.Image, r *procRecord) []llm.ToolSchema {
-	return k.selectedTools(im, r).schemas
+	return k.selectedTools(im, r.ActiveSkills, r.ToolTable).schemas
 }
 
-// toolTable returns the tools a process may call, by name. The map is
-// shared: callers only read it.
-func (k *Runtime) toolTable(im *images.Image, r *procRecord) map[string]*tools.Tool {
-	return k.selectedTools(im, r).table
+// batchTable returns the tools b's calls may run, by name: the table the
+// model was shown for the reply (selected with the skills active when it
+// came), less the tools of any skill a call of the batch unloaded since. A
+// skill activated by one of its calls shows its tools from the next reply
+// on, as activate_skill says; an unloaded one takes them away at once. The
+// map is shared: callers only read it.
+func (k *Runtime) batchTable(im *images.Image, r *procRecord, b *quantum.Batch) map[string]*tools.Tool {
+	skills := r.ActiveSkills
+	if !slices.Equal(b.TableSkills, r.ActiveSkills) {
+		skills = make([]string, 0, len(b.TableSkills))
+		for _, s := range b.TableSkills {
+			if slices.Contains(r.ActiveSkills, s) {
+				skills = append(skills, s)
+			}
+		}
+	}
+	return k.selectedTools(im, skills, r.ToolTable).table
 }
 
 // selectedTools is a tool table and its rendering for the provider.
@@ -1279,14 +1298,16 @@ type selectedTools struct {
 	schemas []llm.ToolSchema
 }
 
-// selectedTools returns r's tool table, built once for each selection: the
-// catalog is immutable, so a table depends only on what selects it.
-func (k *Runtime) selectedTools(im *images.Image, r *procRecord) *selectedTools {
-	key := im.Name + ":" + im.Version + "|" + strings.Join(r.ActiveSkills, ",") + "|" + strconv.FormatBool(r.ToolTable != nil) + strings.Join(r.ToolTable, ",")
+// selectedTools returns the tool table of image im with skills active (or
+// the fixed table of an agent-task child, when fixed is not nil), built once
+// for each selection: the catalog is immutable, so a table depends only on
+// what selects it.
+func (k *Runtime) selectedTools(im *images.Image, skills, fixed []string) *selectedTools {
+	key := im.Name + ":" + im.Version + "|" + strings.Join(skills, ",") + "|" + strconv.FormatBool(fixed != nil) + strings.Join(fixed, ",")
 	if v, ok := k.toolTables.Load(key); ok {
 		return v.(*selectedTools)
 	}
-	table := k.buildToolTable(im, r)
+	table := k.buildToolTable(im, skills, fixed)
 	sel := &selectedTools{table: table, schemas: k.renderSchemas(table)}
 	k.toolTables.Store(key, sel)
 	return sel

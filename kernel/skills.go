@@ -49,6 +49,11 @@ func (s *syscalls) ActivateSkill(name string) (tools.SkillInfo, error) {
 				return tools.SkillInfo{}, err
 			}
 		}
+		if s.r.ToolTable != nil {
+			// An agent-task child's table is fixed: activation gives it the
+			// manual and names only the skill's tools that table holds.
+			sk.Tools = slices.DeleteFunc(slices.Clone(sk.Tools), func(n string) bool { return !slices.Contains(s.r.ToolTable, n) })
+		}
 		return sk, nil
 	}
 	return tools.SkillInfo{}, tools.Errorf(tools.CodeNotFound, "name: no skill %q is available to image %s (see discover_skills)", name, s.r.Image)
@@ -65,18 +70,18 @@ func (s *syscalls) UnloadSkill(name string) error {
 
 func (s *syscalls) ActiveSkills() []string { return slices.Clone(s.r.ActiveSkills) }
 
-// buildToolTable builds the set of tools process r is shown and may call: an explicit
-// table (an agent-task child), or its image's table (or the skills
-// projection) plus the tools of every skill it activated.
-func (k *Runtime) buildToolTable(im *images.Image, r *procRecord) map[string]*tools.Tool {
+// buildToolTable builds the set of tools a process is shown and may call:
+// its fixed table (an agent-task child), or its image's table (or the skills
+// projection) plus the tools of the active skills.
+func (k *Runtime) buildToolTable(im *images.Image, skills, fixed []string) map[string]*tools.Tool {
 	table := map[string]*tools.Tool{}
 	add := func(name string) {
 		if t, ok := k.broker.Lookup(name); ok {
 			table[name] = t
 		}
 	}
-	if r.ToolTable != nil {
-		for _, n := range r.ToolTable {
+	if fixed != nil {
+		for _, n := range fixed {
 			add(n)
 		}
 		return table
@@ -96,9 +101,9 @@ func (k *Runtime) buildToolTable(im *images.Image, r *procRecord) map[string]*to
 			add(name)
 		}
 	}
-	if len(r.ActiveSkills) > 0 {
+	if len(skills) > 0 {
 		for _, sk := range k.discoverable(im) {
-			if slices.Contains(r.ActiveSkills, sk.Name) {
+			if slices.Contains(skills, sk.Name) {
 				for _, n := range sk.Tools {
 					add(n)
 				}

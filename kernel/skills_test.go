@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -254,6 +255,63 @@ processes:
 	}
 }
 
+// A batch's calls run against the table the model was shown for its reply:
+// a skill activated by one of them adds its tools from the next reply on,
+// even after an outside effect of the batch ran between commits, and a skill
+// unloaded by one of them takes its tools away at once.
+func TestSkillTableFollowsTheBatch(t *testing.T) {
+	h, _ := skillHarness(t, `
+processes:
+  - image: skilled:v0
+    turns:
+      - tool_calls:
+          - name: activate_skill
+            arguments: {name: echo}
+      - tool_calls:
+          - name: activate_skill
+            arguments: {name: tally}
+          - name: echo
+            arguments: {text: effect between}
+          - name: tally
+            arguments: {text: too early}
+      - tool_calls:
+          - name: unload_skill
+            arguments: {name: echo}
+          - name: echo
+            arguments: {text: unloaded}
+      - tool_calls:
+          - name: tally
+            arguments: {text: now it runs}
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: done}
+`)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "skilled:v0", Goal: "tables", Grants: []capabilities.Grant{scopeGrant("echo.use")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if info := h.info(pid); info.Status != process.Exited {
+		t.Fatalf("status %s: %s", info.Status, info.Reason)
+	}
+	res := h.toolResults(pid)
+	if len(res) != 8 {
+		t.Fatalf("%d results: %v", len(res), res)
+	}
+	if res[2]["_tool"] != "echo" || res[2]["status"] != "sealed" {
+		t.Fatalf("echo, an outside effect: %v", res[2])
+	}
+	if res[3]["_tool"] != "tally" || errorCode(res[3]) != tools.CodeUnknownTool || !strings.Contains(errorMessage(res[3]), "activated in this turn") {
+		t.Fatalf("tally in the batch that activated it, after an effect: %v", res[3])
+	}
+	if res[5]["_tool"] != "echo" || errorCode(res[5]) != tools.CodeUnknownTool || res[5]["effect_started"] != false {
+		t.Fatalf("echo in the batch that unloaded it: %v", res[5])
+	}
+	if res[6]["_tool"] != "tally" || res[6]["ok"] != true {
+		t.Fatalf("tally from the next reply on: %v", res[6])
+	}
+}
+
 func TestSkilledImageProjection(t *testing.T) {
 	h, capture := skillHarness(t, `
 processes:
@@ -457,5 +515,40 @@ processes:
 	// The refused spawn charged nothing.
 	if used := h.info(pid).Used; used.Children != 0 {
 		t.Fatalf("children charged: %+v", used)
+	}
+}
+
+// An agent-task child's table is fixed: activating a skill gives it the
+// manual and names only the skill's tools that table holds, never ones it
+// is not shown.
+func TestActivateSkillInAFixedTable(t *testing.T) {
+	h, _ := skillHarness(t, "")
+	pid := h.spawn(nil)
+	err := h.rt.update(func(tx *txn) error {
+		r, err := loadProc(tx, pid)
+		if err != nil {
+			return err
+		}
+		r.ToolTable = []string{"activate_skill", "echo", "process_exit"}
+		sys := h.rt.newSyscalls(tx, r, nil, &tools.Tool{Name: "activate_skill"}, "c1")
+		info, err := sys.ActivateSkill("echo")
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(info.Tools, []string{"echo"}) || !strings.Contains(info.Manual, "# echo") {
+			t.Errorf("activation in a fixed table names %v (manual %q), want [echo] and the manual", info.Tools, info.Manual)
+		}
+		r.ToolTable = nil
+		info, err = sys.ActivateSkill("echo")
+		if err != nil {
+			return err
+		}
+		if len(info.Tools) != 3 {
+			t.Errorf("activation in an image's table names %v, want the skill's tools and the one its allowed-tools names", info.Tools)
+		}
+		return errors.New("rolled back")
+	})
+	if err == nil || err.Error() != "rolled back" {
+		t.Fatal(err)
 	}
 }

@@ -64,6 +64,10 @@ type Batch struct {
 	// EffectAuthority is the authority decisions of the call whose effect
 	// runs, for its tool record.
 	EffectAuthority []string `json:"effect_authority,omitempty"`
+	// TableSkills are the skills that were active when the reply came: the
+	// kernel runs the batch's calls against the tool table they select, less
+	// any skill a call unloads meanwhile.
+	TableSkills []string `json:"table_skills,omitempty"`
 
 	// phase is where the batch is; it is never stored, because a stored
 	// batch is always between an effect's start and its result.
@@ -132,6 +136,7 @@ func (b *Batch) Clone() *Batch {
 	}
 	c.Notices = slices.Clone(b.Notices)
 	c.EffectAuthority = slices.Clone(b.EffectAuthority)
+	c.TableSkills = slices.Clone(b.TableSkills)
 	if b.ending != nil {
 		e := *b.ending
 		e.Notices = slices.Clone(b.ending.Notices)
