@@ -238,7 +238,9 @@ func TestAgentTaskTimeoutEndsTheChild(t *testing.T) {
 // The scope grant an agent-task child is handed is no wider than the
 // caller's grant that allows it, so the kernel's widening check lets it
 // through: an approved ask hands down an ask, an expiring grant its expiry,
-// a one-shot one use (the call's own check spent another).
+// a one-shot one use: the one the call's own check reserved, since starting
+// the task exercises no scope, so a task costs the caller one use, and a
+// grant of a single use can start one.
 func TestAgentTaskScopeGrantsFollowTheCallers(t *testing.T) {
 	runner := strings.Replace(oracleRunner("[process_exit]"), "  type: agent-task\n", "  type: agent-task\n  scopes: [oracle.ask]\n", 1)
 	script := oracleScript(`      - tool_calls:
@@ -250,26 +252,33 @@ func TestAgentTaskScopeGrantsFollowTheCallers(t *testing.T) {
 	ask.Effect = capabilities.Ask
 	expiring := scopeGrant("oracle.ask")
 	expiring.ExpiresAt = &expiry
+	oneShot := func(caller int) func(t *testing.T, g, held capabilities.Grant) {
+		return func(t *testing.T, g, held capabilities.Grant) {
+			if g.UsesRemaining == nil || *g.UsesRemaining != 1 {
+				t.Fatalf("the child's grant %+v, want one use", g)
+			}
+			if held.UsesRemaining == nil || *held.UsesRemaining != caller {
+				t.Fatalf("the caller's grant %+v, want %d uses left", held, caller)
+			}
+		}
+	}
 	for _, c := range []struct {
 		name  string
 		grant capabilities.Grant
-		check func(t *testing.T, child capabilities.Grant)
+		check func(t *testing.T, child, caller capabilities.Grant)
 	}{
-		{"approved ask", ask, func(t *testing.T, g capabilities.Grant) {
+		{"approved ask", ask, func(t *testing.T, g, _ capabilities.Grant) {
 			if g.Effect != capabilities.Ask {
 				t.Fatalf("the child's grant %+v, want an ask", g)
 			}
 		}},
-		{"expiring", expiring, func(t *testing.T, g capabilities.Grant) {
+		{"expiring", expiring, func(t *testing.T, g, _ capabilities.Grant) {
 			if g.ExpiresAt == nil || !g.ExpiresAt.Equal(expiry) {
 				t.Fatalf("the child's grant %+v, want the caller's expiry", g)
 			}
 		}},
-		{"one-shot of three uses", scopeGrant("oracle.ask", 3), func(t *testing.T, g capabilities.Grant) {
-			if g.UsesRemaining == nil || *g.UsesRemaining != 1 {
-				t.Fatalf("the child's grant %+v, want one use", g)
-			}
-		}},
+		{"one-shot of three uses", scopeGrant("oracle.ask", 3), oneShot(2)},
+		{"one-shot of one use", scopeGrant("oracle.ask", 1), oneShot(0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h, _ := taskHarness(t, runner, script)
@@ -293,20 +302,22 @@ func TestAgentTaskScopeGrantsFollowTheCallers(t *testing.T) {
 			if oracle["ok"] != true {
 				t.Fatalf("the oracle call: %v", oracle)
 			}
-			var handed capabilities.Grant
-			h.rt.view(func(tx *txn) error {
-				child, err := loadProc(tx, 2)
-				if err != nil {
-					return err
-				}
-				for _, g := range child.Grants {
-					if g.Resource == "scope:oracle.ask" {
-						handed = g
+			scopeGrantOf := func(pid int64) (held capabilities.Grant) {
+				h.rt.view(func(tx *txn) error {
+					r, err := loadProc(tx, pid)
+					if err != nil {
+						return err
 					}
-				}
-				return nil
-			})
-			c.check(t, handed)
+					for _, g := range r.Grants {
+						if g.Resource == "scope:oracle.ask" {
+							held = g
+						}
+					}
+					return nil
+				})
+				return held
+			}
+			c.check(t, scopeGrantOf(2), scopeGrantOf(pid))
 		})
 	}
 }

@@ -30,6 +30,11 @@ type syscalls struct {
 	// table lets it check.
 	tool string
 	ops  []authority.Op
+	// scopeUses are the uses of one-shot grants this call's scope checks
+	// reserved. Starting an agent task exercises no scope, so the use its
+	// check reserved is the one the child is handed (SpawnChild), and not
+	// a second one taken from the caller's grant.
+	scopeUses []capabilities.Reservation
 }
 
 // newSyscalls binds t's call callID, of r in tx, to the kernel.
@@ -70,7 +75,21 @@ func (s *syscalls) Require(op authority.Op, p authority.Params) error {
 	if !slices.Contains(s.ops, op) {
 		return fmt.Errorf("%w: %s checked %s; the table lists %v for it", authority.ErrUndeclared, s.tool, op, s.ops)
 	}
-	return s.k.check(s.tx, s.r, s.callID != "" && s.r.ApprovedCall == s.callID, op, p)
+	reserved, err := s.k.check(s.tx, s.r, s.callID != "" && s.r.ApprovedCall == s.callID, op, p)
+	if op == authority.ScopeUse {
+		s.scopeUses = append(s.scopeUses, reserved...)
+	}
+	return err
+}
+
+// withScopeUses is r's grants with the scope uses this call reserved given
+// back: what the call may hand down.
+func (s *syscalls) withScopeUses() []capabilities.Grant {
+	grants := s.r.Grants
+	for _, res := range s.scopeUses {
+		grants = capabilities.Restore(grants, res)
+	}
+	return grants
 }
 
 func (s *syscalls) Holding(op authority.Op, p authority.Params) (capabilities.Grant, bool) {
@@ -78,11 +97,12 @@ func (s *syscalls) Holding(op authority.Op, p authority.Params) (capabilities.Gr
 	if err != nil || len(reqs) == 0 || !slices.Contains(s.ops, op) {
 		return capabilities.Grant{}, false
 	}
-	d := s.k.decide(s.r, s.callID != "" && s.r.ApprovedCall == s.callID, reqs[0].Right, reqs[0].Names...)
+	grants := s.withScopeUses()
+	d := s.k.decideOn(grants, s.callID != "" && s.r.ApprovedCall == s.callID, reqs[0].Right, reqs[0].Names...)
 	if !d.Allowed && !d.Ask {
 		return capabilities.Grant{}, false
 	}
-	for _, g := range s.r.Grants {
+	for _, g := range grants {
 		if g.ID == d.GrantID {
 			return g.Clone(), true
 		}
@@ -93,17 +113,20 @@ func (s *syscalls) Holding(op authority.Op, p authority.Params) (capabilities.Gr
 // require checks (and for a one-shot, reserves) op on p for r in tx, for
 // the kernel's own stages: nothing is approved there.
 func (k *Runtime) require(tx *txn, r *procRecord, op authority.Op, p authority.Params) error {
-	return k.check(tx, r, false, op, p)
+	_, err := k.check(tx, r, false, op, p)
+	return err
 }
 
 // check is the one authority check of the kernel: every requirement the
 // table states for op on p, in its order, decided and applied (a one-shot
-// reserved before the next is decided).
-func (k *Runtime) check(tx *txn, r *procRecord, approved bool, op authority.Op, p authority.Params) error {
+// reserved before the next is decided). It returns the one-shot uses it
+// reserved.
+func (k *Runtime) check(tx *txn, r *procRecord, approved bool, op authority.Op, p authority.Params) ([]capabilities.Reservation, error) {
 	reqs, err := authority.Requirements(op, p)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var reserved []capabilities.Reservation
 	for _, q := range reqs {
 		d := k.decide(r, approved, q.Right, q.Names...)
 		if !d.Allowed && !d.Ask && d.GrantID == "" && op == authority.ObjectRead {
@@ -113,11 +136,15 @@ func (k *Runtime) check(tx *txn, r *procRecord, approved bool, op authority.Op, 
 					Reason: fmt.Sprintf("allowed: the result of direct child pid %d", child)}
 			}
 		}
-		if err := k.apply(tx, r, d, q.Right, q.Names...); err != nil {
-			return err
+		res, err := k.apply(tx, r, d, q.Right, q.Names...)
+		if err != nil {
+			return reserved, err
+		}
+		if res.GrantID != "" {
+			reserved = append(reserved, res)
 		}
 	}
-	return nil
+	return reserved, nil
 }
 
 // childResult reports whether oid is the result of a direct child of r
@@ -162,7 +189,12 @@ func (k *Runtime) permits(r *procRecord, op authority.Op, p authority.Params) er
 // decide is the one authority decision of the kernel: r's grants in force
 // now, with ask grants allowing when a Human approved the call.
 func (k *Runtime) decide(r *procRecord, approved bool, right capabilities.Right, names ...string) capabilities.Decision {
-	live := capabilities.Live(r.Grants, k.now())
+	return k.decideOn(r.Grants, approved, right, names...)
+}
+
+// decideOn is decide on grants.
+func (k *Runtime) decideOn(grants []capabilities.Grant, approved bool, right capabilities.Right, names ...string) capabilities.Decision {
+	live := capabilities.Live(grants, k.now())
 	if approved {
 		return capabilities.Approved(live, right, names...)
 	}
@@ -170,24 +202,24 @@ func (k *Runtime) decide(r *procRecord, approved bool, right capabilities.Right,
 }
 
 // apply acts on decision d for r: a refusal, a request for approval, or an
-// allow that reserves a one-shot use.
-func (k *Runtime) apply(tx *txn, r *procRecord, d capabilities.Decision, right capabilities.Right, names ...string) error {
+// allow that reserves a one-shot use (returned).
+func (k *Runtime) apply(tx *txn, r *procRecord, d capabilities.Decision, right capabilities.Right, names ...string) (capabilities.Reservation, error) {
 	r.noteDecision(d)
 	if d.Ask {
-		return &ApprovalRequiredError{GrantID: d.GrantID, Right: right, Resource: d.Name}
+		return capabilities.Reservation{}, &ApprovalRequiredError{GrantID: d.GrantID, Right: right, Resource: d.Name}
 	}
 	if !d.Allowed {
-		return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, right, names[0], d.Reason)
+		return capabilities.Reservation{}, fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, right, names[0], d.Reason)
 	}
-	if d.OneShot {
-		grants, _, err := capabilities.Reserve(r.Grants, d)
-		if err != nil {
-			return fmt.Errorf("%w: %v", tools.ErrDenied, err)
-		}
-		r.Grants = grants
-		return saveProc(tx, r)
+	if !d.OneShot {
+		return capabilities.Reservation{}, nil
 	}
-	return nil
+	grants, res, err := capabilities.Reserve(r.Grants, d)
+	if err != nil {
+		return capabilities.Reservation{}, fmt.Errorf("%w: %v", tools.ErrDenied, err)
+	}
+	r.Grants = grants
+	return res, saveProc(tx, r)
 }
 
 func (s *syscalls) StartCompaction(req tools.CompactionRequest) (tools.Outcome, error) {
@@ -249,11 +281,35 @@ func (s *syscalls) ImageOf(ref string) (tools.ImageInfo, error) {
 }
 
 func (s *syscalls) SpawnChild(spec tools.ChildSpec) (tools.ChildStatus, error) {
+	s.handScopeUsesDown(spec.Grants)
 	c, err := s.k.spawnChild(s.tx, s.r, spec)
 	if err != nil {
 		return tools.ChildStatus{}, err
 	}
 	return childStatus(c), nil
+}
+
+// handScopeUsesDown gives back to the caller's grants, for spawnChild to
+// move to the child, each scope use this call reserved on a grant that
+// would hand down one of the uses a one-shot grant of handed asks for: the
+// child gets the use the call's check took, and the caller loses one use
+// for the task, not two. Each reserved use moves at most once.
+func (s *syscalls) handScopeUsesDown(handed []capabilities.Grant) {
+	for _, g := range handed {
+		if g.UsesRemaining == nil || g.Effect == capabilities.Deny || len(g.Rights) == 0 {
+			continue
+		}
+		for n := 0; n < *g.UsesRemaining; n++ {
+			i := slices.IndexFunc(s.scopeUses, func(res capabilities.Reservation) bool {
+				return capabilities.Check(capabilities.Restore(s.r.Grants, res), g.Rights[0], g.Resource).GrantID == res.GrantID
+			})
+			if i < 0 {
+				break
+			}
+			s.r.Grants = capabilities.Restore(s.r.Grants, s.scopeUses[i])
+			s.scopeUses = slices.Delete(s.scopeUses, i, i+1)
+		}
+	}
 }
 
 func (s *syscalls) Child(pid int64) (tools.ChildStatus, error) {

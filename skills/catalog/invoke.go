@@ -202,9 +202,8 @@ type agentSpawner interface {
 // handedDownScope is the grant of scope an agent-task child gets: execute
 // on it, no wider than the caller's grant that allows it: an ask stays an
 // ask (the Human approved starting the task, not each effect of the
-// child's), its expiry is kept, and a one-shot hands down one use (the
-// kernel takes it from the caller's, which this call's own check has used
-// one of already).
+// child's), its expiry is kept, and a one-shot hands down one use (the one
+// this call's own check reserved: the kernel moves it to the child).
 func handedDownScope(sys tools.Caller, scope string) capabilities.Grant {
 	g := capabilities.Grant{Resource: capabilities.ScopeResource(scope), Rights: []capabilities.Right{capabilities.Execute}, Effect: capabilities.Allow}
 	held, ok := sys.Holding(authority.ScopeUse, authority.Params{Scope: scope})
