@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -120,5 +121,86 @@ func TestAdmitChecksBundledToolsAndAdmitsCleanGraphs(t *testing.T) {
 	admitted, err := Admit(pkg.Dir)
 	if err != nil || len(admitted.Tools) != 2 {
 		t.Fatalf("Admit of a clean package = %v, %v", admitted, err)
+	}
+}
+
+// A manifest.json deeper than tools/<namespace>/<tool>/ is a bundled tool
+// too, as runx reads it: its name is the dotted path of the folders below
+// tools/, and it is admitted (closure included) like any other, never
+// silently skipped.
+func TestAdmitReadsDeeperToolManifests(t *testing.T) {
+	const skill = "---\nname: tools\n---\n"
+	refusals := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"deeper tool with a missing entrypoint", map[string]string{
+			"tools/ns/t/manifest.json":     nodeTool(`["./run.mjs"]`),
+			"tools/ns/t/run.mjs":           "console.log('{}');\n",
+			"tools/ns/t/sub/manifest.json": `{"schema": "runx.tool.manifest.v1", "name": "ns.t.sub", "source": {"type": "cli-tool", "command": "node", "args": ["./run.mjs"]}}`,
+		}, `tools/ns/t/sub/manifest.json: source.args[0]: bundled tool ns.t.sub: ./run.mjs names tools/ns/t/sub/run.mjs, which does not exist in the package`},
+		{"deeper tool named for a shallower path", map[string]string{
+			"tools/ns/t/manifest.json":     nodeTool(`["./run.mjs"]`),
+			"tools/ns/t/run.mjs":           "console.log('{}');\n",
+			"tools/ns/t/sub/manifest.json": `{"name": "ns.sub", "runner": {"type": "cli-tool", "command": "cat"}}`,
+		}, `tools/ns/t/sub/manifest.json:1: name: must be "ns.t.sub" to match the path tools/ns/t/sub, got "ns.sub"`},
+		{"deeper tool folder not named as a tool segment", map[string]string{
+			"tools/ns/t/manifest.json":     nodeTool(`["./run.mjs"]`),
+			"tools/ns/t/run.mjs":           "console.log('{}');\n",
+			"tools/ns/t/a.b/manifest.json": `{"name": "ns.t.a.b", "runner": {"type": "cli-tool", "command": "cat"}}`,
+		}, `tools/ns/t/a.b: a tool folder must be named with 1 to 64 letters, digits, '_' or '-'`},
+		{"tools folder nested in a tool, which runx reads as another root", map[string]string{
+			"tools/ns/t/manifest.json":           `{"name": "ns.t", "runner": {"type": "cli-tool", "command": "cat"}}`,
+			"tools/ns/t/tools/a/b/manifest.json": `{"name": "a.b", "runner": {"type": "cli-tool", "command": "cat"}}`,
+		}, `tools/ns/t/tools/a/b/manifest.json: is below tools/ns/t/tools, a tools folder inside tools/, which runx reads as another root of tools`},
+		{"namespace named tools", map[string]string{
+			"tools/tools/x/manifest.json": `{"name": "tools.x", "runner": {"type": "cli-tool", "command": "cat"}}`,
+		}, `tools/tools/x/manifest.json: is below tools/tools, a tools folder inside tools/`},
+		{"folder with no tool at or below it", map[string]string{
+			"tools/ns/t/lib/x.mjs": "export const x = 1;\n",
+		}, `tools/ns/t/manifest.json: is required and does not exist`},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.files["SKILL.md"] = skill
+			_, err := Admit(writeTree(t, tc.files))
+			if !errors.Is(err, skillpkg.ErrAdmission) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Admit error = %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+
+	// A folder that holds tools only deeper down needs no manifest of its
+	// own; folders without a manifest (fixtures, sources) are no tools, and
+	// a nested package (its own SKILL.md) answers for its own tools.
+	dir := writeTree(t, map[string]string{
+		"tools/ns/t/vendored/SKILL.md":                "---\nname: vendored\n---\n",
+		"tools/ns/t/vendored/tools/v/w/manifest.json": `{"name": "v.w", "runner": {"type": "cli-tool", "command": "cat"}}`,
+		"SKILL.md":                          skill,
+		"tools/ns/t/manifest.json":          `{"name": "ns.t", "runner": {"type": "cli-tool", "command": "cat"}}`,
+		"tools/ns/t/fixtures/case.yaml":     "inputs: {}\n",
+		"tools/ns/t/sub/manifest.json":      `{"name": "ns.t.sub", "runner": {"type": "cli-tool", "command": "./run.sh", "input_mode": "stdin"}}`,
+		"tools/ns/t/sub/run.sh":             "#!/bin/sh\ncat\n",
+		"tools/ns/group/deep/manifest.json": `{"schema": "runx.tool.manifest.v1", "name": "ns.group.deep", "source": {"type": "cli-tool", "command": "cat"}}`,
+	})
+	pkg, err := Admit(dir)
+	if err != nil {
+		t.Fatalf("Admit of nested tools: %v", err)
+	}
+	var names []string
+	for _, tool := range pkg.Tools {
+		names = append(names, tool.Name)
+	}
+	if strings.Join(names, " ") != "ns.group.deep ns.t ns.t.sub" {
+		t.Fatalf("tools %q", names)
+	}
+	sub, _ := pkg.Tool("ns.t.sub")
+	if sub.Namespace != "ns" || sub.Tool != "t.sub" || sub.Dir != "tools/ns/t/sub" || sub.Runner.Base != "tools/ns/t/sub" {
+		t.Fatalf("ns.t.sub = %+v, runner base %s", sub, sub.Runner.Base)
+	}
+	env := RunRunner(context.Background(), pkg, sub.Runner, json.RawMessage(`{"a": 1}`), RunOptions{Workspace: t.TempDir(), LookupEnv: hostLookup(nil)})
+	if env.Status != StatusSealed || string(env.Output) != `{"a":1}` {
+		t.Fatalf("ns.t.sub: %+v %s", env.Error, env.Output)
 	}
 }

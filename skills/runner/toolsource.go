@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/libos/libos/skills/skillpkg"
@@ -26,10 +27,12 @@ var localSourceExts = []string{".js", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".c
 // that names a package file ("./x", "../x", or a source file name), must
 // exist in the package, resolved from the tool's folder; the JavaScript
 // files among them are followed through their relative import, export-from
-// and require specifiers, each of which must resolve to a package file;
-// and a tool run by node may not reach uncompiled TypeScript. It returns
-// the closure's package-relative paths. A refusal is a
-// *skillpkg.AdmissionError naming the tool, the file and the specifier.
+// and require specifiers, each of which must resolve to a package file,
+// or else name a Node built-in (a bare package name, an absolute path or a
+// URL is refused: its code would run unbound); and a tool run by node may
+// not reach uncompiled TypeScript. It returns the closure's
+// package-relative paths. A refusal is a *skillpkg.AdmissionError naming
+// the tool, its manifest, the file and the specifier.
 func toolSources(root *os.Root, t *skillpkg.Tool) ([]string, error) {
 	r := t.Runner
 	manifest := t.Dir + "/" + skillpkg.ToolManifestFile
@@ -95,13 +98,29 @@ func toolSources(root *os.Root, t *skillpkg.Tool) ([]string, error) {
 		for _, imp := range imports {
 			fail := func(format string, args ...any) error {
 				return &skillpkg.AdmissionError{File: file, Line: imp.line,
-					Rule: fmt.Sprintf("%s %q of bundled tool %s ", imp.kind, imp.spec, t.Name) + fmt.Sprintf(format, args...)}
+					Rule: fmt.Sprintf("%s %q of bundled tool %s (%s) ", imp.kind, imp.spec, t.Name, manifest) + fmt.Sprintf(format, args...)}
 			}
 			if imp.escaped {
 				return nil, fail("uses a string escape; write the path plainly so that admission can follow it")
 			}
-			if !strings.HasPrefix(imp.spec, "./") && !strings.HasPrefix(imp.spec, "../") {
-				continue // a Node built-in or an installed package, not a package file
+			// As runx binds the closure: only Node built-ins and package
+			// files, so that what admission binds is all the tool runs.
+			switch {
+			case strings.HasPrefix(imp.spec, "./"), strings.HasPrefix(imp.spec, "../"):
+			case isNodeBuiltin(imp.spec):
+				continue
+			case imp.spec == ".", imp.spec == "..":
+				return nil, fail("names a folder, which admission does not resolve; %s", toolImportRule)
+			case strings.HasPrefix(imp.spec, "/"), strings.Contains(imp.spec, ":"):
+				return nil, fail("is an absolute path or URL, outside the package's source closure; %s", toolImportRule)
+			default:
+				return nil, fail("is a bare specifier, which Node resolves from installed packages (node_modules) or package.json, outside the package's source closure; %s", toolImportRule)
+			}
+			if strings.ContainsAny(imp.spec, "?#") {
+				// An ES module import reads them as a URL's query or
+				// fragment, so Node would load another file than the one
+				// bound; runx refuses them too.
+				return nil, fail("holds ? or #, which Node may read as a URL query or fragment; write the plain relative path of the file")
 			}
 			rel := path.Join(path.Dir(file), imp.spec)
 			if rel == ".." || strings.HasPrefix(rel, "../") {
@@ -121,6 +140,31 @@ func toolSources(root *os.Root, t *skillpkg.Tool) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// toolImportRule is what a bundled tool's source may import.
+const toolImportRule = `a bundled tool may import only Node built-ins ("node:fs") and package files by a relative path ("./lib.mjs")`
+
+// nodeBuiltins are the modules Node (20) loads by bare name ahead of any
+// installed package. Those it loads only as node:<name> (node:test,
+// node:sqlite, node:sea) are left out: by bare name Node looks them up
+// among installed packages. A list, not a map, costs nothing at start-up.
+var nodeBuiltins = []string{
+	"_http_agent", "_http_client", "_http_common", "_http_incoming", "_http_outgoing", "_http_server",
+	"_stream_duplex", "_stream_passthrough", "_stream_readable", "_stream_transform", "_stream_wrap", "_stream_writable",
+	"_tls_common", "_tls_wrap", "assert", "assert/strict", "async_hooks", "buffer", "child_process", "cluster",
+	"console", "constants", "crypto", "dgram", "diagnostics_channel", "dns", "dns/promises", "domain", "events",
+	"fs", "fs/promises", "http", "http2", "https", "inspector", "inspector/promises", "module", "net", "os",
+	"path", "path/posix", "path/win32", "perf_hooks", "process", "punycode", "querystring", "readline",
+	"readline/promises", "repl", "stream", "stream/consumers", "stream/promises", "stream/web", "string_decoder",
+	"sys", "timers", "timers/promises", "tls", "trace_events", "tty", "url", "util", "util/types", "v8", "vm",
+	"wasi", "worker_threads", "zlib",
+}
+
+// isNodeBuiltin reports whether an import specifier names a Node built-in:
+// any node: specifier (as runx admits them), or a built-in's bare name.
+func isNodeBuiltin(spec string) bool {
+	return strings.HasPrefix(spec, "node:") || slices.Contains(nodeBuiltins, spec)
 }
 
 // namesLocalFile reports whether a cli-tool argument names a package file:

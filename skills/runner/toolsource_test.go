@@ -69,25 +69,25 @@ func TestAdmitBindsBundledToolSources(t *testing.T) {
 			"tools/ns/t/manifest.json": nodeTool(`["./run.mjs"]`),
 			"tools/ns/t/run.mjs":       "#!/usr/bin/env node\n// import './commented.mjs';\nconst s = \"import './quoted.mjs'\";\nimport { x } from './lib.mjs';\nimport './missing.mjs';\n",
 			"tools/ns/t/lib.mjs":       "export const x = 1;\n",
-		}, `tools/ns/t/run.mjs:5: import "./missing.mjs" of bundled tool ns.t resolves to tools/ns/t/missing.mjs, which does not exist in the package`},
+		}, `tools/ns/t/run.mjs:5: import "./missing.mjs" of bundled tool ns.t (tools/ns/t/manifest.json) resolves to tools/ns/t/missing.mjs, which does not exist in the package`},
 		{"missing re-export deeper in the closure", map[string]string{
 			"tools/ns/t/manifest.json": nodeTool(`["./run.mjs"]`),
 			"tools/ns/t/run.mjs":       "import { y } from '../../../lib/y.mjs';\nconsole.log(y);\n",
 			"lib/y.mjs":                "const re = /['\"]/g;\nexport { y } from\n  './z.mjs';\n",
-		}, `lib/y.mjs:3: import "./z.mjs" of bundled tool ns.t resolves to lib/z.mjs, which does not exist in the package`},
+		}, `lib/y.mjs:3: import "./z.mjs" of bundled tool ns.t (tools/ns/t/manifest.json) resolves to lib/z.mjs, which does not exist in the package`},
 		{"missing require", map[string]string{
 			"tools/ns/t/manifest.json": nodeTool(`["./run.cjs"]`),
 			"tools/ns/t/run.cjs":       "const fs = require('fs');\nconst h = require(`${'./dyn'}`);\nconst u = require('./util');\n",
-		}, `tools/ns/t/run.cjs:3: require "./util" of bundled tool ns.t resolves to tools/ns/t/util, which does not exist in the package`},
+		}, `tools/ns/t/run.cjs:3: require "./util" of bundled tool ns.t (tools/ns/t/manifest.json) resolves to tools/ns/t/util, which does not exist in the package`},
 		{"import leaving the package", map[string]string{
 			"tools/ns/t/manifest.json": nodeTool(`["./run.mjs"]`),
 			"tools/ns/t/run.mjs":       "import '../../../../x.mjs';\n",
-		}, `tools/ns/t/run.mjs:1: import "../../../../x.mjs" of bundled tool ns.t resolves outside the package`},
+		}, `tools/ns/t/run.mjs:1: import "../../../../x.mjs" of bundled tool ns.t (tools/ns/t/manifest.json) resolves outside the package`},
 		{"typescript import under node", map[string]string{
 			"tools/ns/t/manifest.json": nodeTool(`["./run.mjs"]`),
 			"tools/ns/t/run.mjs":       "import { f } from './f.ts';\n",
 			"tools/ns/t/f.ts":          "export const f = 1;\n",
-		}, `tools/ns/t/run.mjs:1: import "./f.ts" of bundled tool ns.t resolves to uncompiled TypeScript (tools/ns/t/f.ts), which node does not run`},
+		}, `tools/ns/t/run.mjs:1: import "./f.ts" of bundled tool ns.t (tools/ns/t/manifest.json) resolves to uncompiled TypeScript (tools/ns/t/f.ts), which node does not run`},
 	}
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,5 +165,81 @@ func TestScanImports(t *testing.T) {
 		if _, err := scanImports([]byte(bad)); err == nil {
 			t.Errorf("%q: scanned without error", bad)
 		}
+	}
+}
+
+// A bundled tool's source closure reaches only package files and Node
+// built-ins, as runx's admission binds it: a bare specifier (resolved from
+// installed packages) or an absolute path or URL is refused rather than
+// left unfollowed, naming the source file, the specifier and the manifest.
+func TestAdmitRefusesToolImportsOutsideTheClosure(t *testing.T) {
+	const skill = "---\nname: tools\n---\n"
+	const manifest = "(tools/ns/t/manifest.json)"
+	bare := manifest + ` is a bare specifier, which Node resolves from installed packages`
+	absolute := manifest + ` is an absolute path or URL`
+	refusals := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"bare import, even with the package installed", map[string]string{
+			"tools/ns/t/run.mjs":                          "import fs from 'node:fs';\nimport _ from 'lodash';\n",
+			"tools/ns/t/node_modules/lodash/index.js":     "module.exports = {};\n",
+			"tools/ns/t/node_modules/lodash/package.json": `{"name": "lodash", "main": "index.js"}`,
+		}, `tools/ns/t/run.mjs:2: import "lodash" of bundled tool ns.t ` + bare},
+		{"bare require", map[string]string{
+			"tools/ns/t/run.mjs": "import { createRequire } from 'node:module';\nconst require = createRequire(import.meta.url);\nconst pad = require('left-pad');\n",
+		}, `tools/ns/t/run.mjs:3: require "left-pad" of bundled tool ns.t ` + bare},
+		{"scoped re-export deeper in the closure", map[string]string{
+			"tools/ns/t/run.mjs": "import { y } from '../../../lib/y.mjs';\n",
+			"lib/y.mjs":          "export { y } from '@scope/pkg/sub';\n",
+		}, `lib/y.mjs:1: import "@scope/pkg/sub" of bundled tool ns.t ` + bare},
+		{"literal dynamic import", map[string]string{
+			"tools/ns/t/run.mjs": "const chalk = await import('chalk');\n",
+		}, `tools/ns/t/run.mjs:1: import "chalk" of bundled tool ns.t ` + bare},
+		{"built-in Node loads only with node:", map[string]string{
+			"tools/ns/t/run.mjs": "import test from 'test';\n",
+		}, `tools/ns/t/run.mjs:1: import "test" of bundled tool ns.t ` + bare},
+		{"a folder by ..", map[string]string{
+			"tools/ns/t/run.mjs": "import './h.cjs';\n",
+			"tools/ns/t/h.cjs":   "const up = require('..');\n",
+		}, `tools/ns/t/h.cjs:1: require ".." of bundled tool ns.t ` + manifest + ` names a folder`},
+		{"absolute path", map[string]string{
+			"tools/ns/t/run.mjs": "import x from '/etc/x.js';\n",
+		}, `tools/ns/t/run.mjs:1: import "/etc/x.js" of bundled tool ns.t ` + absolute},
+		{"file URL", map[string]string{
+			"tools/ns/t/run.mjs": "import x from 'file:///etc/x.js';\n",
+		}, `tools/ns/t/run.mjs:1: import "file:///etc/x.js" of bundled tool ns.t ` + absolute},
+		{"remote URL", map[string]string{
+			"tools/ns/t/run.mjs": "import x from 'https://example.com/x.mjs';\n",
+		}, `tools/ns/t/run.mjs:1: import "https://example.com/x.mjs" of bundled tool ns.t ` + absolute},
+		{"relative with a query, even if a file has that name", map[string]string{
+			"tools/ns/t/run.mjs":     "import { x } from './lib.mjs?v=1';\n",
+			"tools/ns/t/lib.mjs?v=1": "export const x = 1;\n",
+			"tools/ns/t/lib.mjs":     "export const x = 2;\n",
+		}, `tools/ns/t/run.mjs:1: import "./lib.mjs?v=1" of bundled tool ns.t ` + manifest + ` holds ? or #`},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.files["SKILL.md"] = skill
+			tc.files["tools/ns/t/manifest.json"] = nodeTool(`["./run.mjs"]`)
+			_, err := Admit(writeTree(t, tc.files))
+			if !errors.Is(err, skillpkg.ErrAdmission) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Admit error = %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+
+	// Node built-ins stay allowed, by node: or by the bare name Node loads
+	// ahead of any installed package.
+	dir := writeTree(t, map[string]string{
+		"SKILL.md":                 skill,
+		"tools/ns/t/manifest.json": nodeTool(`["./run.mjs"]`),
+		"tools/ns/t/run.mjs": "import fs from 'fs';\nimport { readFile } from 'fs/promises';\nimport path from 'node:path';\nimport test from 'node:test';\n" +
+			"export * from 'node:util';\nconst { posix } = await import('path/posix');\n" +
+			"import { createRequire } from 'module';\nconst cp = createRequire(import.meta.url)('child_process');\n",
+	})
+	if _, err := Admit(dir); err != nil {
+		t.Fatalf("Admit of a tool importing Node built-ins: %v", err)
 	}
 }

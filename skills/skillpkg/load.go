@@ -1,6 +1,7 @@
 // Package skillpkg admits skill packages: a folder with a SKILL.md (YAML front
 // matter and a Markdown manual), an optional skill.yaml of runners, and
-// bundled tools under tools/<namespace>/<tool>/manifest.json.
+// bundled tools under tools/<namespace>/<tool>/manifest.json (and deeper:
+// tools/<namespace>/<tool>/<sub>/manifest.json is the tool <namespace>.<tool>.<sub>).
 //
 // Admission is strict and happens before anything runs: an unknown field, a
 // value of the wrong type, a module or bundled-tool path that escapes the
@@ -18,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -211,11 +213,13 @@ func readContained(root, rel string, required bool) ([]byte, error) {
 	return data, nil
 }
 
-// loadTools admits tools/<namespace>/<tool>/manifest.json. Plain files among
+// loadTools admits tools/<namespace>/<tool>/manifest.json, and as runx
+// does a manifest.json nested deeper in a tool folder, a tool named by the
+// dotted path of its folders (tools/ns/t/sub is ns.t.sub). Plain files among
 // the namespace and tool folders are ignored, except a manifest.json placed
 // there: a tool the author meant to bundle would otherwise silently vanish.
-// A tool folder without a manifest, or any of these folders resolving
-// outside the package, is refused.
+// For the same reason a tool folder with no manifest at or below it is
+// refused, as is any of these folders resolving outside the package.
 func loadTools(root string) ([]*Tool, error) {
 	toolsDir := filepath.Join(root, "tools")
 	if _, err := os.Lstat(toolsDir); errors.Is(err, fs.ErrNotExist) {
@@ -263,22 +267,61 @@ func loadTools(root string) ([]*Tool, error) {
 			if err := containedDir(root, toolRel); err != nil {
 				return nil, err
 			}
-			manifestRel := toolRel + "/" + ToolManifestFile
-			data, err := readContained(root, manifestRel, true)
-			if err != nil {
+			before := len(tools)
+			if tools, err = loadToolFolder(root, ns.Name(), []string{t.Name()}, tools); err != nil {
 				return nil, err
 			}
-			tool, err := ParseToolManifest(ns.Name(), t.Name(), data)
-			if err != nil {
-				return nil, err
+			if len(tools) == before {
+				return nil, &AdmissionError{File: toolRel + "/" + ToolManifestFile, Rule: "is required and does not exist"}
 			}
-			if err := checkModule(root, manifestRel, "runner.module", tool.Runner); err != nil {
-				return nil, err
-			}
-			tools = append(tools, tool)
 		}
 	}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
+	return tools, nil
+}
+
+// loadToolFolder appends the tool whose manifest is in the folder
+// tools/<namespace>/<folders...>, if any, and those nested below it. A
+// symlinked subfolder is not followed: the tool and namespace folders are
+// the ones confined (containedDir), and what a link inside a tool reaches
+// is package source, bound by the tool's closure. A subfolder holding a
+// SKILL.md is a nested package, which answers for its own tools.
+func loadToolFolder(root, namespace string, folders []string, tools []*Tool) ([]*Tool, error) {
+	rel := "tools/" + namespace + "/" + strings.Join(folders, "/")
+	entries, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", rel, err)
+	}
+	for _, e := range entries {
+		if e.Name() != ToolManifestFile {
+			continue
+		}
+		manifestRel := rel + "/" + ToolManifestFile
+		data, err := readContained(root, manifestRel, true)
+		if err != nil {
+			return nil, err
+		}
+		tool, err := parseToolManifest(namespace, folders, data)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkModule(root, manifestRel, "runner.module", tool.Runner); err != nil {
+			return nil, err
+		}
+		tools = append(tools, tool)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		sub := rel + "/" + e.Name()
+		if _, err := os.Lstat(filepath.Join(root, filepath.FromSlash(sub), SkillFile)); err == nil {
+			continue
+		}
+		if tools, err = loadToolFolder(root, namespace, append(slices.Clip(folders), e.Name()), tools); err != nil {
+			return nil, err
+		}
+	}
 	return tools, nil
 }
 

@@ -211,8 +211,10 @@ func (r nodeReader) parseNamedRunners(block *keyValue, defs map[string]InputDecl
 // Tool is a bundled local tool.
 type Tool struct {
 	// Name is the dotted name "<namespace>.<tool>".
-	Name        string
-	Namespace   string
+	Name      string
+	Namespace string
+	// Tool is the tool's folder name, or for a tool nested deeper in its
+	// namespace (tools/ns/t/sub) the dotted path of its folders ("t.sub").
 	Tool        string
 	Description string
 	// Version is runx's optional tool version; "" in libos's form.
@@ -221,7 +223,8 @@ type Tool struct {
 	// in libos's form, "source" in runx's (whose scopes and inputs sit
 	// beside it at the top level).
 	RunnerField string
-	// Dir is the package-relative folder "tools/<namespace>/<tool>".
+	// Dir is the package-relative folder "tools/<namespace>/<tool>", or a
+	// folder below it for a nested tool.
 	Dir string
 	// Runner runs the tool; its Name is the tool's dotted name and its
 	// relative paths resolve from Dir.
@@ -258,14 +261,31 @@ var (
 // A manifest holding runner is libos's form, any other runx's. Relative
 // paths resolve from the tool's folder. It does no I/O.
 func ParseToolManifest(namespace, tool string, data []byte) (*Tool, error) {
-	dir := "tools/" + namespace + "/" + tool
+	return parseToolManifest(namespace, []string{tool}, data)
+}
+
+// parseToolManifest parses the manifest of the tool in the folder
+// tools/<namespace>/<folders...>, whose name is their dotted path (runx
+// reads a manifest nested deeper in a tool's folder as a tool of its own).
+func parseToolManifest(namespace string, folders []string, data []byte) (*Tool, error) {
+	dir := "tools/" + namespace + "/" + strings.Join(folders, "/")
 	r := nodeReader{file: dir + "/" + ToolManifestFile}
 	if !toolSegmentPattern().MatchString(namespace) {
 		return nil, &AdmissionError{File: "tools/" + namespace, Rule: "a tool namespace folder must be named with 1 to 64 letters, digits, '_' or '-'"}
 	}
-	if !toolSegmentPattern().MatchString(tool) {
-		return nil, &AdmissionError{File: dir, Rule: "a tool folder must be named with 1 to 64 letters, digits, '_' or '-'"}
+	// Each folder is a segment of the dotted name, so none may hold a dot.
+	for i, f := range folders {
+		if !toolSegmentPattern().MatchString(f) {
+			return nil, &AdmissionError{File: "tools/" + namespace + "/" + strings.Join(folders[:i+1], "/"), Rule: "a tool folder must be named with 1 to 64 letters, digits, '_' or '-'"}
+		}
 	}
+	// runx names a tool from the last tools/ folder of its path, libos from
+	// the package's own: refuse the paths on which they would differ.
+	below := append([]string{namespace}, folders...)
+	if i := slices.Index(below, "tools"); i >= 0 {
+		return nil, &AdmissionError{File: r.file, Rule: fmt.Sprintf("is below %s, a tools folder inside tools/, which runx reads as another root of tools; rename that folder", "tools/"+strings.Join(below[:i+1], "/"))}
+	}
+	tool := strings.Join(folders, ".")
 	if len(data) > MaxManifestBytes {
 		return nil, r.fail(nil, "", "must be at most %d bytes", MaxManifestBytes)
 	}
