@@ -98,6 +98,16 @@ func (f Filter) Matches(m *Message) bool {
 	return true
 }
 
+// matchesEveryUnread reports whether every unread message matches f: f reads
+// unread messages only and has no other condition, so the queue header's
+// unread count is its number of matches and a read need not load the
+// messages past its page to count them. A condition added to Filter must be
+// added here too (TestMatchesEveryUnreadSeesEveryField checks).
+func (f Filter) matchesEveryUnread() bool {
+	return !f.IncludeAcked && f.MessageIDs == nil && f.Kind == nil && f.Sender == nil &&
+		f.Channel == nil && f.CorrelationID == nil && f.ReplyTo == nil
+}
+
 // clone returns a copy of f that shares no memory with it.
 func (f Filter) clone() Filter {
 	c := f

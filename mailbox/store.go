@@ -307,7 +307,11 @@ func (c *Continuation) UnmarshalJSON(data []byte) error {
 //
 // Exact ids that do not exist, belong to another queue, do not match the
 // other filters or are superseded are simply not returned. Without exact ids
-// and with IncludeAcked false, Read walks only the unread index.
+// and with IncludeAcked false, Read walks only the unread index, and with no
+// other condition it loads no message past its page: the header counts the
+// rest. Reads with IncludeAcked and no exact ids, or with conditions on
+// content, still load every candidate to the end of the queue, since each
+// must be matched to count the omitted ones.
 func Read(tx *objects.Txn, recipient int64, f Filter, ack bool, maxBytes int, now time.Time) (Page, error) {
 	if err := checkRecipient(recipient); err != nil {
 		return Page{}, fmt.Errorf("mailbox: read: %w", err)
@@ -375,7 +379,19 @@ func Read(tx *objects.Txn, recipient int64, f Filter, ack bool, maxBytes int, no
 		}
 		return nil
 	}
-	if err := walk(tx, recipient, f, visit); err != nil {
+	var err error
+	if f.matchesEveryUnread() {
+		matched, err = walkUnreadPage(tx, recipient, visit, func() bool { return pageFull }, func(seq uint64) bool {
+			if !needIDs || len(omittedIDs) > MaxMessageIDs {
+				return false
+			}
+			omittedIDs = append(omittedIDs, FormatID(recipient, seq))
+			return true
+		})
+	} else {
+		err = walk(tx, recipient, f, visit)
+	}
+	if err != nil {
 		return Page{}, fmt.Errorf("mailbox: read: %w", err)
 	}
 
@@ -524,6 +540,50 @@ func walk(tx *objects.Txn, recipient int64, f Filter, visit func(m *Message) err
 	}
 }
 
+// walkUnreadPage is walk for a filter every unread message matches
+// (Filter.matchesEveryUnread), which returns the number of matches from the
+// queue header instead of loading every unread message to count them: it
+// calls visit for the unread messages in queue order until full reports the
+// page full, then passes rest the seqs of the next ones, from the unread
+// index alone, until rest returns false. A drain of the queue page by page
+// then costs what it returns, not the rest of the queue at every page.
+func walkUnreadPage(tx *objects.Txn, recipient int64, visit func(m *Message) error, full func() bool, rest func(seq uint64) bool) (int, error) {
+	h, err := loadHeader(tx, recipient)
+	if err != nil {
+		return 0, err
+	}
+	var seen uint64
+	start := seqKey(keyUnread, recipient, h.firstUnread)
+	end := prefixEnd(queuePrefix(keyUnread, recipient))
+	err = tx.ScanRange(start, end, false, func(key, _ []byte) error {
+		seq, err := seqFromKey(key)
+		if err != nil {
+			return err
+		}
+		if seen++; seen > h.unread {
+			return fmt.Errorf("queue of %d: header counts %d unread, fewer than the unread index holds", recipient, h.unread)
+		}
+		if full() {
+			if !rest(seq) {
+				return objects.ErrStopScan
+			}
+			return nil
+		}
+		m, found, err := loadMessage(tx, recipient, seq)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("unread index names %s, which does not exist", FormatID(recipient, seq))
+		}
+		return visit(&m)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(h.unread), nil
+}
+
 // Get returns the message id of recipient's queue, whatever its status. An
 // id that does not parse or names another queue is not found: the error
 // wraps objects.ErrNotFound.
@@ -559,6 +619,31 @@ func List(tx *objects.Txn, recipient int64, fn func(m *Message) error) error {
 		m, err := decodeMessage(key, value)
 		if err != nil {
 			return fmt.Errorf("mailbox: list: %w", err)
+		}
+		return fn(&m)
+	})
+}
+
+// ListAfter is List for the messages with Seq > afterSeq: it starts at the
+// key of the message after afterSeq, so a caller paging through a queue from
+// a watermark decodes only what it reads, not every message before it.
+// afterSeq 0 lists the whole queue. fn behaves as in List.
+func ListAfter(tx *objects.Txn, recipient int64, afterSeq uint64, fn func(m *Message) error) error {
+	if err := checkRecipient(recipient); err != nil {
+		return fmt.Errorf("mailbox: list after: %w", err)
+	}
+	if fn == nil {
+		return fmt.Errorf("mailbox: list after: %w", invalid("fn", "must not be nil"))
+	}
+	if afterSeq == ^uint64(0) {
+		return nil
+	}
+	start := seqKey(keyMsg, recipient, afterSeq+1)
+	end := prefixEnd(queuePrefix(keyMsg, recipient))
+	return tx.ScanRange(start, end, false, func(key, value []byte) error {
+		m, err := decodeMessage(key, value)
+		if err != nil {
+			return fmt.Errorf("mailbox: list after: %w", err)
 		}
 		return fn(&m)
 	})

@@ -517,9 +517,6 @@ func (s *Server) messagePage(pid int64, all bool, after uint64, limit int) (Mess
 		}
 		size := 0
 		take := func(m *mailbox.Message) error {
-			if m.Seq <= after {
-				return nil // List walks from the oldest
-			}
 			n := len(m.Body) + len(m.Payload) + len(m.Subject)
 			if len(out.Messages) == limit || (len(out.Messages) > 0 && size+n > messagePageBytes) {
 				out.NextAfter = out.Messages[len(out.Messages)-1].Seq
@@ -530,7 +527,7 @@ func (s *Server) messagePage(pid int64, all bool, after uint64, limit int) (Mess
 			return nil
 		}
 		if all {
-			return mailbox.List(tx, pid, take)
+			return mailbox.ListAfter(tx, pid, after, take)
 		}
 		return mailbox.UnreadAfter(tx, pid, after, take)
 	})
