@@ -157,7 +157,7 @@ func Parse(source string, data []byte) (*Image, error) {
 	if err := checkWholeNumbers(&root, reflect.TypeFor[Image](), ""); err != nil {
 		return nil, fmt.Errorf("image %s: %w", source, err)
 	}
-	if err := im.validate(); err != nil {
+	if err := im.Validate(); err != nil {
 		return nil, fmt.Errorf("image %s: %w", source, err)
 	}
 	return &im, nil
@@ -215,7 +215,11 @@ func Load(path string) (*Image, error) {
 	return Parse(path, data)
 }
 
-func (im *Image) validate() error {
+// Validate checks im's fields as Parse does a file's (all but the whole
+// numbers, which a Go value holds already) and fills in the defaults of
+// the completion gate, the tool projection and the context window. The
+// error names the field and the rule.
+func (im *Image) Validate() error {
 	if !identRe().MatchString(im.Name) {
 		return fmt.Errorf("name: %q must be lowercase letters, digits, '.', '_' or '-' (at most 64)", im.Name)
 	}

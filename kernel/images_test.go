@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/libos/libos/images"
+	"github.com/libos/libos/process"
 	"github.com/libos/libos/tools"
 )
 
@@ -61,4 +62,49 @@ func TestOpenRefusesImageKeyedByAnotherRef(t *testing.T) {
 	openRefused(t, Options{Images: map[string]*images.Image{"alias:v0": imageWithTools("real", "v1", images.BuiltinTools)}},
 		`Options.Images["alias:v0"]: the image is real:v1; an image must be keyed by its own name:version`)
 	openRefused(t, Options{Images: map[string]*images.Image{"gone:v0": nil}}, `Options.Images["gone:v0"]: nil image`)
+}
+
+// An image a Host builds in Go is checked as an image file is: a window
+// that cannot hold an answer and a prompt, a negative budget or a skills
+// list naming a skill the catalog lacks is refused at Open, naming the
+// field; an image leaving defaults unset runs with them, and the Host's
+// value is not changed.
+func TestOpenChecksImagesBuiltInGo(t *testing.T) {
+	tiny := imageWithTools("tiny", "v0", images.BuiltinTools)
+	tiny.Context = images.ContextConfig{Object: true, WindowTokens: 1}
+	openRefused(t, Options{Images: map[string]*images.Image{"tiny:v0": tiny}},
+		`Options.Images["tiny:v0"]: context.window_tokens: 1 must be at least max_output_tokens (0) plus 1024 tokens for the prompt`)
+
+	spent := imageWithTools("spent", "v0", images.BuiltinTools)
+	spent.Budget.ToolCalls = -1
+	openRefused(t, Options{Images: map[string]*images.Image{"spent:v0": spent}},
+		`Options.Images["spent:v0"]: budget.tool_calls: -1 must be >= 0`)
+
+	skilled := imageWithTools("skilled-typo", "v0", images.BuiltinTools)
+	skilled.Skills = []string{"echoer", "echoe"}
+	openRefused(t, Options{Images: map[string]*images.Image{"skilled-typo:v0": skilled}, Skills: testCatalog{}},
+		`Options.Images["skilled-typo:v0"]: skills[1]: "echoe" is not a skill of the catalog (Options.Skills)`)
+	openRefused(t, Options{Images: map[string]*images.Image{"skilled-typo:v0": skilled}},
+		`Options.Images["skilled-typo:v0"]: skills[0]: "echoer" is not a skill of the catalog`)
+
+	bare := &images.Image{Name: "bare", Version: "v0", SystemPrompt: "test", Tools: []string{images.BuiltinTools}}
+	h := newHarness(t, `
+processes:
+  - image: bare:v0
+    turns:
+      - tool_calls:
+          - name: process_exit
+            arguments: {message: done}
+`, func(o *Options) { o.Images = map[string]*images.Image{"bare:v0": bare} })
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "bare:v0", Goal: "exit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if info := h.info(pid); info.Status != process.Exited {
+		t.Fatalf("an image with its defaults unset: %s (%s)", info.Status, info.Reason)
+	}
+	if bare.CompletionGate != "" || bare.Context.WindowTokens != 0 {
+		t.Fatalf("Open changed the Host's image: %+v", bare)
+	}
 }

@@ -156,7 +156,7 @@ func Open(dir string, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkImages(opts.Images, broker); err != nil {
+	if opts.Images, err = checkImages(opts.Images, broker, opts.Skills); err != nil {
 		return nil, err
 	}
 	if opts.FS == nil && !opts.ReadOnly {
@@ -193,30 +193,54 @@ func Open(dir string, opts Options) (*Runtime, error) {
 	return k, nil
 }
 
-// checkImages refuses Options.Images that a process could not run with: an
-// entry keyed by a reference other than the image's own name:version (spawn
-// would find it, the quantum would not), and a tool table naming a tool the
-// broker does not resolve (buildToolTable would drop it without a word).
-func checkImages(ims map[string]*images.Image, broker *tools.Broker) error {
+// checkImages returns Options.Images as the runtime keeps them: copies,
+// checked and with their defaults filled as an image file's are
+// (images.Image.Validate; a window too small for an answer and a prompt
+// would fail the process's maintenance, not the Host's Open). It refuses
+// an image a process could not run with: an entry keyed by a reference
+// other than the image's own name:version (spawn would find it, the
+// quantum would not), a tool table naming a tool the broker does not
+// resolve (buildToolTable would drop it without a word), and a skills list
+// naming a skill the catalog does not hold (discover_skills would leave it
+// out without a word).
+func checkImages(ims map[string]*images.Image, broker *tools.Broker, catalog tools.SkillCatalog) (map[string]*images.Image, error) {
+	if ims == nil {
+		return nil, nil
+	}
+	var skills []tools.SkillInfo
+	if catalog != nil {
+		skills = catalog.Skills()
+	}
+	out := make(map[string]*images.Image, len(ims))
 	for _, ref := range slices.Sorted(maps.Keys(ims)) {
 		im := ims[ref]
 		if im == nil {
-			return fmt.Errorf("Options.Images[%q]: nil image", ref)
+			return nil, fmt.Errorf("Options.Images[%q]: nil image", ref)
 		}
 		if im.Ref() != ref {
-			return fmt.Errorf("Options.Images[%q]: the image is %s; an image must be keyed by its own name:version", ref, im.Ref())
+			return nil, fmt.Errorf("Options.Images[%q]: the image is %s; an image must be keyed by its own name:version", ref, im.Ref())
 		}
-		for i, name := range im.Tools {
+		checked := *im
+		if err := checked.Validate(); err != nil {
+			return nil, fmt.Errorf("Options.Images[%q]: %w", ref, err)
+		}
+		for i, name := range checked.Tools {
 			if name == images.BuiltinTools {
 				continue
 			}
 			// The rule checkToolTable applies to an agent task's allowed_tools.
 			if _, ok := broker.Lookup(name); !ok {
-				return fmt.Errorf("Options.Images[%q]: tools[%d]: %q does not resolve in the tool catalog (the built-in tools and the skills' tools)", ref, i, name)
+				return nil, fmt.Errorf("Options.Images[%q]: tools[%d]: %q does not resolve in the tool catalog (the built-in tools and the skills' tools)", ref, i, name)
 			}
 		}
+		for i, name := range checked.Skills {
+			if !slices.ContainsFunc(skills, func(s tools.SkillInfo) bool { return s.Name == name }) {
+				return nil, fmt.Errorf("Options.Images[%q]: skills[%d]: %q is not a skill of the catalog (Options.Skills)", ref, i, name)
+			}
+		}
+		out[ref] = &checked
 	}
-	return nil
+	return out, nil
 }
 
 // BuiltinTools returns every built-in tool of the runtime.
