@@ -151,9 +151,12 @@ var sendFields = map[string]string{"sender": "from", "recipient": "to"}
 func send(k *kernel.Runtime, req Request) Response {
 	m, err := k.PostHumanMessage(kernel.HumanMessage{To: req.To, From: req.From, Body: req.Body, Subject: req.Subject, Interrupt: req.Interrupt})
 	var fe *mailbox.FieldError
+	// The kernel names the recipient in words of its message tool.
 	if errors.Is(err, kernel.ErrNoProcess) {
-		// The kernel names the recipient in words of its message tool.
 		return Response{Error: fmt.Sprintf("to: no process has pid %d", req.To)}
+	}
+	if errors.Is(err, kernel.ErrEnded) {
+		return Response{Error: fmt.Sprintf("to: pid %d has ended; its mailbox is closed", req.To)}
 	}
 	if errors.As(err, &fe) {
 		field := fe.Field

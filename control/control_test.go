@@ -496,4 +496,11 @@ func TestControlSendNamesItsFields(t *testing.T) {
 	if resp := Handle(h.rt, Request{Op: "send", To: pid, From: "ana", Body: "b"}); resp.Error != "" || resp.Message == nil {
 		t.Fatalf("a good send: %+v", resp)
 	}
+	if resp := Handle(h.rt, Request{Op: "signal", PID: pid, Signal: "kill"}); resp.Error != "" {
+		t.Fatalf("kill: %+v", resp)
+	}
+	want := fmt.Sprintf("to: pid %d has ended; its mailbox is closed", pid)
+	if resp := Handle(h.rt, Request{Op: "send", To: pid, From: "ana", Body: "b"}); resp.Error != want {
+		t.Fatalf("a send to an ended process: %q, want %q", resp.Error, want)
+	}
 }

@@ -39,6 +39,9 @@ var (
 	ErrClosed       = errors.New("runtime is closed")
 	ErrRunning      = errors.New("the scheduler is already running")
 	ErrInvalidSpawn = errors.New("invalid spawn request")
+	// ErrEnded reports a message posted to a process that has ended: its
+	// mailbox is closed.
+	ErrEnded = errors.New("the process has ended; its mailbox is closed")
 	// ErrReadOnly reports a change asked of a runtime opened with
 	// Options.ReadOnly.
 	ErrReadOnly = errors.New("the runtime directory was opened read-only")
