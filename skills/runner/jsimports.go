@@ -5,20 +5,25 @@ import (
 	"slices"
 )
 
-// jsImport is one module specifier a JavaScript file names statically.
+// jsImport is one module specifier a JavaScript file names statically, or
+// one call of import() or require that names none.
 type jsImport struct {
-	// kind is "import" (an import or export-from declaration, or import()
-	// with a string) or "require" (require with a string).
+	// kind is "import" (an import or export-from declaration, or import())
+	// or "require".
 	kind string
 	spec string
 	line int
 	// escaped marks a specifier written with a string escape, which the
 	// scan does not decode.
 	escaped bool
+	// computed marks an import() or require call whose argument is not one
+	// plain string literal: spec is empty, since no file can be read off it.
+	computed bool
 }
 
 // jsToken is a token of the scan: an identifier or number ('i'), a string
-// literal ('s'), a template literal ('t') or one punctuation byte ('p').
+// literal ('s'), a template literal ('t') or one punctuation byte ('p'; "${"
+// opens a template literal's substitution).
 type jsToken struct {
 	kind    byte
 	text    string
@@ -30,8 +35,10 @@ type jsToken struct {
 // import declarations, export ... from, and import() and require() called
 // with one string literal. Comments, strings, template literals and regular
 // expressions are skipped, so words inside them are not mistaken for
-// imports. A computed specifier names nothing the scan can follow and is
-// left out.
+// imports. A call of import() or require with any other argument is listed
+// as computed, for the caller to refuse: the file it loads cannot be known
+// before it runs. A member (x.require), a declaration (function require)
+// or a method definition (require(id) { ... }) is no such call.
 func scanImports(src []byte) ([]jsImport, error) {
 	toks, err := tokenizeJS(src)
 	if err != nil {
@@ -75,9 +82,48 @@ func scanImports(src []byte) ([]jsImport, error) {
 			}
 		}
 	}
+	// defines reports whether the name at i, followed by the '(' at open,
+	// defines a function rather than calling one: a declaration (function
+	// require(id)), or a method (require(id) { in a class or an object
+	// literal), whose name follows one of the tokens that can precede a
+	// method's and whose ')' meets its '{' on the same line. A call there
+	// would be a syntax error, since no line break lets a semicolon be
+	// inserted; "extends require(x) {" is a call and is not matched.
+	defines := func(i, open int) bool {
+		prev := at(i - 1)
+		if isIdent(prev, "function") || isPunct(prev, "*") && isIdent(at(i-2), "function") {
+			return true
+		}
+		switch {
+		case prev.kind == 'p' && slices.Contains([]string{"{", "}", ";", ",", "*"}, prev.text):
+		case prev.kind == 'i' && slices.Contains([]string{"get", "set", "static", "async"}, prev.text):
+		default:
+			return false
+		}
+		depth := 0
+		for j := open; j < len(toks) && j < open+maxParamTokens; j++ {
+			switch {
+			case isPunct(toks[j], "("):
+				depth++
+			case isPunct(toks[j], ")"):
+				if depth--; depth == 0 {
+					brace := at(j + 1)
+					return isPunct(brace, "{") && brace.line == toks[j].line
+				}
+			}
+		}
+		return false
+	}
+	computed := func(kind string, i, open int) {
+		if !defines(i, open) {
+			out = append(out, jsImport{kind: kind, line: toks[i].line, computed: true})
+		}
+	}
 	for i, t := range toks {
-		if t.kind != 'i' || isPunct(at(i-1), ".") {
-			continue // a member such as x.import or x.require
+		// A member such as x.import or x.require, but not a spread
+		// (...require(x)), whose call loads a module like any other.
+		if t.kind != 'i' || isPunct(at(i-1), ".") && !(isPunct(at(i-2), ".") && isPunct(at(i-3), ".")) {
+			continue
 		}
 		next := at(i + 1)
 		switch t.text {
@@ -86,6 +132,8 @@ func scanImports(src []byte) ([]jsImport, error) {
 			case isPunct(next, "("):
 				if at(i+2).kind == 's' && (isPunct(at(i+3), ")") || isPunct(at(i+3), ",")) {
 					add("import", at(i+2))
+				} else {
+					computed("import", i, i+1)
 				}
 			case next.kind == 's':
 				add("import", next)
@@ -99,13 +147,26 @@ func scanImports(src []byte) ([]jsImport, error) {
 				fromClause(i + 1)
 			}
 		case "require":
-			if isPunct(next, "(") && at(i+2).kind == 's' && isPunct(at(i+3), ")") {
-				add("require", at(i+2))
+			open := i + 1
+			if isPunct(next, "?") && isPunct(at(i+2), ".") && isPunct(at(i+3), "(") {
+				open = i + 3 // require?.(x), an optional call
+			}
+			switch {
+			case !isPunct(at(open), "("):
+				// Not a call: typeof require, require.resolve, { require }.
+			case at(open+1).kind == 's' && isPunct(at(open+2), ")"):
+				add("require", at(open+1))
+			default:
+				computed("require", i, open)
 			}
 		}
 	}
 	return out, nil
 }
+
+// maxParamTokens bounds the search for the ')' closing a method's
+// parameters; past it the name is taken for a call, which is refused.
+const maxParamTokens = 4096
 
 // regexKeywords are the words after which a '/' starts a regular
 // expression rather than a division.
@@ -124,7 +185,7 @@ func regexAfter(toks []jsToken) bool {
 	case prev.kind == 'p':
 		// After '}' a statement, and so a regular expression, is far more
 		// likely than a division; after ')' and ']' the reverse.
-		return slices.Contains([]string{"(", "[", "{", "}", ",", ";", ":", "=", "!", "?", "&", "|", "+", "-", "*", "%", "^", "~", "<", ">"}, prev.text)
+		return slices.Contains([]string{"(", "[", "{", "${", "}", ",", ";", ":", "=", "!", "?", "&", "|", "+", "-", "*", "%", "^", "~", "<", ">"}, prev.text)
 	case prev.kind == 'i':
 		return slices.Contains(regexKeywords, prev.text)
 	}
@@ -171,8 +232,9 @@ func tokenizeJS(src []byte) ([]jsToken, error) {
 					templates = append(templates, depth)
 					depth++
 					// The substitution reads as an expression: a '/' at its
-					// start is a regular expression.
-					toks = append(toks, jsToken{kind: 'p', text: "{", line: line})
+					// start is a regular expression. It is no '{' of the
+					// code, which a method's body would be.
+					toks = append(toks, jsToken{kind: 'p', text: "${", line: line})
 					return nil
 				}
 				i++

@@ -23,16 +23,18 @@ const maxToolSourceBytes = 32 << 20
 var localSourceExts = []string{".js", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".py", ".rb", ".sh", ".wasm"}
 
 // toolSources binds the static local source closure of a bundled cli-tool,
-// as runx's admission does: a relative command path, and every argument
-// that names a package file ("./x", "../x", or a source file name), must
-// exist in the package, resolved from the tool's folder; the JavaScript
-// files among them are followed through their relative import, export-from
-// and require specifiers, each of which must resolve to a package file,
-// or else name a Node built-in (a bare package name, an absolute path or a
-// URL is refused: its code would run unbound); and a tool run by node may
-// not reach uncompiled TypeScript. It returns the closure's
-// package-relative paths. A refusal is a *skillpkg.AdmissionError naming
-// the tool, its manifest, the file and the specifier.
+// as runx's admission does: the command and every argument must read as a
+// relative path from the tool's folder (checkToolArgPath); a command path,
+// and every argument that names a package file ("./x", "../x", or a source
+// file name), must exist in the package; the JavaScript files among them
+// are followed through their import, export-from, import() and require
+// specifiers, each of which must be one plain string naming exactly a
+// package file by a relative path, or a Node built-in (a bare package name,
+// an absolute path, a URL or a computed specifier is refused: its code
+// would run unbound); and a tool run by node may not reach uncompiled
+// TypeScript. It returns the closure's package-relative paths. A refusal is
+// a *skillpkg.AdmissionError naming the tool, its manifest, the file and
+// the specifier.
 func toolSources(root *os.Root, t *skillpkg.Tool) ([]string, error) {
 	r := t.Runner
 	manifest := t.Dir + "/" + skillpkg.ToolManifestFile
@@ -55,21 +57,28 @@ func toolSources(root *os.Root, t *skillpkg.Tool) ([]string, error) {
 
 	type entry struct{ field, value string }
 	var entries []entry
+	// runx reads the command and every argument as a path from the tool's
+	// folder before it knows which name package files, so what it cannot
+	// read as one is refused whether or not it names a file.
+	if err := checkToolArgPath("command", r.Command, r.Base, refuse); err != nil {
+		return nil, err
+	}
 	// A command without a slash is looked up in PATH; with one it is a path
 	// the runner resolves from the tool's folder.
-	if strings.Contains(r.Command, "/") && !path.IsAbs(r.Command) {
+	if strings.Contains(r.Command, "/") {
 		entries = append(entries, entry{"command", r.Command})
 	}
 	for i, a := range r.Args {
+		field := fmt.Sprintf("args[%d]", i)
+		if err := checkToolArgPath(field, a, r.Base, refuse); err != nil {
+			return nil, err
+		}
 		if namesLocalFile(a) {
-			entries = append(entries, entry{fmt.Sprintf("args[%d]", i), a})
+			entries = append(entries, entry{field, a})
 		}
 	}
 	for _, e := range entries {
 		rel := path.Join(r.Base, e.value)
-		if rel == ".." || strings.HasPrefix(rel, "../") {
-			return nil, refuse(e.field, "%s resolves outside the package", e.value)
-		}
 		if node && isTypeScriptSource(rel) {
 			return nil, refuse(e.field, "%s is uncompiled TypeScript, which node does not run; declare its compiled .js or .mjs entrypoint", rel)
 		}
@@ -100,6 +109,11 @@ func toolSources(root *os.Root, t *skillpkg.Tool) ([]string, error) {
 				return &skillpkg.AdmissionError{File: file, Line: imp.line,
 					Rule: fmt.Sprintf("%s %q of bundled tool %s (%s) ", imp.kind, imp.spec, t.Name, manifest) + fmt.Sprintf(format, args...)}
 			}
+			if imp.computed {
+				// Whatever it loads was never bound; runx refuses it too.
+				return nil, &skillpkg.AdmissionError{File: file, Line: imp.line,
+					Rule: fmt.Sprintf("%s of bundled tool %s (%s) is not called with one plain string literal, so admission cannot bind the file it loads; %s", callName(imp.kind), t.Name, manifest, toolCallRule)}
+			}
 			if imp.escaped {
 				return nil, fail("uses a string escape; write the path plainly so that admission can follow it")
 			}
@@ -126,17 +140,22 @@ func toolSources(root *os.Root, t *skillpkg.Tool) ([]string, error) {
 			if rel == ".." || strings.HasPrefix(rel, "../") {
 				return nil, fail("resolves outside the package")
 			}
-			found, err := resolveImport(root, rel, imp.kind == "require")
-			if err != nil {
+			// Exactly the file named, for require too: Node's CommonJS
+			// search (./x.js for ./x, then a folder's package.json main
+			// ahead of its index.js) could load another file than the one
+			// a search of ours would bind.
+			switch kind, err := statFile(root, rel); {
+			case err != nil:
 				return nil, fail("resolves to %s, which cannot be read inside the package: %v", rel, err)
+			case kind == fileMissing:
+				return nil, fail("resolves to %s, which does not exist in the package%s", rel, exactHint(imp.kind))
+			case kind == fileOther:
+				return nil, fail("resolves to %s, which is not a regular file%s", rel, exactHint(imp.kind))
 			}
-			if found == "" {
-				return nil, fail("resolves to %s, which does not exist in the package", rel)
+			if node && isTypeScriptSource(rel) {
+				return nil, fail("resolves to uncompiled TypeScript (%s), which node does not run; import its compiled .js or .mjs file", rel)
 			}
-			if node && isTypeScriptSource(found) {
-				return nil, fail("resolves to uncompiled TypeScript (%s), which node does not run; import its compiled .js or .mjs file", found)
-			}
-			add(found)
+			add(rel)
 		}
 	}
 	return files, nil
@@ -144,6 +163,49 @@ func toolSources(root *os.Root, t *skillpkg.Tool) ([]string, error) {
 
 // toolImportRule is what a bundled tool's source may import.
 const toolImportRule = `a bundled tool may import only Node built-ins ("node:fs") and package files by a relative path ("./lib.mjs")`
+
+// toolCallRule is how a bundled tool's source may call import() and require.
+const toolCallRule = `name the module as one string, as in import("./lib.mjs") or require("./lib.cjs")`
+
+// callName names the call a computed jsImport is.
+func callName(kind string) string {
+	if kind == "import" {
+		return "dynamic import()"
+	}
+	return "require"
+}
+
+// checkToolArgPath refuses a bundled tool's command or argument that runx
+// cannot read as a path from the tool's folder (base): empty, padded with
+// white space, absolute, holding a backslash, ? or #, or resolving to the
+// package folder or outside it. A bare word such as node, python3 or --flag
+// reads as a path and passes.
+func checkToolArgPath(field, value, base string, refuse func(field, format string, args ...any) error) error {
+	const rule = "runx reads each command and argument of a bundled tool as a relative path from the tool's folder and refuses it otherwise"
+	var what string
+	switch {
+	case value == "":
+		what = "is empty"
+	case strings.TrimSpace(value) != value:
+		what = "begins or ends with white space"
+	case strings.HasPrefix(value, "/"):
+		what = "is an absolute path; name a package file by its relative path, or a command in PATH by its bare name (node)"
+	case strings.Contains(value, `\`):
+		what = "holds a backslash; write paths with forward slashes"
+	case strings.ContainsAny(value, "?#"):
+		what = "holds ? or #"
+	default:
+		switch rel := path.Join(base, value); {
+		case rel == ".." || strings.HasPrefix(rel, "../"):
+			what = "resolves outside the package"
+		case rel == ".":
+			what = "resolves to the package folder itself"
+		default:
+			return nil
+		}
+	}
+	return refuse(field, "%q %s; %s", value, what, rule)
+}
 
 // nodeBuiltins are the modules Node (20) loads by bare name ahead of any
 // installed package. Those it loads only as node:<name> (node:test,
@@ -232,25 +294,12 @@ func statFile(root *os.Root, rel string) (fileKind, error) {
 	return fileOther, nil
 }
 
-// resolveImport finds the package file an import names: exactly that file
-// for an ES module import, and for require also Node's CommonJS candidates
-// (the extensions .js, .json and .node, then an index file of a folder). It
-// returns "" when none exists.
-func resolveImport(root *os.Root, rel string, require bool) (string, error) {
-	candidates := []string{rel}
-	if require {
-		candidates = append(candidates, rel+".js", rel+".json", rel+".node", rel+"/index.js", rel+"/index.json", rel+"/index.node")
+// exactHint explains, for a require, why its file was not searched for.
+func exactHint(kind string) string {
+	if kind != "require" {
+		return ""
 	}
-	for _, c := range candidates {
-		kind, err := statFile(root, c)
-		if err != nil {
-			return "", err
-		}
-		if kind == fileRegular {
-			return c, nil
-		}
-	}
-	return "", nil
+	return `; a bundled tool's require is bound to exactly the file it names (as runx binds it), so name the file itself with its extension ("./lib/index.js", not "./lib")`
 }
 
 func readToolSource(root *os.Root, rel string) ([]byte, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,7 +55,7 @@ func TestAdmitBindsBundledToolSources(t *testing.T) {
 		}, `tools/ns/t/manifest.json: runner.command: bundled tool ns.t: ./run.sh names tools/ns/t/run.sh, which does not exist in the package`},
 		{"command escaping the package", map[string]string{
 			"tools/ns/t/manifest.json": `{"name": "ns.t", "runner": {"type": "cli-tool", "command": "../../../../run.sh"}}`,
-		}, `runner.command: bundled tool ns.t: ../../../../run.sh resolves outside the package`},
+		}, `runner.command: bundled tool ns.t: "../../../../run.sh" resolves outside the package`},
 		{"missing node entrypoint", map[string]string{
 			"tools/ns/t/manifest.json": nodeTool(`["--no-warnings", "./run.mjs", "{{text}}"]`),
 		}, `tools/ns/t/manifest.json: source.args[1]: bundled tool ns.t: ./run.mjs names tools/ns/t/run.mjs, which does not exist in the package`},
@@ -77,7 +78,7 @@ func TestAdmitBindsBundledToolSources(t *testing.T) {
 		}, `lib/y.mjs:3: import "./z.mjs" of bundled tool ns.t (tools/ns/t/manifest.json) resolves to lib/z.mjs, which does not exist in the package`},
 		{"missing require", map[string]string{
 			"tools/ns/t/manifest.json": nodeTool(`["./run.cjs"]`),
-			"tools/ns/t/run.cjs":       "const fs = require('fs');\nconst h = require(`${'./dyn'}`);\nconst u = require('./util');\n",
+			"tools/ns/t/run.cjs":       "const fs = require('fs');\nconst h = typeof require === 'function' && loader.require(dyn);\nconst u = require('./util');\n",
 		}, `tools/ns/t/run.cjs:3: require "./util" of bundled tool ns.t (tools/ns/t/manifest.json) resolves to tools/ns/t/util, which does not exist in the package`},
 		{"import leaving the package", map[string]string{
 			"tools/ns/t/manifest.json": nodeTool(`["./run.mjs"]`),
@@ -105,7 +106,7 @@ func TestAdmitBindsBundledToolSources(t *testing.T) {
 		"SKILL.md":                 skill,
 		"tools/ns/t/manifest.json": nodeTool(`["./run.mjs"]`),
 		"tools/ns/t/run.mjs": "import { readFileSync } from 'node:fs';\nimport { createRequire } from 'node:module';\nimport { shout } from '../../../lib/shout.mjs';\n" +
-			"const require = createRequire(import.meta.url);\nconst { format } = require('./fmt');\n" +
+			"const require = createRequire(import.meta.url);\nconst { format } = require('./fmt.js');\n" +
 			"console.log(JSON.stringify({ text: format(shout(JSON.parse(readFileSync(0, 'utf8')).text)) }));\n",
 		"tools/ns/t/fmt.js":          "module.exports = { format: (s) => `<${s}>` };\n",
 		"lib/shout.mjs":              "export { shout } from './impl/shout.mjs';\n",
@@ -143,6 +144,8 @@ func TestScanImports(t *testing.T) {
 		"const t = `${`nested ${require('./in-template.cjs')}`} import './no.mjs'`;\n" +
 		"const m = import.meta.url, o = { import: 1, require: 2 };\n" +
 		"x.require('./member.cjs'); import('./lazy.mjs'); import(name);\n" +
+		"function require(id) {} class L { static require(id) { return id; } import(x) {} }\n" +
+		"const r = [...require(n)], q = `${require(n)}${x}`, o = require?.('./opt.cjs');\n" +
 		"if (a) { } /re'/.test(s); const e = require('.\\/esc.cjs');\n" +
 		"const half = i++ / 2 + j-- / 2; // it's\n"
 	got, err := scanImports([]byte(src))
@@ -155,9 +158,13 @@ func TestScanImports(t *testing.T) {
 		if imp.escaped {
 			s += " (escaped)"
 		}
+		if imp.computed {
+			s += fmt.Sprintf("(computed, line %d)", imp.line)
+		}
 		specs = append(specs, s)
 	}
-	want := []string{"import ./a.mjs", "import ./ns.mjs", "import ./all.mjs", "import ./sub.mjs", "require ./in-template.cjs", "import ./lazy.mjs", `require .\/esc.cjs (escaped)`}
+	want := []string{"import ./a.mjs", "import ./ns.mjs", "import ./all.mjs", "import ./sub.mjs", "require ./in-template.cjs", "import ./lazy.mjs",
+		"import (computed, line 9)", "require (computed, line 11)", "require (computed, line 11)", "require ./opt.cjs", `require .\/esc.cjs (escaped)`}
 	if strings.Join(specs, "|") != strings.Join(want, "|") {
 		t.Fatalf("specifiers\n %q\nwant\n %q", specs, want)
 	}
@@ -241,5 +248,228 @@ func TestAdmitRefusesToolImportsOutsideTheClosure(t *testing.T) {
 	})
 	if _, err := Admit(dir); err != nil {
 		t.Fatalf("Admit of a tool importing Node built-ins: %v", err)
+	}
+}
+
+// import() and require called with anything but one plain string load a
+// file admission cannot know, so a bundled tool's source may not hold one,
+// as runx refuses it; the refusal names the source file, its line, the
+// tool's manifest and the rule. What is no such call stays admitted.
+func TestAdmitRefusesComputedToolImports(t *testing.T) {
+	const skill = "---\nname: tools\n---\n"
+	const rule = " of bundled tool ns.t (tools/ns/t/manifest.json) is not called with one plain string literal"
+	refusals := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"require of an environment variable, as in runx's test", map[string]string{
+			"tools/ns/t/run.mjs": "import './h.cjs';\n",
+			"tools/ns/t/h.cjs":   "const fs = require('node:fs');\nconst helper = require(process.env.HELPER);\n",
+		}, "tools/ns/t/h.cjs:2: require" + rule},
+		{"require of a template literal", map[string]string{
+			"tools/ns/t/run.mjs": "import { createRequire } from 'node:module';\nconst require = createRequire(import.meta.url);\nconst m = require(`./${process.argv[2]}.cjs`);\n",
+		}, "tools/ns/t/run.mjs:3: require" + rule},
+		{"require of a concatenation", map[string]string{
+			"tools/ns/t/run.mjs": "import './h.cjs';\n",
+			"tools/ns/t/h.cjs":   "\n\nmodule.exports = require('./lib-' + suffix);\n",
+		}, "tools/ns/t/h.cjs:3: require" + rule},
+		{"require with a second argument", map[string]string{
+			"tools/ns/t/run.mjs": "import './h.cjs';\n",
+			"tools/ns/t/h.cjs":   "require('./a.cjs', 1);\n",
+			"tools/ns/t/a.cjs":   "\n",
+		}, "tools/ns/t/h.cjs:1: require" + rule},
+		{"optional call of require", map[string]string{
+			"tools/ns/t/run.mjs": "import './h.cjs';\n",
+			"tools/ns/t/h.cjs":   "const m = require?.(name);\n",
+		}, "tools/ns/t/h.cjs:1: require" + rule},
+		{"require spread", map[string]string{
+			"tools/ns/t/run.mjs": "import './h.cjs';\n",
+			"tools/ns/t/h.cjs":   "const all = [...require(list)];\n",
+		}, "tools/ns/t/h.cjs:1: require" + rule},
+		{"require as a base class", map[string]string{
+			"tools/ns/t/run.mjs": "import './h.cjs';\n",
+			"tools/ns/t/h.cjs":   "class A extends require(base) {}\n",
+		}, "tools/ns/t/h.cjs:1: require" + rule},
+		{"require in a template substitution", map[string]string{
+			"tools/ns/t/run.mjs": "import './h.cjs';\n",
+			"tools/ns/t/h.cjs":   "const s = `${require(name)}${other}`;\n",
+		}, "tools/ns/t/h.cjs:1: require" + rule},
+		{"dynamic import of a variable", map[string]string{
+			"tools/ns/t/run.mjs": "const name = process.argv[2];\nconst m = await import(name);\n",
+		}, "tools/ns/t/run.mjs:2: dynamic import()" + rule},
+		{"dynamic import of a template literal, deeper in the closure", map[string]string{
+			"tools/ns/t/run.mjs": "import '../../../lib/plugins.mjs';\n",
+			"lib/plugins.mjs":    "for (const p of ['a']) {\n  await import(`./plugins/${p}.mjs`);\n}\n",
+		}, "lib/plugins.mjs:2: dynamic import()" + rule},
+		{"dynamic import of a concatenation", map[string]string{
+			"tools/ns/t/run.mjs": "export const load = (x) => import('./' + x + '.mjs');\n",
+		}, "tools/ns/t/run.mjs:1: dynamic import()" + rule},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.files["SKILL.md"] = skill
+			tc.files["tools/ns/t/manifest.json"] = nodeTool(`["./run.mjs"]`)
+			_, err := Admit(writeTree(t, tc.files))
+			if !errors.Is(err, skillpkg.ErrAdmission) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Admit error = %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+
+	// None of these calls import() or require with a computed argument:
+	// other identifiers, members, declarations, method definitions,
+	// comments, strings and regular expressions. Literal ones are bound.
+	run := "import { createRequire } from 'node:module';\n" +
+		"const require = createRequire(import.meta.url);\n" +
+		"const required = (x) => x, requires = required(process.argv[2]);\n" +
+		"const loader = { require(id) { return id; }, import: 1 };\n" +
+		"loader.require(requires); loader?.require(requires);\n" +
+		"class L extends Object { static require(id) { return id; } async import(x) { return x; } *require2() {} }\n" +
+		"function req(id) { return id; } function* gen() {}\n" +
+		"// require(process.env.X) and import(x) in a comment\n" +
+		"/* require(name) */ const s = 'require(name) import(name)', re = /require\\(name\\)/;\n" +
+		"const t = `require(${'x'}) import(x)`;\n" +
+		"if (typeof require === 'function') require.resolve('./lib.cjs');\n" +
+		"const lib = require('./lib.cjs'), opt = require?.('./opt.cjs');\n" +
+		"const lazy = await import('./lazy.mjs');\n" +
+		"console.log(JSON.stringify({ ok: lib.ok && opt.ok && lazy.ok && new L() instanceof L }));\n"
+	dir := writeTree(t, map[string]string{
+		"SKILL.md":                 skill,
+		"tools/ns/t/manifest.json": nodeTool(`["./run.mjs"]`),
+		"tools/ns/t/run.mjs":       run,
+		"tools/ns/t/lib.cjs":       "function require(id) { return id; }\nmodule.exports = { ok: true };\n",
+		"tools/ns/t/opt.cjs":       "exports.ok = true;\n",
+		"tools/ns/t/lazy.mjs":      "export const ok = true;\n",
+	})
+	if _, err := Admit(dir); err != nil {
+		t.Fatalf("Admit of a tool with no computed import() or require: %v", err)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed: the admitted source is not run")
+	}
+	// The admitted source is JavaScript Node runs as the scan read it.
+	out, err := exec.Command("node", filepath.Join(dir, "tools/ns/t/run.mjs")).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != `{"ok":true}` {
+		t.Fatalf("node run.mjs: %v\n%s", err, out)
+	}
+}
+
+// runx reads a bundled tool's command and each of its arguments as a
+// relative path from the tool's folder, whether or not it names a package
+// file, and refuses one it cannot read so: empty, padded with white space,
+// absolute, holding a backslash, ? or #, or leaving the package. A bare
+// command (node, python3) and ordinary arguments stay admitted.
+func TestAdmitRefusesToolArgsRunxCannotRead(t *testing.T) {
+	const skill = "---\nname: tools\n---\n"
+	runx := func(command, args string) string {
+		return `{"schema": "runx.tool.manifest.v1", "name": "ns.t", "source": {"type": "cli-tool", "command": "` + command + `", "args": ` + args + `}}`
+	}
+	const rule = "; runx reads each command and argument of a bundled tool as a relative path from the tool's folder"
+	refusals := []struct {
+		name, manifest, want string
+	}{
+		{"absolute command", runx("/usr/bin/env", `["node", "./run.mjs"]`),
+			`tools/ns/t/manifest.json: source.command: bundled tool ns.t: "/usr/bin/env" is an absolute path; name a package file by its relative path, or a command in PATH by its bare name (node)` + rule},
+		{"absolute command in libos's form", `{"name": "ns.t", "runner": {"type": "cli-tool", "command": "/bin/cat"}}`,
+			`tools/ns/t/manifest.json: runner.command: bundled tool ns.t: "/bin/cat" is an absolute path`},
+		{"command path holding #, though the file exists", runx("./run#1.sh", `[]`),
+			`source.command: bundled tool ns.t: "./run#1.sh" holds ? or #` + rule},
+		{"entrypoint holding ?, though the file exists", runx("node", `["./run.mjs?v=1"]`),
+			`source.args[0]: bundled tool ns.t: "./run.mjs?v=1" holds ? or #` + rule},
+		{"argument holding # that names no file", runx("node", `["./run.mjs", "--tag=#1"]`),
+			`source.args[1]: bundled tool ns.t: "--tag=#1" holds ? or #`},
+		{"absolute argument", runx("node", `["./run.mjs", "/etc/hosts"]`),
+			`source.args[1]: bundled tool ns.t: "/etc/hosts" is an absolute path`},
+		{"empty argument", runx("node", `["./run.mjs", ""]`),
+			`source.args[1]: bundled tool ns.t: "" is empty` + rule},
+		{"argument padded with white space", runx("node", `["./run.mjs", "--flag "]`),
+			`source.args[1]: bundled tool ns.t: "--flag " begins or ends with white space`},
+		{"argument holding a backslash", runx("node", `["./run.mjs", "a\\b"]`),
+			`source.args[1]: bundled tool ns.t: "a\\b" holds a backslash`},
+		{"argument leaving the package through a folder", runx("node", `["./run.mjs", "x/../../../../../etc"]`),
+			`source.args[1]: bundled tool ns.t: "x/../../../../../etc" resolves outside the package` + rule},
+		{"argument naming the package folder", runx("node", `["./run.mjs", "../../.."]`),
+			`source.args[1]: bundled tool ns.t: "../../.." resolves to the package folder itself`},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Admit(writeTree(t, map[string]string{
+				"SKILL.md":                 skill,
+				"tools/ns/t/manifest.json": tc.manifest,
+				"tools/ns/t/run.mjs":       "console.log('{}');\n",
+				"tools/ns/t/run.mjs?v=1":   "console.log('{}');\n",
+				"tools/ns/t/run#1.sh":      "#!/bin/sh\necho '{}'\n",
+			}))
+			if !errors.Is(err, skillpkg.ErrAdmission) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Admit error = %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+
+	dir := writeTree(t, map[string]string{
+		"SKILL.md":                   skill,
+		"tools/ns/t/manifest.json":   runx("node", `["--no-warnings", "./run.mjs", "{{text}}", "-", "--mode=fast", "a.b", "data/x.txt"]`),
+		"tools/ns/t/run.mjs":         "console.log('{}');\n",
+		"tools/ns/py/manifest.json":  `{"name": "ns.py", "runner": {"type": "cli-tool", "command": "python3", "args": ["main.py", "-v"]}}`,
+		"tools/ns/py/main.py":        "print('{}')\n",
+		"tools/ns/sh/manifest.json":  `{"name": "ns.sh", "runner": {"type": "cli-tool", "command": "sh", "args": ["-c", "echo '{}'"]}}`,
+		"tools/ns/env/manifest.json": `{"name": "ns.env", "runner": {"type": "cli-tool", "command": "env", "args": ["LANG=C", "cat"]}}`,
+	})
+	if _, err := Admit(dir); err != nil {
+		t.Fatalf("Admit of bare commands and plain arguments: %v", err)
+	}
+}
+
+// A bundled tool's require is bound to exactly the file it names, as runx
+// binds it. Node searches further (./fmt.js for ./fmt; for a folder, its
+// package.json main ahead of its index.js; a trailing slash skips the
+// files), so a search of admission's own could bind another file than the
+// one Node loads: here d/index.js while Node runs d/main.js.
+func TestAdmitBindsToolRequiresExactly(t *testing.T) {
+	const skill = "---\nname: tools\n---\n"
+	const tail = " of bundled tool ns.t (tools/ns/t/manifest.json) resolves to "
+	refusals := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"extension left out", map[string]string{
+			"tools/ns/t/run.cjs": "const { format } = require('./fmt');\n",
+			"tools/ns/t/fmt.js":  "exports.format = (s) => s;\n",
+		}, `tools/ns/t/run.cjs:1: require "./fmt"` + tail + `tools/ns/t/fmt, which does not exist in the package; a bundled tool's require is bound to exactly the file it names`},
+		{"folder whose package.json main Node loads instead of index.js", map[string]string{
+			"tools/ns/t/run.cjs":        "require('./d');\n",
+			"tools/ns/t/d/package.json": `{"main": "main.js"}`,
+			"tools/ns/t/d/main.js":      "require(process.env.ANYTHING);\n",
+			"tools/ns/t/d/index.js":     "\n",
+		}, `tools/ns/t/run.cjs:1: require "./d"` + tail + `tools/ns/t/d, which is not a regular file; a bundled tool's require is bound to exactly the file it names`},
+		{"trailing slash, which Node reads as a folder", map[string]string{
+			"tools/ns/t/run.cjs":      "require('./lib/');\n",
+			"tools/ns/t/lib.js":       "\n",
+			"tools/ns/t/lib/index.js": "\n",
+		}, `tools/ns/t/run.cjs:1: require "./lib/"` + tail + `tools/ns/t/lib, which is not a regular file`},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.files["SKILL.md"] = skill
+			tc.files["tools/ns/t/manifest.json"] = nodeTool(`["./run.cjs"]`)
+			_, err := Admit(writeTree(t, tc.files))
+			if !errors.Is(err, skillpkg.ErrAdmission) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Admit error = %v\nwant %q", err, tc.want)
+			}
+		})
+	}
+
+	dir := writeTree(t, map[string]string{
+		"SKILL.md":                 skill,
+		"tools/ns/t/manifest.json": nodeTool(`["./run.cjs"]`),
+		"tools/ns/t/run.cjs":       "const { format } = require('./fmt.js');\nconst data = require('./data.json');\nrequire('./d/index.js');\n",
+		"tools/ns/t/fmt.js":        "exports.format = (s) => s;\n",
+		"tools/ns/t/data.json":     "{}\n",
+		"tools/ns/t/d/index.js":    "\n",
+	})
+	if _, err := Admit(dir); err != nil {
+		t.Fatalf("Admit of exact requires: %v", err)
 	}
 }

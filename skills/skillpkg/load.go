@@ -305,7 +305,9 @@ func loadToolFolder(root, namespace string, folders []string, tools []*Tool) ([]
 		if err != nil {
 			return nil, err
 		}
-		if err := checkModule(root, manifestRel, "runner.module", tool.Runner); err != nil {
+		// The field the author wrote: runner.module, or source.module in
+		// runx's form.
+		if err := checkModule(root, manifestRel, tool.RunnerField+".module", tool.Runner); err != nil {
 			return nil, err
 		}
 		tools = append(tools, tool)

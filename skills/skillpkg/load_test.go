@@ -159,6 +159,21 @@ func TestLoadRefuses(t *testing.T) {
 			links:   map[string]string{"tools/ns/tool/m.mjs": filepath.Join(outside, "evil.mjs")},
 			wantErr: "tools/ns/tool/manifest.json: runner.module: names tools/ns/tool/m.mjs, which resolves through a symlink", module: true,
 		},
+		// runx's form declares the module in source: that is the field named.
+		{
+			name: "runx-form tool module missing",
+			files: map[string]string{"SKILL.md": skillMD,
+				"tools/ns/tool/manifest.json": `{"schema": "runx.tool.manifest.v1", "name": "ns.tool", "source": {"type": "javascript", "module": "m.mjs"}}`},
+			wantErr: "tools/ns/tool/manifest.json: source.module: names tools/ns/tool/m.mjs, which does not exist", module: true,
+		},
+		{
+			name: "runx-form nested tool module symlinked outside",
+			files: map[string]string{"SKILL.md": skillMD,
+				"tools/ns/tool/manifest.json":     `{"name": "ns.tool", "runner": {"type": "cli-tool", "command": "x"}}`,
+				"tools/ns/tool/sub/manifest.json": `{"schema": "runx.tool.manifest.v1", "name": "ns.tool.sub", "source": {"type": "javascript", "module": "m.mjs"}}`},
+			links:   map[string]string{"tools/ns/tool/sub/m.mjs": filepath.Join(outside, "evil.mjs")},
+			wantErr: "tools/ns/tool/sub/manifest.json: source.module: names tools/ns/tool/sub/m.mjs, which resolves through a symlink", module: true,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
