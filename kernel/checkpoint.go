@@ -542,7 +542,11 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 		}
 		pending = false
 	}
-	if err := k.emit(tx, Event{Kind: EventState, PID: pid, From: string(now.State), To: string(r.State), Reason: "restored from " + id}); err != nil {
+	state := Event{Kind: EventState, PID: pid, From: string(now.State), To: string(r.State), Reason: "restored from " + id}
+	if r.Wait != nil {
+		state.Wait = string(r.Wait.Kind) // as step's events say what a process waits on
+	}
+	if err := k.emit(tx, state); err != nil {
 		return 0, err
 	}
 	if pending {

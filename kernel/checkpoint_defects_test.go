@@ -507,3 +507,34 @@ func messageThenCheckpoint(t *testing.T, h *harness, pid int64) (mailbox.Message
 	}
 	return m, cp
 }
+
+// A restore's state event says what the restored process waits on, as
+// every other state event does.
+func TestRestoreStateEventNamesTheWait(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
+`)
+	pid := h.spawn(nil)
+	h.run()
+	cp, err := h.rt.CreateCheckpoint(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.RestoreCheckpoint(cp.ID); err != nil {
+		t.Fatal(err)
+	}
+	var restored Event
+	h.mu.Lock()
+	for _, ev := range h.events {
+		if ev.Kind == EventState && strings.HasPrefix(ev.Reason, "restored from") {
+			restored = ev
+		}
+	}
+	h.mu.Unlock()
+	if restored.To != string(process.Waiting) || restored.Wait != string(process.WaitHuman) {
+		t.Fatalf("the restore's state event %+v, want waiting on %s", restored, process.WaitHuman)
+	}
+}
