@@ -116,8 +116,9 @@ var table = []Entry{
 	{Op: ObjectWrite, Needs: []Need{{Right: write, Names: anObject}}, Hidden: true,
 		Rule: "Objects of the runtime's kinds (context, transcript, goal, job, result) change only through the kernel (kernel/syscalls.go, kernelKinds)"},
 	{Op: ObjectCreate, Needs: []Need{{Right: write, Names: aNamespace}},
-		Rule: "the runtime's kinds cannot be created (kernel/syscalls.go, kernelKinds)"},
-	{Op: ObjectList, Needs: []Need{{Right: read, Names: aNamespace}}},
+		Rule: "the runtime's kinds cannot be created, nor the names it gives its own Objects in a process namespace (kernel/syscalls.go, kernelKinds, kernelName)"},
+	{Op: ObjectList, Needs: []Need{{Right: read, Names: aNamespace}},
+		Rule: "an Object the caller may not read (a deny on object:<oid>) is left out of the listing (kernel/syscalls.go, ListObjects)"},
 
 	{Op: ProcessSpawn, Needs: []Need{{Right: write, Names: spawning}, {Right: read, Names: anImage, ExceptOwnImage: true}},
 		Rule: "the child's grants are attenuated from the caller's and its children budget is charged up the ancestor chain (kernel/tree.go, spawnChild)"},

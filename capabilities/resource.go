@@ -198,7 +198,10 @@ func imageRule(rest string, prefix bool) string {
 const uuidLayout = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
 
 func objectRule(rest string, prefix bool) string {
-	const want = "must be object:<oid> with the OID a canonical UUID (8-4-4-4-12 hex digits)"
+	// Lower case only: OIDs are stored so and resources compare exactly, so
+	// a grant naming an OID in capitals would match nothing (a deny would
+	// deny nothing).
+	const want = "must be object:<oid> with the OID a canonical UUID (8-4-4-4-12 lower-case hex digits)"
 	if len(rest) > len(uuidLayout) || (!prefix && len(rest) != len(uuidLayout)) {
 		return want
 	}
@@ -210,7 +213,7 @@ func objectRule(rest string, prefix bool) string {
 			}
 			continue
 		}
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
 			return want
 		}
 	}

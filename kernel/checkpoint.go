@@ -480,6 +480,10 @@ func restoreObjects(tx *txn, cp Checkpoint, data *checkpointData, kept map[strin
 			continue
 		}
 		labels := o.Meta.Labels
+		if labels == nil {
+			// A nil map would leave the labels written since in place.
+			labels = map[string]string{}
+		}
 		if o.Meta.Kind == contextKind {
 			labels = advanceGeneration(tx, o.Meta)
 		}
@@ -830,7 +834,9 @@ func forkObjects(tx *txn, data *checkpointData, pids map[int64]int64) (map[strin
 			}
 		}
 		name := o.Meta.Name
-		if strings.HasSuffix(name, fmt.Sprintf(":%d", owner)) && newPID != 0 {
+		if kernelName(o.Meta.Namespace, name) && strings.HasSuffix(name, fmt.Sprintf(":%d", owner)) && newPID != 0 {
+			// The kernel's names carry their pid; a process's own names are
+			// its data and stay as they are.
 			name = strings.TrimSuffix(name, fmt.Sprint(owner)) + fmt.Sprint(newPID)
 		}
 		labels := o.Meta.Labels

@@ -164,6 +164,9 @@ func loadJob(tx *txn, r *procRecord) (objects.Meta, *compactionJob, error) {
 	if err != nil {
 		return meta, nil, err
 	}
+	if meta.Kind != jobKind {
+		return meta, nil, fmt.Errorf("compaction job of pid %d: object %s under the job's name is of kind %q, not %s", r.PID, meta.OID, meta.Kind, jobKind)
+	}
 	_, payload, err := tx.Read(meta.OID)
 	if err != nil {
 		return meta, nil, fmt.Errorf("compaction job of pid %d: %w", r.PID, err)
@@ -188,6 +191,8 @@ func saveJob(tx *txn, r *procRecord, job *compactionJob) (objects.Meta, error) {
 			Owner: fmt.Sprint(r.PID), Tier: objects.TierDurable, Payload: payload})
 	case err != nil:
 		return objects.Meta{}, err
+	case meta.Kind != jobKind:
+		return objects.Meta{}, fmt.Errorf("compaction job of pid %d: object %s under the job's name is of kind %q, not %s", r.PID, meta.OID, meta.Kind, jobKind)
 	}
 	return tx.Write(meta.OID, meta.Version, objects.WriteSpec{Payload: payload})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/libos/libos/authority"
@@ -184,6 +185,22 @@ func (k *Runtime) permits(r *procRecord, op authority.Op, p authority.Params) er
 		}
 	}
 	return nil
+}
+
+// shows reports whether no requirement of op on p is refused outright for
+// r (an ask grant counts: the call that lists was asked for or approved),
+// reserving nothing: whether a listing may show the target.
+func (k *Runtime) shows(r *procRecord, approved bool, op authority.Op, p authority.Params) bool {
+	reqs, err := authority.Requirements(op, p)
+	if err != nil {
+		return false
+	}
+	for _, q := range reqs {
+		if d := k.decide(r, approved, q.Right, q.Names...); !d.Allowed && !d.Ask {
+			return false
+		}
+	}
+	return true
 }
 
 // decide is the one authority decision of the kernel: r's grants in force
@@ -377,7 +394,25 @@ func (s *syscalls) CreateObject(spec objects.CreateSpec) (objects.Meta, error) {
 	if kernelKinds[spec.Kind] {
 		return objects.Meta{}, tools.Errorf(tools.CodeDenied, "kind: %q is owned by the runtime; choose another kind", spec.Kind)
 	}
+	if kernelName(spec.Namespace, spec.Name) {
+		return objects.Meta{}, tools.Errorf(tools.CodeDenied, "name: %q is a name the runtime gives its own Objects in a process namespace (%s); choose another name",
+			spec.Name, spec.Namespace)
+	}
 	return s.tx.Create(spec)
+}
+
+// kernelName reports whether name, in namespace, is one the kernel creates
+// and finds its Objects by: a process's goal, context, transcript and
+// compaction job. Taken first by a process, it would be the kernel's Object
+// to the kernel (a job written into a process's data) or block the kernel's
+// own (a goal squatted in the namespace of a pid to come blocks every spawn).
+func kernelName(namespace, name string) bool {
+	digits, ok := strings.CutPrefix(namespace, "proc-")
+	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return false
+	}
+	return name == goalName || strings.HasPrefix(name, contextNamePrefix) || strings.HasPrefix(name, transcriptNamePrefix) ||
+		strings.HasPrefix(name, jobNamePrefix)
 }
 
 func (s *syscalls) WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error) {
@@ -395,8 +430,18 @@ func (s *syscalls) LookupObject(namespace, name string) (objects.Meta, error) {
 	return s.tx.Lookup(namespace, name)
 }
 
+// ListObjects lists namespace's Objects less those the caller may not read:
+// the tool's read on the namespace shows its Objects, but a deny on one
+// (object:<oid>) hides it from a listing as it does from read_object.
 func (s *syscalls) ListObjects(namespace string) ([]objects.Meta, error) {
-	return s.tx.List(namespace)
+	metas, err := s.tx.List(namespace)
+	if err != nil {
+		return nil, err
+	}
+	approved := s.callID != "" && s.r.ApprovedCall == s.callID
+	return slices.DeleteFunc(metas, func(m objects.Meta) bool {
+		return !s.k.shows(s.r, approved, authority.ObjectRead, authority.Params{OID: m.OID, Namespace: m.Namespace})
+	}), nil
 }
 
 func (s *syscalls) CheckpointRoot(id string) (int64, error) {
