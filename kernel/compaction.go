@@ -30,8 +30,11 @@ var summaryKeys = []string{"goal", "constraints", "user_preferences", "completed
 // compactionJob is the durable state of one compaction, kept in the
 // process's job Object.
 type compactionJob struct {
-	State          string                  `json:"state"` // running, completed, failed
-	Automatic      bool                    `json:"automatic,omitempty"`
+	State     string `json:"state"` // running, completed, failed
+	Automatic bool   `json:"automatic,omitempty"`
+	// Approved says a Human approved the call that started the job: an ask
+	// grant allows each of its stages, as it allowed the call.
+	Approved       bool                    `json:"approved,omitempty"`
 	Request        tools.CompactionRequest `json:"request"`
 	SourceVersion  uint64                  `json:"source_version"`
 	SourceTokens   int                     `json:"source_tokens"`
@@ -106,21 +109,30 @@ func validateSummary(raw []byte) (json.RawMessage, error) {
 		if !known[k] {
 			return nil, fmt.Errorf("summary.%s: unknown key (allowed: %s)", k, strings.Join(summaryKeys, ", "))
 		}
-		var s string
-		if json.Unmarshal(v, &s) == nil {
+		// null decodes into a string or a list without an error, so each
+		// value's JSON type is read from its first byte.
+		bad := fmt.Errorf("summary.%s: must be a string or an array of strings", k)
+		v = bytes.TrimSpace(v)
+		if len(v) > 0 && v[0] == '"' {
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				return nil, bad
+			}
 			nonEmpty = nonEmpty || strings.TrimSpace(s) != ""
 			out[k] = s
 			continue
 		}
-		var list []string
-		if err := json.Unmarshal(v, &list); err != nil || list == nil && string(v) != "[]" {
-			return nil, fmt.Errorf("summary.%s: must be a string or an array of strings", k)
+		var items []json.RawMessage
+		if len(v) == 0 || v[0] != '[' || json.Unmarshal(v, &items) != nil {
+			return nil, bad
 		}
-		for _, item := range list {
-			nonEmpty = nonEmpty || strings.TrimSpace(item) != ""
-		}
-		if list == nil {
-			list = []string{}
+		list := make([]string, len(items))
+		for i, item := range items {
+			item = bytes.TrimSpace(item)
+			if len(item) == 0 || item[0] != '"' || json.Unmarshal(item, &list[i]) != nil {
+				return nil, fmt.Errorf("summary.%s[%d]: must be a string", k, i)
+			}
+			nonEmpty = nonEmpty || strings.TrimSpace(list[i]) != ""
 		}
 		out[k] = list
 	}
@@ -208,32 +220,47 @@ func (k *Runtime) startCompaction(tx *txn, r *procRecord, c *llmContext, req too
 	if !im.Context.Object {
 		return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "this process has no LLM context Object (its prompt has no %q heading)", contextHeading)
 	}
-	if err := k.require(tx, r, authority.CompactionSource, authority.Params{OID: c.meta.OID, Namespace: c.meta.Namespace}); err != nil {
+	// A Human's approval of the call covers every check of the compaction
+	// it starts, its later stages included (compactionJob.Approved).
+	approved := callID != "" && r.ApprovedCall == callID
+	if _, err := k.check(tx, r, approved, authority.CompactionSource, authority.Params{OID: c.meta.OID, Namespace: c.meta.Namespace}); err != nil {
 		return tools.Outcome{}, err
 	}
 	source := compactionSource(c, callID)
 	cut := tailCut(source, req.PreserveRecentEntries)
-	if !req.Force && c.tokens <= req.TargetTokens {
+	if !req.Force && c.tokens < req.TargetTokens {
+		// The call's own result is written with this commit, as a new
+		// version of the context: that is the version a read-back finds,
+		// unchanged by the compaction.
+		written := c.meta.Version + 1
 		return tools.Outcome{Result: map[string]any{
 			"compacted": false, "reason": "context_under_target", "context_oid": c.meta.OID,
-			"old_version": c.meta.Version, "new_version": c.meta.Version, "compressor_pids": []int64{},
+			"old_version": written, "new_version": written, "compressor_pids": []int64{},
 			"source_tokens": c.tokens, "compacted_tokens": c.tokens, "preserved_recent_entries": len(source) - cut,
 		}}, nil
 	}
-	if err := k.require(tx, r, authority.CompactionJob, authority.Params{Namespace: r.Namespace}); err != nil {
+	if _, err := k.check(tx, r, approved, authority.CompactionJob, authority.Params{Namespace: r.Namespace}); err != nil {
 		return tools.Outcome{}, err
 	}
 	// A stage's authority is probed before anything exists, and required
-	// (reserving one-shots) as each stage's compressor starts.
-	if err := k.permits(r, authority.CompactionStage, authority.Params{Image: compressorImage}); err != nil {
+	// (reserving one-shots) as each stage's compressor starts. An ask grant
+	// holds a call for its Human; automatic maintenance has none to ask.
+	if callID == "" {
+		if err := k.permits(r, authority.CompactionStage, authority.Params{Image: compressorImage}); err != nil {
+			return tools.Outcome{}, err
+		}
+	} else if err := k.probe(r, approved, authority.CompactionStage, authority.Params{Image: compressorImage}); err != nil {
 		return tools.Outcome{}, err
 	}
-	if cut == 0 {
+	switch {
+	case len(source) == 0:
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "nothing to compact: the context holds no entries before this call")
+	case cut == 0:
 		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments,
 			"preserve_recent_entries: all %d entries before this call are in the preserved tail; nothing to compact", len(source))
 	}
 	job := &compactionJob{
-		State: "running", Automatic: callID == "", Request: req, SourceTokens: c.tokens, Cut: cut,
+		State: "running", Automatic: callID == "", Approved: approved, Request: req, SourceTokens: c.tokens, Cut: cut,
 		Preserved: len(source) - cut, Entries: append([]Entry(nil), source[:cut]...), CompressorPIDs: []int64{},
 	}
 	job.Chunks = planChunks(job.Entries, req.MaxChunks)
@@ -291,9 +318,19 @@ func checkStageBudgets(tx *txn, r *procRecord, stages int64) error {
 
 // spawnCompressor starts the compressor of the job's current stage. It holds
 // nothing beyond its own namespace.
-func (k *Runtime) spawnCompressor(tx *txn, r *procRecord, job *compactionJob) (int64, error) {
+func (k *Runtime) spawnCompressor(tx *txn, r *procRecord, job *compactionJob) (pid int64, err error) {
+	// A stage that cannot start takes nothing: a later stage runs in a
+	// resume, whose writes stay, so a one-shot use reserved before a later
+	// requirement refused would be spent on no compressor.
+	sp, saved := tx.savepoint(), r.snapshot()
+	defer func() {
+		if err != nil {
+			tx.rollbackTo(sp)
+			r.restore(saved)
+		}
+	}()
 	// Every stage needs the authority, as the first did.
-	if err := k.require(tx, r, authority.CompactionStage, authority.Params{Image: compressorImage}); err != nil {
+	if _, err := k.check(tx, r, job.Approved, authority.CompactionStage, authority.Params{Image: compressorImage}); err != nil {
 		return 0, err
 	}
 	im, err := k.image(compressorImage)
@@ -411,6 +448,15 @@ func (k *Runtime) completeCompaction(tx *txn, r *procRecord, c *llmContext, job 
 	summaryEntry := Entry{Role: llm.RoleUser, Kind: "summary",
 		Content: fmt.Sprintf("(context summary of %d earlier entries)\n%s", job.Cut, job.Summary)}
 	summaryEntry.Tokens = k.entryTokens(&summaryEntry)
+	replaced := 0
+	for _, e := range job.Entries {
+		replaced += e.Tokens
+	}
+	if summaryEntry.Tokens >= replaced {
+		// A summary is the compressors' output: one that would grow the
+		// context is refused as any invalid output is.
+		return failJob(tx, r, job, "the summary (%d tokens) is not smaller than the %d entries it would replace (%d tokens)", summaryEntry.Tokens, job.Cut, replaced)
+	}
 	entries := append([]Entry{summaryEntry}, c.entries[job.Cut:]...)
 	k.replaceContext(tx, r, c, entries)
 	tx.markCommit(commitCompaction)

@@ -105,7 +105,10 @@ func TestValidateSummary(t *testing.T) {
 		full(map[string]any{"goal": "g", "risks": nil}): "summary.risks: required",
 		full(map[string]any{"goal": "g", "extra": "x"}): "summary.extra: unknown key",
 		full(map[string]any{"goal": 7}):                 "summary.goal: must be a string or an array of strings",
-		full(map[string]any{"goal": []any{"a", 1}}):     "summary.goal: must be a string or an array of strings",
+		full(map[string]any{"goal": []any{"a", 1}}):     "summary.goal[1]: must be a string",
+		// null decodes into a string or a list without an error.
+		strings.Replace(full(map[string]any{"goal": "g"}), `"risks":[]`, `"risks":null`, 1):       "summary.risks: must be a string or an array of strings",
+		strings.Replace(full(map[string]any{"goal": "g"}), `"risks":[]`, `"risks":["a",null]`, 1): "summary.risks[1]: must be a string",
 		`[1]`:  "must be a JSON object",
 		`null`: "must be a JSON object",
 	}

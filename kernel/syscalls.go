@@ -187,6 +187,26 @@ func (k *Runtime) permits(r *procRecord, op authority.Op, p authority.Params) er
 	return nil
 }
 
+// probe is permits for a call a Human may approve: an ask grant, unless the
+// call is approved, holds it for approval (an ApprovalRequiredError), as
+// check would. It reserves nothing.
+func (k *Runtime) probe(r *procRecord, approved bool, op authority.Op, p authority.Params) error {
+	reqs, err := authority.Requirements(op, p)
+	if err != nil {
+		return err
+	}
+	for _, q := range reqs {
+		d := k.decide(r, approved, q.Right, q.Names...)
+		if d.Ask {
+			return &ApprovalRequiredError{GrantID: d.GrantID, Right: q.Right, Resource: d.Name}
+		}
+		if !d.Allowed {
+			return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, q.Right, q.Names[0], d.Reason)
+		}
+	}
+	return nil
+}
+
 // shows reports whether no requirement of op on p is refused outright for
 // r (an ask grant counts: the call that lists was asked for or approved),
 // reserving nothing: whether a listing may show the target.
