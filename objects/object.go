@@ -159,10 +159,27 @@ func checkIdent(field, v string) error {
 	return nil
 }
 
+// Bounds of an Object's labels. Labels live in its durable metadata
+// whatever the payload's tier, and every listing repeats them, so they are
+// bounded on their own: the payload's bound does not reach them.
+const (
+	// MaxLabels bounds how many labels an Object has.
+	MaxLabels = 64
+	// MaxLabelValueLen bounds a label's value, in bytes (keys are
+	// identifiers: at most MaxIdentLen bytes).
+	MaxLabelValueLen = 1024
+)
+
 func checkLabels(labels map[string]string) error {
-	for k := range labels {
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("%w: labels: must have at most %d labels, got %d", ErrInvalid, MaxLabels, len(labels))
+	}
+	for k, v := range labels {
 		if err := checkIdent("labels key", k); err != nil {
 			return err
+		}
+		if len(v) > MaxLabelValueLen {
+			return fmt.Errorf("%w: labels[%q]: value must be at most %d bytes, got %d", ErrInvalid, k, MaxLabelValueLen, len(v))
 		}
 	}
 	return nil

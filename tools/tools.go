@@ -79,7 +79,9 @@ func AsError(err error) *Error {
 		return &Error{Code: CodeConflict, Message: err.Error(), Err: err}
 	case errors.Is(err, capabilities.ErrWidening):
 		return &Error{Code: CodeDenied, Message: err.Error(), Err: err}
-	case errors.Is(err, mailbox.ErrInvalid), errors.Is(err, objects.ErrNameTaken):
+	case errors.Is(err, mailbox.ErrInvalid), errors.Is(err, objects.ErrNameTaken), errors.Is(err, objects.ErrInvalid):
+		// The store's refusals of a field (a name's bytes, a NUL, a label)
+		// are the caller's arguments at fault, and name the field.
 		return &Error{Code: CodeInvalidArguments, Message: err.Error(), Err: err}
 	}
 	return &Error{Code: CodeFailed, Message: err.Error(), Err: err}
@@ -96,7 +98,7 @@ var ErrApprovalRequired = errors.New("approval required")
 // it: a caller without that authority gets the same denial whether or not
 // the Object exists, so probing cannot tell which OIDs exist or which
 // namespace holds them. Only a caller with the authority learns it is
-// missing.
+// missing. A call an ask grant covers is held for approval (Hide).
 func StatAuthorized(sys interface {
 	Caller
 	ObjectStore
@@ -104,17 +106,28 @@ func StatAuthorized(sys interface {
 	meta, err := sys.StatObject(oid)
 	switch {
 	case errors.Is(err, objects.ErrNotFound):
-		if sys.Require(op, authority.Params{OID: oid}) != nil {
-			return objects.Meta{}, HiddenDenial(op, "object:"+oid)
+		if err := sys.Require(op, authority.Params{OID: oid}); err != nil {
+			return objects.Meta{}, Hide(err, op, "object:"+oid)
 		}
 		return objects.Meta{}, err
 	case err != nil:
 		return objects.Meta{}, err
 	}
-	if sys.Require(op, authority.Params{OID: meta.OID, Namespace: meta.Namespace}) != nil {
-		return objects.Meta{}, HiddenDenial(op, "object:"+oid)
+	if err := sys.Require(op, authority.Params{OID: meta.OID, Namespace: meta.Namespace}); err != nil {
+		return objects.Meta{}, Hide(err, op, "object:"+oid)
 	}
 	return meta, nil
+}
+
+// Hide answers err, Require's refusal of op on target, as HiddenDenial
+// does, except a call an ask grant covers: that refusal (wrapping
+// ErrApprovalRequired) is returned unchanged, so the kernel holds the call
+// for a Human as it holds any other instead of answering it as missing.
+func Hide(err error, op authority.Op, target string) error {
+	if errors.Is(err, ErrApprovalRequired) {
+		return err
+	}
+	return HiddenDenial(op, target)
 }
 
 // HiddenDenial is the one answer to a caller without authority for op on

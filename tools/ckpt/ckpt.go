@@ -76,13 +76,18 @@ func byID(name, desc string, op authority.Op, run func(sys tools.Checkpoints, id
 			return tools.Outcome{}, fmt.Errorf("%s: decode arguments: %w", name, err)
 		}
 		// A missing checkpoint and one the caller may not touch
-		// answer alike: neither existence nor owner leaks.
+		// answer alike: neither existence nor owner leaks. A call an ask
+		// grant covers is held for approval (tools.Hide).
+		target := fmt.Sprintf("checkpoint %q", args.ID)
 		root, err := sys.CheckpointRoot(args.ID)
-		if err != nil || sys.Require(op, authority.Params{PID: root}) != nil {
-			if err != nil && tools.AsError(err).Code != tools.CodeNotFound {
+		if err != nil {
+			if tools.AsError(err).Code != tools.CodeNotFound {
 				return tools.Outcome{}, err
 			}
-			return tools.Outcome{}, tools.HiddenDenial(op, fmt.Sprintf("checkpoint %q", args.ID))
+			return tools.Outcome{}, tools.HiddenDenial(op, target)
+		}
+		if err := sys.Require(op, authority.Params{PID: root}); err != nil {
+			return tools.Outcome{}, tools.Hide(err, op, target)
 		}
 		v, err := run(sys, args.ID)
 		if err != nil {

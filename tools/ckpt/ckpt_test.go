@@ -2,6 +2,7 @@ package ckpt
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -97,5 +98,24 @@ func TestCreateAndListRights(t *testing.T) {
 	}
 	if !slices.Equal(sys.Checked, []string{"write checkpoint:process:3", "read checkpoint:process:2", "read checkpoint:process:3"}) {
 		t.Fatalf("checked %v", sys.Checked)
+	}
+}
+
+// A restore or fork an ask grant covers is held for a Human's approval, not
+// answered as a missing checkpoint; approved, it runs.
+func TestAskGrantHoldsRestore(t *testing.T) {
+	sys := toolstest.New(2, capabilities.Grant{ID: "ask-admin", Resource: "checkpoint:process:*", Rights: []capabilities.Right{capabilities.Admin}, Effect: capabilities.Ask})
+	sys.Checkpoints.Add(1)
+	_, e := restore(t, sys, "cp-1")
+	if e == nil || !errors.Is(e, tools.ErrApprovalRequired) || strings.Contains(e.Message, "does not exist") || len(sys.Restored) != 0 {
+		t.Fatalf("restore under an ask grant: %v, want approval required", e)
+	}
+	// A missing checkpoint has no owner to ask about: the same hidden denial.
+	if _, e := restore(t, sys, "cp-999"); e == nil || e.Code != tools.CodeDenied || errors.Is(e, tools.ErrApprovalRequired) {
+		t.Fatalf("missing checkpoint: %v", e)
+	}
+	sys.Approved = true
+	if _, e := restore(t, sys, "cp-1"); e != nil || len(sys.Restored) != 1 {
+		t.Fatalf("approved restore: %v", e)
 	}
 }

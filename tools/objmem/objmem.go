@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/libos/libos/authority"
 	"github.com/libos/libos/objects"
@@ -29,21 +32,22 @@ type objectSys interface {
 }
 
 // lookupAuthorized finds namespace/name and checks right on it, with the
-// same answer for a missing Object and a forbidden one.
+// same answer for a missing Object and a forbidden one; a call an ask
+// grant covers is held for approval (tools.Hide).
 func lookupAuthorized(sys objectSys, op authority.Op, namespace, name string) (objects.Meta, error) {
 	target := fmt.Sprintf("object_namespace:%s (name %q)", namespace, name)
 	meta, err := sys.LookupObject(namespace, name)
 	switch {
 	case errors.Is(err, objects.ErrNotFound):
-		if sys.Require(op, authority.Params{Namespace: namespace}) != nil {
-			return objects.Meta{}, tools.HiddenDenial(op, target)
+		if err := sys.Require(op, authority.Params{Namespace: namespace}); err != nil {
+			return objects.Meta{}, tools.Hide(err, op, target)
 		}
 		return objects.Meta{}, err
 	case err != nil:
 		return objects.Meta{}, err
 	}
-	if sys.Require(op, authority.Params{OID: meta.OID, Namespace: meta.Namespace}) != nil {
-		return objects.Meta{}, tools.HiddenDenial(op, target)
+	if err := sys.Require(op, authority.Params{OID: meta.OID, Namespace: meta.Namespace}); err != nil {
+		return objects.Meta{}, tools.Hide(err, op, target)
 	}
 	return meta, nil
 }
@@ -74,8 +78,15 @@ func checkPayload(p json.RawMessage) error {
 	return nil
 }
 
-var labelsSchema = &schema.Schema{Type: "object", Description: "String labels."}
+var labelsSchema = &schema.Schema{Type: "object", Description: fmt.Sprintf(
+	"String labels: at most %d, each key 1 to %d bytes, each value at most %d bytes (UTF-8), no NUL bytes in keys.",
+	objects.MaxLabels, objects.MaxIdentLen, objects.MaxLabelValueLen)}
 
+// decodeLabels decodes and bounds labels as the store does (objects'
+// MaxLabels, MaxIdentLen, MaxLabelValueLen), naming the label at fault:
+// labels are kept in durable metadata whatever the payload's tier, so the
+// payload's bound does not cover them. Keys are checked in order, so the
+// label named is the same on every try.
 func decodeLabels(raw json.RawMessage) (map[string]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -84,7 +95,57 @@ func decodeLabels(raw json.RawMessage) (map[string]string, error) {
 	if err := json.Unmarshal(raw, &labels); err != nil {
 		return nil, tools.Errorf(tools.CodeInvalidArguments, "labels: must map names to strings")
 	}
+	if len(labels) > objects.MaxLabels {
+		return nil, tools.Errorf(tools.CodeInvalidArguments, "labels: must have at most %d labels, got %d", objects.MaxLabels, len(labels))
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if k == "" {
+			return nil, tools.Errorf(tools.CodeInvalidArguments, "labels: a key must not be empty")
+		}
+		if err := checkIdent(fmt.Sprintf("labels key %q", k), k); err != nil {
+			return nil, err
+		}
+		if v := labels[k]; len(v) > objects.MaxLabelValueLen {
+			return nil, tools.Errorf(tools.CodeInvalidArguments, "labels[%q]: value must be at most %d bytes, got %d", k, objects.MaxLabelValueLen, len(v))
+		}
+	}
 	return labels, nil
+}
+
+// checkIdent refuses a namespace, name, kind or label key the store would
+// refuse: the schema's maxLength counts characters, while the store bounds
+// bytes (objects.MaxIdentLen) and refuses NUL bytes, which separate
+// namespace and name in its index. Checked here, the refusal names the
+// argument and the rule in bytes.
+func checkIdent(field, v string) error {
+	switch {
+	case len(v) > objects.MaxIdentLen:
+		return tools.Errorf(tools.CodeInvalidArguments, "%s: must be at most %d bytes (UTF-8), got %d", field, objects.MaxIdentLen, len(v))
+	case strings.IndexByte(v, 0) >= 0:
+		return tools.Errorf(tools.CodeInvalidArguments, "%s: must not contain NUL bytes", field)
+	}
+	return nil
+}
+
+// checkIdents checks each named argument that is given ("" is absent).
+func checkIdents(fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i+1] == "" {
+			continue
+		}
+		if err := checkIdent(fields[i], fields[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// identSchema is a namespace's or a name's schema. Its maxLength counts
+// characters, which lets through up to four times as many bytes; checkIdent
+// holds the argument to the store's bound in bytes.
+func identSchema() *schema.Schema {
+	return &schema.Schema{Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(objects.MaxIdentLen),
+		Description: fmt.Sprintf("At most %d bytes (UTF-8), no NUL bytes.", objects.MaxIdentLen)}
 }
 
 func createObject() *tools.Tool {
@@ -93,8 +154,8 @@ func createObject() *tools.Tool {
 		Description: "Create a versioned Object (version 1). Needs write on object_namespace:<namespace> (default: your own). Payloads are " +
 			"runtime-local unless durable=true: a runtime-local payload does not survive a reopen.",
 		Schema: schema.Object(map[string]*schema.Schema{
-			"namespace": {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(256)},
-			"name":      {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(256)},
+			"namespace": identSchema(),
+			"name":      identSchema(),
 			"kind":      {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(64), Default: "data"},
 			"payload":   {Description: "Any JSON value."},
 			"labels":    labelsSchema,
@@ -120,6 +181,9 @@ func createObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	}
 	if args.Namespace == "" {
 		args.Namespace = sys.Self().Namespace
+	}
+	if err := checkIdents("namespace", args.Namespace, "name", args.Name, "kind", args.Kind); err != nil {
+		return tools.Outcome{}, err
 	}
 	labels, err := decodeLabels(args.Labels)
 	if err != nil {
@@ -151,8 +215,8 @@ func readObject() *tools.Tool {
 		Description: "Read an Object by oid, or by namespace and name. Needs read on the Object or its namespace. A runtime-local payload from before a reopen is reported as lost, never as empty.",
 		Schema: schema.Object(map[string]*schema.Schema{
 			"oid":       {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(64)},
-			"namespace": {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(256)},
-			"name":      {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(256)},
+			"namespace": identSchema(),
+			"name":      identSchema(),
 		}),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
 			return readObj(sys, raw)
@@ -163,6 +227,9 @@ func readObject() *tools.Tool {
 func readObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	var args struct{ OID, Namespace, Name string }
 	if err := decode("read_object", raw, &args); err != nil {
+		return tools.Outcome{}, err
+	}
+	if err := checkIdents("namespace", args.Namespace, "name", args.Name); err != nil {
 		return tools.Outcome{}, err
 	}
 	var meta objects.Meta
@@ -243,7 +310,7 @@ func listObjects() *tools.Tool {
 		Name:        "list_objects",
 		Description: "List the Objects of a namespace (default: your own) by name, metadata only. Needs read on object_namespace:<namespace>.",
 		Schema: schema.Object(map[string]*schema.Schema{
-			"namespace": {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(256)},
+			"namespace": identSchema(),
 		}),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
 			return listObj(sys, raw)
@@ -258,6 +325,9 @@ func listObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	}
 	if args.Namespace == "" {
 		args.Namespace = sys.Self().Namespace
+	}
+	if err := checkIdent("namespace", args.Namespace); err != nil {
+		return tools.Outcome{}, err
 	}
 	if err := sys.Require(authority.ObjectList, authority.Params{Namespace: args.Namespace}); err != nil {
 		return tools.Outcome{}, err

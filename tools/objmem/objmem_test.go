@@ -2,10 +2,13 @@ package objmem
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/objects"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/toolstest"
 )
@@ -114,5 +117,145 @@ func TestListAndLostPayload(t *testing.T) {
 		if _, e := call(t, sys, "read_object", bad); e == nil || e.Code != tools.CodeInvalidArguments {
 			t.Fatalf("read_object %s: %v", bad, e)
 		}
+	}
+}
+
+// A read or write an ask grant covers is held for a Human, as create and
+// list are: the refusal reaches the kernel as approval required, never as
+// the hidden denial of a missing Object. Approved, it runs; a deny stays
+// hidden.
+func TestAskGrantHoldsReadsAndWrites(t *testing.T) {
+	sys := toolstest.New(2,
+		grant("object_namespace:proc-2", capabilities.Read),
+		capabilities.Grant{ID: "ask-write", Resource: "object_namespace:*", Rights: []capabilities.Right{capabilities.Write}, Effect: capabilities.Ask},
+		capabilities.Grant{ID: "ask-read", Resource: "object_namespace:shared", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Ask})
+	mine := sys.Put("proc-2", "mine", []byte(`1`))
+	shared := sys.Put("shared", "doc", []byte(`"s"`))
+	held := []struct{ tool, args string }{
+		{"write_object", `{"oid":"` + mine.OID + `","expected_version":1,"payload":2}`},
+		{"read_object", `{"oid":"` + shared.OID + `"}`},
+		{"read_object", `{"namespace":"shared","name":"doc"}`},
+		// Missing, by name: the namespace's ask grant covers it.
+		{"read_object", `{"namespace":"shared","name":"nothing"}`},
+		{"create_object", `{"name":"n","payload":1}`},
+	}
+	for _, c := range held {
+		_, e := call(t, sys, c.tool, c.args)
+		if e == nil || !errors.Is(e, tools.ErrApprovalRequired) || strings.Contains(e.Message, "does not exist") {
+			t.Fatalf("%s %s under an ask grant: %v, want approval required", c.tool, c.args, e)
+		}
+	}
+	if v := sys.Metas[mine.OID].Version; v != 1 {
+		t.Fatalf("a held write changed the Object: version %d", v)
+	}
+	sys.Approved = true
+	if out, e := call(t, sys, "write_object", `{"oid":"`+mine.OID+`","expected_version":1,"payload":2}`); e != nil || out["version"] != uint64(2) {
+		t.Fatalf("approved write: %v %v", out, e)
+	}
+	if out, e := call(t, sys, "read_object", `{"oid":"`+shared.OID+`"}`); e != nil || out["oid"] != shared.OID {
+		t.Fatalf("approved read: %v %v", out, e)
+	}
+	// A deny beats the ask and still reads as a missing Object.
+	sys.Approved = false
+	sys.Grants = append(sys.Grants, capabilities.Grant{Resource: "object:" + shared.OID, Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Deny})
+	if _, e := call(t, sys, "read_object", `{"oid":"`+shared.OID+`"}`); e == nil || errors.Is(e, tools.ErrApprovalRequired) || !strings.Contains(e.Message, "does not exist") {
+		t.Fatalf("denied read: %v", e)
+	}
+}
+
+// Labels are bounded in count, key and value bytes, named in the refusal,
+// for create and write alike: they are kept in durable metadata whatever
+// the payload's tier, outside the payload's bound.
+func TestLabelsAreBounded(t *testing.T) {
+	sys := toolstest.New(2, grant("object_namespace:proc-2", capabilities.Read, capabilities.Write))
+	labels := func(n, valueBytes int) string {
+		m := map[string]string{}
+		for i := 0; i < n; i++ {
+			m[fmt.Sprintf("k%02d", i)] = strings.Repeat("v", valueBytes)
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	if _, e := call(t, sys, "create_object", `{"name":"full","payload":1,"labels":`+labels(objects.MaxLabels, objects.MaxLabelValueLen)+`}`); e != nil {
+		t.Fatalf("labels at the bounds: %v", e)
+	}
+	out, e := call(t, sys, "create_object", `{"name":"ok","payload":1}`)
+	if e != nil {
+		t.Fatal(e)
+	}
+	oid := out["oid"].(string)
+	bad := []struct{ labels, want string }{
+		{`{"big":"` + strings.Repeat("<", 3<<20) + `"}`, `labels["big"]: value must be at most 1024 bytes, got 3145728`},
+		{`{"k":"` + strings.Repeat("é", 513) + `"}`, `labels["k"]: value must be at most 1024 bytes, got 1026`},
+		{labels(objects.MaxLabels+1, 1), "labels: must have at most 64 labels, got 65"},
+		{`{"` + strings.Repeat("k", 257) + `":"v"}`, "must be at most 256 bytes (UTF-8), got 257"},
+		{`{"a\u0000b":"v"}`, `labels key "a\x00b": must not contain NUL bytes`},
+		{`{"":"v"}`, "labels: a key must not be empty"},
+	}
+	for _, c := range bad {
+		for _, args := range []string{
+			`{"name":"n","payload":1,"labels":` + c.labels + `}`,
+			`{"oid":"` + oid + `","expected_version":1,"payload":1,"labels":` + c.labels + `}`,
+		} {
+			tool := "create_object"
+			if strings.HasPrefix(args, `{"oid"`) {
+				tool = "write_object"
+			}
+			if _, e := call(t, sys, tool, args); e == nil || e.Code != tools.CodeInvalidArguments || !strings.Contains(e.Message, c.want) {
+				t.Errorf("%s with labels %.60s: %v, want invalid_arguments with %q", tool, c.labels, e, c.want)
+			}
+		}
+	}
+	if _, err := sys.LookupObject("proc-2", "n"); err == nil || sys.Metas[oid].Version != 1 {
+		t.Fatal("a refused call reached the store")
+	}
+}
+
+// The schemas count characters, the store bytes: a namespace or name the
+// store would refuse (over 256 bytes, or holding a NUL) is refused as
+// invalid_arguments naming the field and the rule in bytes, before
+// anything else is looked at.
+func TestNamesAreBoundedInBytes(t *testing.T) {
+	sys := toolstest.New(2, grant("object_namespace:*", capabilities.Read, capabilities.Write))
+	euros := strings.Repeat("€", 100) // 100 characters, 300 bytes
+	bad := []struct{ tool, args, want string }{
+		{"create_object", `{"name":"` + euros + `","payload":1}`, "name: must be at most 256 bytes (UTF-8), got 300"},
+		{"create_object", `{"namespace":"` + euros + `","name":"n","payload":1}`, "namespace: must be at most 256 bytes (UTF-8), got 300"},
+		{"create_object", `{"name":"a\u0000b","payload":1}`, "name: must not contain NUL bytes"},
+		{"create_object", `{"name":"n","kind":"a\u0000b","payload":1}`, "kind: must not contain NUL bytes"},
+		{"read_object", `{"namespace":"proc-2","name":"` + euros + `"}`, "name: must be at most 256 bytes (UTF-8), got 300"},
+		{"read_object", `{"namespace":"a\u0000b","name":"n"}`, "namespace: must not contain NUL bytes"},
+		{"list_objects", `{"namespace":"` + euros + `"}`, "namespace: must be at most 256 bytes (UTF-8), got 300"},
+	}
+	for _, c := range bad {
+		if _, e := call(t, sys, c.tool, c.args); e == nil || e.Code != tools.CodeInvalidArguments || !strings.Contains(e.Message, c.want) {
+			t.Errorf("%s %.80s: %v, want invalid_arguments with %q", c.tool, c.args, e, c.want)
+		}
+	}
+	if len(sys.Metas) != 0 {
+		t.Fatal("a refused create reached the store")
+	}
+	// 256 bytes is within the bound, whatever the characters.
+	name := strings.Repeat("€", 85) + "x" // 256 bytes
+	if _, e := call(t, sys, "create_object", `{"name":"`+name+`","payload":1}`); e != nil {
+		t.Fatalf("a 256-byte name: %v", e)
+	}
+}
+
+// Payloads are kept as sent: <, > and & are not escaped into six bytes
+// each, so a payload within the bound is accepted and stored as written.
+func TestPayloadKeepsHTMLCharacters(t *testing.T) {
+	sys := toolstest.New(2, grant("object_namespace:proc-2", capabilities.Read, capabilities.Write))
+	big := `"` + strings.Repeat("<", 200000) + `"`
+	out, e := call(t, sys, "create_object", `{"name":"big","payload":`+big+`}`)
+	if e != nil || out["payload_bytes"] != len(big) {
+		t.Fatalf("200,000 '<': %v %v", out, e)
+	}
+	out, e = call(t, sys, "create_object", `{"name":"amp","payload":"a\u0026b<c>"}`)
+	if e != nil {
+		t.Fatal(e)
+	}
+	if got := string(sys.Payloads[out["oid"].(string)]); got != `"a&b<c>"` {
+		t.Fatalf("stored %s, want \"a&b<c>\"", got)
 	}
 }

@@ -88,11 +88,28 @@ func (s *Schema) Normalize(raw json.RawMessage) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := json.Marshal(v)
+	out, err := Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("schema: encode arguments: %w", err)
 	}
 	return out, nil
+}
+
+// Marshal is the canonical JSON of v: json.Marshal's (map keys sorted, no
+// space) without its HTML escaping. Escaped, each <, > or & is six bytes,
+// so a value the caller sent within a bound in bytes would be measured,
+// stored and hashed as up to six times its size, and as text the caller
+// never wrote. A string written with such escapes or without them encodes
+// alike, so canonical arguments still have one form.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	// Encode ends the value with a newline, which json.Marshal does not.
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }
 
 // keyFrame is an object or an array open at some point of a scan.
@@ -318,7 +335,7 @@ func (s *Schema) validate(v any, path string) (any, error) {
 	if len(s.Enum) > 0 && !inEnum(v, s.Enum) {
 		opts := make([]string, len(s.Enum))
 		for i, e := range s.Enum {
-			b, _ := json.Marshal(e)
+			b, _ := Marshal(e)
 			opts[i] = string(b)
 		}
 		return fail("must be one of %s", strings.Join(opts, ", "))
@@ -382,9 +399,9 @@ func number(v any) (float64, error) {
 }
 
 func inEnum(v any, enum []any) bool {
-	vb, _ := json.Marshal(v)
+	vb, _ := Marshal(v)
 	for _, e := range enum {
-		eb, _ := json.Marshal(e)
+		eb, _ := Marshal(e)
 		if bytes.Equal(vb, eb) {
 			return true
 		}

@@ -182,3 +182,25 @@ func duplicateIn(dec *json.Decoder) (bool, error) {
 	_, err = dec.Token()
 	return false, err
 }
+
+// Canonical arguments keep <, > and & as written: escaped as \u003c they
+// would be six bytes each against a bound in bytes, and stored and hashed as
+// text the caller never wrote. Written escaped or not, a value has one
+// canonical form.
+func TestNormalizeDoesNotEscapeHTML(t *testing.T) {
+	s := Object(map[string]*Schema{"payload": {}, "kind": {Type: "string", Enum: []any{"<a&b>"}}})
+	for _, in := range []string{`{"payload":"a&b<c>","kind":"<a&b>"}`, `{"payload":"a\u0026b\u003cc\u003e","kind":"\u003ca\u0026b\u003e"}`} {
+		got, err := s.Normalize(json.RawMessage(in))
+		if err != nil || string(got) != `{"kind":"<a&b>","payload":"a&b<c>"}` {
+			t.Errorf("%s: got %s, %v", in, got, err)
+		}
+	}
+	big := `{"payload":"` + strings.Repeat("<", 200000) + `"}`
+	if got, err := s.Normalize(json.RawMessage(big)); err != nil || len(got) != len(big) {
+		t.Fatalf("200,000 '<': %d bytes, %v; want %d", len(got), err, len(big))
+	}
+	// json.Marshal's other rules stay: sorted keys, no space, no newline.
+	if got, err := Marshal(map[string]any{"b": 1, "a": []any{"&"}}); err != nil || string(got) != `{"a":["&"],"b":1}` {
+		t.Fatalf("Marshal: %s %v", got, err)
+	}
+}

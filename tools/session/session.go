@@ -323,7 +323,9 @@ func exit(sys exitSys, raw json.RawMessage) (tools.Outcome, error) {
 		}
 		exit.ResultOID = meta.OID
 	case args.Message != nil:
-		data, _ := json.Marshal(map[string]string{"message": *args.Message})
+		// Encoded as arguments are (schema.Marshal): a message's <, > and &
+		// stay one byte each against the result's bound in bytes.
+		data, _ := schema.Marshal(map[string]string{"message": *args.Message})
 		meta, err := sys.CreateResult(data)
 		if err != nil {
 			return tools.Outcome{}, err

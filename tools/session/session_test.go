@@ -2,6 +2,7 @@ package session
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -217,5 +218,29 @@ func TestTimezoneArgDecodesAsJSON(t *testing.T) {
 				t.Errorf("timezoneArg(%q) = %q, %v; encoding/json: %q, %v", in, got, err, want.Timezone, werr)
 			}
 		}
+	}
+}
+
+// A result_oid an ask grant covers holds the exit for a Human's approval,
+// as any call an ask grant covers: it is not answered as a missing Object.
+func TestExitResultOIDUnderAskIsHeld(t *testing.T) {
+	sys := toolstest.New(2, capabilities.Grant{ID: "ask-read", Resource: "object_namespace:shared", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Ask})
+	doc := sys.Put("shared", "doc", []byte(`"s"`))
+	_, e := invoke(t, sys, "process_exit", `{"result_oid":"`+doc.OID+`"}`)
+	if e == nil || !errors.Is(e, tools.ErrApprovalRequired) || strings.Contains(e.Message, "does not exist") {
+		t.Fatalf("exit with a result under an ask grant: %v, want approval required", e)
+	}
+	sys.Approved = true
+	if out, e := invoke(t, sys, "process_exit", `{"result_oid":"`+doc.OID+`"}`); e != nil || out.Exit == nil || out.Exit.ResultOID != doc.OID {
+		t.Fatalf("approved exit: %+v %v", out, e)
+	}
+}
+
+// A message result is stored as written: <, > and & are not escaped.
+func TestExitMessageKeepsHTMLCharacters(t *testing.T) {
+	sys := toolstest.New(2)
+	out, e := invoke(t, sys, "process_exit", `{"message":"a&b<c>"}`)
+	if e != nil || string(sys.Payloads[out.Exit.ResultOID]) != `{"message":"a&b<c>"}` {
+		t.Fatalf("exit with a message: %s %v", sys.Payloads[out.Exit.ResultOID], e)
 	}
 }

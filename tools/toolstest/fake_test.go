@@ -3,6 +3,7 @@ package toolstest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -55,5 +56,22 @@ func TestRequireConsumesOneShots(t *testing.T) {
 	err := sys.Require(authority.ClockNow, authority.Params{})
 	if err == nil || !strings.Contains(err.Error(), "read on clock:now") {
 		t.Fatalf("second use: %v", err)
+	}
+}
+
+// An ask grant asks, as the kernel's check does: the refusal wraps
+// tools.ErrApprovalRequired and names the grant; once Approved, it allows.
+func TestRequireAsksUnderAnAskGrant(t *testing.T) {
+	sys := New(2, capabilities.Grant{ID: "ask-now", Resource: "clock:now", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Ask})
+	err := sys.Require(authority.ClockNow, authority.Params{})
+	if !errors.Is(err, tools.ErrApprovalRequired) || errors.Is(err, tools.ErrDenied) || !strings.Contains(err.Error(), "grant ask-now asks") {
+		t.Fatalf("ask: %v", err)
+	}
+	if g, ok := sys.Holding(authority.ClockNow, authority.Params{}); !ok || g.ID != "ask-now" {
+		t.Fatalf("holding %+v %v", g, ok)
+	}
+	sys.Approved = true
+	if err := sys.Require(authority.ClockNow, authority.Params{}); err != nil {
+		t.Fatalf("approved: %v", err)
 	}
 }

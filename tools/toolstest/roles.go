@@ -35,6 +35,11 @@ type Caller struct {
 	// operation its entry in the authority table does not list is refused,
 	// so a tool cannot check authority the table does not state.
 	Tool string
+	// Approved says the call is one a Human approved, as the kernel runs a
+	// held call again: ask grants allow. Otherwise a requirement an ask
+	// grant decides is refused with an error wrapping
+	// tools.ErrApprovalRequired, the refusal the kernel holds a call on.
+	Approved bool
 }
 
 var _ tools.Caller = (*Caller)(nil)
@@ -54,13 +59,16 @@ func (c *Caller) Now() time.Time       { return c.Clock }
 func (c *Caller) Config() tools.Config { return c.Settings }
 
 // Holding returns the grant that decides op's first requirement on p, as
-// Require decides it (without approvals), or false.
+// Require decides it, or false.
 func (c *Caller) Holding(op authority.Op, p authority.Params) (capabilities.Grant, bool) {
 	reqs, err := authority.Requirements(op, p)
 	if err != nil || len(reqs) == 0 {
 		return capabilities.Grant{}, false
 	}
 	d := capabilities.Check(c.Grants, reqs[0].Right, reqs[0].Names...)
+	if c.Approved {
+		d = capabilities.Approved(c.Grants, reqs[0].Right, reqs[0].Names...)
+	}
 	if !d.Allowed && !d.Ask {
 		return capabilities.Grant{}, false
 	}
@@ -73,7 +81,7 @@ func (c *Caller) Holding(op authority.Op, p authority.Params) (capabilities.Gran
 }
 
 // Require decides each requirement the authority table states for op, in
-// order, as the kernel does (without approvals: an ask grant refuses).
+// order, as the kernel does: an ask grant asks for approval (see Approved).
 func (c *Caller) Require(op authority.Op, p authority.Params) error {
 	if c.Tool != "" {
 		ops, ok := authority.ToolOps(c.Tool)
@@ -88,6 +96,12 @@ func (c *Caller) Require(op authority.Op, p authority.Params) error {
 	for _, q := range reqs {
 		c.Checked = append(c.Checked, string(q.Right)+" "+q.Names[0])
 		d := capabilities.Check(c.Grants, q.Right, q.Names...)
+		if c.Approved {
+			d = capabilities.Approved(c.Grants, q.Right, q.Names...)
+		}
+		if d.Ask {
+			return fmt.Errorf("%w: %s on %s (grant %s asks)", tools.ErrApprovalRequired, q.Right, d.Name, d.GrantID)
+		}
 		if !d.Allowed {
 			return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, q.Right, q.Names[0], d.Reason)
 		}
