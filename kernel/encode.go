@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/tools/schema"
 )
 
 // The values every commit encodes, a process record with its live-index
@@ -28,6 +29,10 @@ type jsonWriter struct {
 	err error
 	// more says a member was written since the last '{'.
 	more bool
+	// keepHTML writes <, > and & as they are, as schema.Marshal does: a
+	// tool's result is text the model reads, where each escape would be
+	// six characters it never wrote.
+	keepHTML bool
 }
 
 func (w *jsonWriter) open() {
@@ -123,7 +128,11 @@ func (w *jsonWriter) value(name string, v any) {
 }
 
 func (w *jsonWriter) marshal(v any) {
-	b, err := json.Marshal(v)
+	marshal := json.Marshal
+	if w.keepHTML {
+		marshal = schema.Marshal
+	}
+	b, err := marshal(v)
 	if err != nil && w.err == nil {
 		w.err = err
 	}
@@ -197,7 +206,7 @@ func (w *jsonWriter) any(v any) {
 	case json.RawMessage:
 		// Valid too: a Host's tool may hand back anything, and
 		// json.Marshal refuses what is not JSON.
-		if len(x) > 0 && compactAsIs(x) && json.Valid(x) {
+		if len(x) > 0 && compactAsIs(x, w.keepHTML) && json.Valid(x) {
 			w.buf = append(w.buf, x...)
 			return
 		}
@@ -227,21 +236,23 @@ func (w *jsonWriter) float(f float64) {
 	}
 }
 
-// encodeResult encodes a tool's result as json.Marshal does.
+// encodeResult encodes a tool's result as schema.Marshal does: as
+// json.Marshal does, but for <, > and &, kept as they are.
 func encodeResult(result map[string]any) ([]byte, error) {
-	w := jsonWriter{buf: make([]byte, 0, 256)}
+	w := jsonWriter{buf: make([]byte, 0, 256), keepHTML: true}
 	w.object(result)
 	return w.buf, w.err
 }
 
 // compactAsIs reports whether encoding/json writes the valid JSON raw as it
-// is: no whitespace outside strings, and nothing it escapes for HTML (<, >,
-// & and U+2028 and U+2029, whose encodings start with 0xE2).
-func compactAsIs(raw []byte) bool {
+// is: no whitespace outside strings, and nothing it escapes (U+2028 and
+// U+2029, whose encodings start with 0xE2, and unless keepHTML, <, > and
+// &).
+func compactAsIs(raw []byte, keepHTML bool) bool {
 	inString := false
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; {
-		case c == '<' || c == '>' || c == '&' || c == 0xE2:
+		case c == 0xE2, !keepHTML && (c == '<' || c == '>' || c == '&'):
 			return false
 		case inString && c == '\\':
 			i++
@@ -289,13 +300,13 @@ func (w *jsonWriter) stringsOmit(name string, list []string) {
 // as it is (no quote, backslash or HTML character) is copied; anything else
 // goes through json.Marshal, whose escaping is the reference.
 func (w *jsonWriter) string(s string) {
+	plain := &jsonPlain
+	if w.keepHTML {
+		plain = &jsonPlainHTML
+	}
 	for i := 0; i < len(s); i++ {
-		if !jsonPlain[s[i]] {
-			b, err := json.Marshal(s)
-			if err != nil && w.err == nil {
-				w.err = err
-			}
-			w.buf = append(w.buf, b...)
+		if !plain[s[i]] {
+			w.marshal(s)
 			return
 		}
 	}
@@ -312,6 +323,15 @@ var jsonPlain = func() (plain [256]bool) {
 	}
 	for _, c := range `"\<>&` {
 		plain[c] = false
+	}
+	return plain
+}()
+
+// jsonPlainHTML is jsonPlain when <, > and & are kept (keepHTML).
+var jsonPlainHTML = func() (plain [256]bool) {
+	plain = jsonPlain
+	for _, c := range `<>&` {
+		plain[c] = true
 	}
 	return plain
 }()

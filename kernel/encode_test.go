@@ -16,6 +16,7 @@ import (
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/quantum"
+	"github.com/libos/libos/tools/schema"
 )
 
 // eventByReflection is Event without its MarshalJSON: what encoding/json
@@ -211,7 +212,8 @@ func fillRandom(v reflect.Value, rng *rand.Rand, depth int) {
 // TestResultEncoderMatchesEncodingJSON encodes random tool results, nested
 // and of every kind tools build, and a few encoding/json writes with
 // care (floats at the edges of its exponent form, HTML characters, odd
-// strings), by hand and with json.Marshal.
+// strings), by hand and with schema.Marshal (json.Marshal keeping <, >
+// and &, which the model reads as written).
 func TestResultEncoderMatchesEncodingJSON(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	floats := []float64{0, math.Copysign(0, -1), 1, -1.5, 0.1, 1e-6, 9.99e-7, 1e-7, 123456789, 1e20, 1e21, 1.5e21, -2e-9, 5e-324, math.MaxFloat64, 1.0 / 3}
@@ -259,7 +261,7 @@ func TestResultEncoderMatchesEncodingJSON(t *testing.T) {
 	}
 	for i := range 3000 {
 		result := object(rng, 0, value)
-		want, werr := json.Marshal(result)
+		want, werr := schema.Marshal(result)
 		got, gerr := encodeResult(result)
 		if (werr != nil) != (gerr != nil) || !bytes.Equal(got, want) {
 			t.Fatalf("result %d differs:\nhand          %s (%v)\nencoding/json %s (%v)", i, got, gerr, want, werr)
@@ -269,6 +271,10 @@ func TestResultEncoderMatchesEncodingJSON(t *testing.T) {
 		if _, err := encodeResult(map[string]any{"x": bad}); err == nil {
 			t.Fatalf("%v was encoded; encoding/json refuses it", bad)
 		}
+	}
+	kept := map[string]any{"html": "<b>&amp;</b>", "raw": json.RawMessage(`{"a":"<i>"}`)}
+	if got, _ := encodeResult(kept); string(got) != `{"html":"<b>&amp;</b>","raw":{"a":"<i>"}}` {
+		t.Fatalf("a result's HTML characters: %s, want them as written", got)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/quantum"
 	"github.com/libos/libos/tools"
+	"github.com/libos/libos/tools/schema"
 )
 
 // errSkip aborts a transaction that found nothing to do.
@@ -1002,8 +1003,8 @@ func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, ca
 		return fmt.Errorf("encode result of %s: %w", call.Name, err)
 	}
 	if k.records.check {
-		if want, _ := json.Marshal(result); !bytes.Equal(body, want) {
-			return fmt.Errorf("encode result of %s: the hand encoder wrote %s, encoding/json %s", call.Name, body, want)
+		if want, _ := schema.Marshal(result); !bytes.Equal(body, want) {
+			return fmt.Errorf("encode result of %s: the hand encoder wrote %s, schema.Marshal %s", call.Name, body, want)
 		}
 	}
 	r.ToolCalls++
