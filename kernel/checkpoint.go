@@ -884,7 +884,7 @@ func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpoint
 	r.GoalOID, r.ContextOID, r.ResultOID = oids[old.GoalOID], oids[old.ContextOID], oids[old.ResultOID]
 	r.Used, r.ToolCalls, r.RetainSeq, r.RetainedEntries = capabilities.Budget{}, 0, 0, 0
 	r.ResumePending, r.Dispatch = "", nil
-	r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested, r.WallMark = 0, false, false, time.Time{}
+	r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested, r.HostHold, r.WallMark = 0, false, false, false, time.Time{}
 	r.CreatedAt = k.now()
 	r.Grants = k.forkedGrants(old, names, caller)
 	if r.ContextOID == "" {

@@ -399,6 +399,7 @@ func (r *procRecord) appendJSON(buf []byte) ([]byte, error) {
 	}
 	w.int("replies", int64(r.Replies))
 	w.boolOmit("pause_requested", r.PauseRequested)
+	w.boolOmit("host_hold", r.HostHold)
 	w.uintOmit("notified_seq", r.NotifiedSeq)
 	w.boolOmit("interrupted_turn", r.InterruptedTurn)
 	w.intOmit("provider_failures", int64(r.ProviderFailures))

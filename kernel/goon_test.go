@@ -616,6 +616,8 @@ processes:
       - tool_calls:
           - {name: spawn_child_process, arguments: {image: echo:v0, goal: "child", capabilities: [{resource: "scope:echo", rights: [execute], effect: ask}]}}
       - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
+      - tool_calls: [{name: signal_child_process, arguments: {child_pid: 2, signal: pause}}]
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
       - tool_calls: [{name: signal_child_process, arguments: {child_pid: 2, signal: resume}}]
       - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:h"}}]
       - tool_calls: [{name: process_exit, arguments: {message: done}}]
@@ -639,8 +641,13 @@ processes:
 	if c := h.info(child); c.Status != process.Waiting || c.WaitingOn != process.WaitApproval {
 		t.Fatalf("%d workers: child %s on %q, want waiting for approval", workers, c.Status, c.WaitingOn)
 	}
-	if _, err := h.rt.Signal(child, SignalPause); err != nil {
+	// The parent pauses its child (a pause it may lift, unlike the Host's).
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: parent, From: "h", Body: "pause it"}); err != nil {
 		t.Fatal(err)
+	}
+	h.run()
+	if c := h.info(child); c.Status != process.Paused {
+		t.Fatalf("%d workers: child %s, want paused by its parent", workers, c.Status)
 	}
 	approvals, err := h.rt.Approvals()
 	if err != nil || len(approvals) != 1 {

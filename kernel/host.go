@@ -148,7 +148,7 @@ func (k *Runtime) hostSignal(pid int64, sig, killReason string) error {
 		if err != nil {
 			return err
 		}
-		return k.applySignal(tx, r, sig, killReason)
+		return k.applySignal(tx, r, sig, killReason, true)
 	})
 }
 

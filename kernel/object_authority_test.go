@@ -161,3 +161,31 @@ processes:
 		t.Fatalf("the fork: %+v", info)
 	}
 }
+
+// A result a child hands up from its own child is readable by the parent,
+// as wait_child_process promises of every result_oid it names.
+func TestParentReadsAResultHandedUp(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: c, capabilities: [{resource: "process:spawn", rights: [write]}]}}]
+      - tool_calls: [{name: wait_child_process, arguments: {child_pid: 2}}]
+      - tool_calls: [{name: read_object, arguments: {oid: "${last.result_oid}"}}]
+      - tool_calls: [{name: process_exit, arguments: {message: done}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: gc}}]
+      - tool_calls: [{name: wait_child_process, arguments: {child_pid: 3}}]
+      - tool_calls: [{name: process_exit, arguments: {result_oid: "${last.result_oid}"}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {payload: {report: "`+strings.Repeat("x", 20000)+`"}}}]
+`)
+	pid := h.spawn([]capabilities.Grant{spawnGrant()})
+	h.run()
+	res := h.toolResults(pid)
+	if res[1]["result_oid"] == nil || res[2]["ok"] != true || res[2]["oid"] != res[1]["result_oid"] {
+		t.Fatalf("wait %v, then the read of its result_oid %v", res[1], res[2])
+	}
+}

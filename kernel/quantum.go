@@ -699,7 +699,10 @@ func (k *Runtime) callFailed(ctx context.Context, tx *txn, r *procRecord, start 
 		if err := putRecord(tx, callKey(r.PID, start.turn), &cr); err != nil {
 			return err
 		}
-		return k.step(tx, r, process.Input{Kind: process.Recover})
+		if err := k.step(tx, r, process.Input{Kind: process.Recover}); err != nil {
+			return err
+		}
+		return k.pauseIfRequested(tx, r)
 	}
 	served := cr.Settlement != string(llm.SettlementNotStarted) && cr.Settlement != string(llm.SettlementRejected)
 	if settle := quantum.SettleFailure(start.reserved, served); settle != (quantum.Settlement{}) {
@@ -716,7 +719,15 @@ func (k *Runtime) callFailed(ctx context.Context, tx *txn, r *procRecord, start 
 	if r.State != process.Running {
 		return saveProc(tx, r)
 	}
-	return k.providerFailed(tx, r, start.im, perr)
+	if err := k.providerFailed(tx, r, start.im, perr); err != nil {
+		return err
+	}
+	// A pause asked for while the call ran takes effect at its end, as at
+	// the end of a batch: the retry waits for the pause to be lifted.
+	if !r.State.Terminal() {
+		return k.pauseIfRequested(tx, r)
+	}
+	return nil
 }
 
 // adjustUsage adds delta (which may be negative) to the usage of r's chain

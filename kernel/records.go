@@ -119,6 +119,9 @@ type procRecord struct {
 	Replies int `json:"replies"`
 	// PauseRequested pauses the process when its running quantum ends.
 	PauseRequested bool `json:"pause_requested,omitempty"`
+	// HostHold says the Host paused the process (or asked to): only the
+	// Host's continue lifts it, not a parent's resume.
+	HostHold bool `json:"host_hold,omitempty"`
 	// NotifiedSeq is the highest mailbox sequence the process was told of.
 	NotifiedSeq uint64 `json:"notified_seq,omitempty"`
 	// InterruptedTurn is set by recovery when a quantum's provider call had

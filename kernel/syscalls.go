@@ -148,10 +148,12 @@ func (k *Runtime) check(tx *txn, r *procRecord, approved bool, op authority.Op, 
 	return reserved, nil
 }
 
-// childResult reports whether oid is the result of a direct child of r
-// that owns it (the child that ended with it, which wait_child_process
-// names to r), and which child: a parent reads what its child handed back
-// without a grant on the child's namespace. A deny grant still refuses it.
+// childResult reports whether oid is the result of a direct child of r,
+// and which child: a parent reads what its child handed back without a
+// grant on the child's namespace, as wait_child_process names it to r. The
+// child may have handed up what it could read, such as its own child's
+// result: the parent could be given a copy of it all the same. A deny
+// grant still refuses it.
 func childResult(tx *txn, r *procRecord, oid string) (int64, bool) {
 	if oid == "" {
 		return 0, false
@@ -160,16 +162,38 @@ func childResult(tx *txn, r *procRecord, oid string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	child, err := strconv.ParseInt(meta.Owner, 10, 64)
-	if err != nil || child <= 0 {
+	// The owner, or the direct child of r it descends from, is the usual
+	// one; any other direct child may have handed it up too.
+	if owner, err := strconv.ParseInt(meta.Owner, 10, 64); err == nil && owner > 0 {
+		for pid, depth := owner, 0; pid > 0 && depth < maxResultHandUps; depth++ {
+			c, err := loadProc(tx, pid)
+			if err != nil {
+				break
+			}
+			if c.ParentPID == r.PID {
+				if c.ResultOID == oid {
+					return c.PID, true
+				}
+				break
+			}
+			pid = c.ParentPID
+		}
+	}
+	kids, err := children(tx, r.PID)
+	if err != nil {
 		return 0, false
 	}
-	c, err := loadProc(tx, child)
-	if err != nil || c.ParentPID != r.PID || c.ResultOID != oid {
-		return 0, false
+	for _, pid := range kids {
+		if c, err := loadProc(tx, pid); err == nil && c.ResultOID == oid {
+			return pid, true
+		}
 	}
-	return child, true
+	return 0, false
 }
+
+// maxResultHandUps bounds the walk from a result's owner up to the direct
+// child that handed it up; a deeper one is found among the children.
+const maxResultHandUps = 64
 
 // permits reports whether r holds op on p now, reserving nothing and
 // asking no one (an ask grant does not permit): a stage's probe before

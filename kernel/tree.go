@@ -209,12 +209,13 @@ func (k *Runtime) signal(tx *txn, caller *procRecord, pid int64, sig string) (*p
 	if err != nil {
 		return nil, err
 	}
-	return c, k.applySignal(tx, c, sig, fmt.Sprintf("killed by parent pid %d", caller.PID))
+	return c, k.applySignal(tx, c, sig, fmt.Sprintf("killed by parent pid %d", caller.PID), false)
 }
 
 // applySignal applies kill (the whole subtree), pause or resume to c, from a
-// parent or the Host; a terminal process is left as it is.
-func (k *Runtime) applySignal(tx *txn, c *procRecord, sig, killReason string) error {
+// parent or the Host (byHost); a terminal process is left as it is. A pause
+// the Host put on is the Host's to lift: a parent's resume is refused.
+func (k *Runtime) applySignal(tx *txn, c *procRecord, sig, killReason string, byHost bool) error {
 	if c.State.Terminal() {
 		return nil
 	}
@@ -223,6 +224,12 @@ func (k *Runtime) applySignal(tx *txn, c *procRecord, sig, killReason string) er
 	case "kill":
 		err = k.terminate(tx, c, process.Input{Kind: process.Kill, Reason: killReason})
 	case "pause":
+		if byHost && !c.HostHold {
+			c.HostHold = true
+			if err := saveProc(tx, c); err != nil {
+				return err
+			}
+		}
 		if c.State == process.Running {
 			// A running quantum finishes first; it pauses at its end. The
 			// event tells log readers of a change no state event shows.
@@ -235,8 +242,11 @@ func (k *Runtime) applySignal(tx *txn, c *procRecord, sig, killReason string) er
 			err = k.step(tx, c, process.Input{Kind: process.Pause})
 		}
 	case "resume":
+		if c.HostHold && !byHost {
+			return tools.Errorf(tools.CodeDenied, "child_pid %d: the Host paused it; only the Host can let it go on", c.PID)
+		}
 		requested := c.PauseRequested
-		c.PauseRequested = false
+		c.PauseRequested, c.HostHold = false, false
 		if c.State == process.Paused {
 			err = k.step(tx, c, process.Input{Kind: process.Resume})
 		} else {
