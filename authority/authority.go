@@ -122,7 +122,7 @@ var table = []Entry{
 
 	{Op: ProcessSpawn, Needs: []Need{{Right: write, Names: spawning}, {Right: read, Names: anImage, ExceptOwnImage: true}},
 		Rule: "the child's grants are attenuated from the caller's and its children budget is charged up the ancestor chain (kernel/tree.go, spawnChild)"},
-	{Op: ProcessWait, Rule: "a direct child only (kernel/tree.go, directChild)"},
+	{Op: ProcessWait, Rule: "a direct child only (kernel/tree.go, directChild); its result is shown only after object.read on it, never held for approval (tools/proc, readyResult)"},
 	{Op: ProcessSignal, Rule: "a direct child only (kernel/tree.go, directChild)"},
 	{Op: ProcessExit, Rule: "every process may end itself; a result_oid needs object.read, a gated image the completion review (process/review.go)"},
 
@@ -157,7 +157,7 @@ var toolOps = map[string][]Op{
 	"compact_process_context":  {CompactionSource, CompactionJob, CompactionStage},
 	"process_exit":             {ProcessExit, ObjectRead},
 	"spawn_child_process":      {ProcessSpawn},
-	"wait_child_process":       {ProcessWait},
+	"wait_child_process":       {ProcessWait, ObjectRead},
 	"signal_child_process":     {ProcessSignal},
 	"send_process_message":     {MessageSend},
 	"read_process_messages":    {MessageRead},

@@ -550,7 +550,7 @@ func (w *world) validArgs(req *llm.Request, v *ctxView, name string) map[string]
 			args["capabilities"] = caps
 		}
 		if w.chance(0.6) {
-			args["budget"] = map[string]any{"tool_calls": 2 + w.intn(14), "llm_calls": 2 + w.intn(7), "children": w.intn(3)}
+			args["budget"] = map[string]any{"tool_calls": 2 + w.intn(14), "llm_calls": 2 + w.intn(7), "children": 1 + w.intn(2)}
 		}
 		return args
 	case "wait_child_process":

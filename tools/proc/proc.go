@@ -5,7 +5,9 @@ package proc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
@@ -23,13 +25,21 @@ func Tools(tools.Config) []*tools.Tool {
 	return []*tools.Tool{spawnChild(), waitChild(), signalChild()}
 }
 
+// budgetSchema bounds each field at 1: a budget of 0 reads as "no limit
+// of its own" (capabilities.Budget.Min keeps the image's), so accepting 0
+// would let {children: 0} spawn as many children as the image allows.
 var budgetSchema = schema.Object(map[string]*schema.Schema{
-	"tool_calls":   {Type: "integer", Minimum: schema.Ptr(0.0)},
-	"llm_calls":    {Type: "integer", Minimum: schema.Ptr(0.0)},
-	"llm_tokens":   {Type: "integer", Minimum: schema.Ptr(0.0)},
-	"children":     {Type: "integer", Minimum: schema.Ptr(0.0)},
-	"wall_seconds": {Type: "integer", Minimum: schema.Ptr(0.0)},
+	"tool_calls":   budgetField("tool calls"),
+	"llm_calls":    budgetField("LLM calls"),
+	"llm_tokens":   budgetField("LLM tokens"),
+	"children":     budgetField("children spawned"),
+	"wall_seconds": budgetField("seconds of wall time"),
 })
+
+func budgetField(what string) *schema.Schema {
+	return &schema.Schema{Type: "integer", Minimum: schema.Ptr(1.0),
+		Description: "At most this many " + what + " (at least 1); a limit lower than the image's replaces it, and an omitted field keeps the image's."}
+}
 
 func spawnChild() *tools.Tool {
 	rights := []any{"read", "write", "materialize", "execute", "admin"}
@@ -37,7 +47,8 @@ func spawnChild() *tools.Tool {
 		Name: "spawn_child_process",
 		Description: "Start a child process with an image and a goal. Needs write on process:spawn, and read on image:<name>:<version> when the image " +
 			"differs from yours. capabilities hands down grants you hold (attenuation only: never wider than yours); the child starts with exactly " +
-			"those plus rights on its own namespace. budget lowers the child's limits; its usage is charged to you and every ancestor too. Returns pid and goal_oid.",
+			"those plus rights on its own namespace. budget lowers the child's limits (each field at least 1; an omitted one keeps the image's limit); its usage is " +
+			"charged to you and every ancestor too. Returns pid and goal_oid.",
 		Schema: schema.Object(map[string]*schema.Schema{
 			"image": {Type: "string", MinLength: schema.Ptr(3), MaxLength: schema.Ptr(129), Description: "Image reference name:version."},
 			"goal":  {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(64000), Description: "The child's goal; it becomes the child's goal Object."},
@@ -64,12 +75,50 @@ type spawner interface {
 	tools.ProcessTree
 }
 
+// grantArgs is one capabilities[i] as the schema states it. expires_at is
+// kept as text and parsed here, so that a malformed time is refused naming
+// its field rather than failing the decode of every argument.
+type grantArgs struct {
+	Resource      string               `json:"resource"`
+	Rights        []capabilities.Right `json:"rights"`
+	Effect        capabilities.Effect  `json:"effect"`
+	UsesRemaining *int                 `json:"uses_remaining"`
+	ExpiresAt     *string              `json:"expires_at"`
+	Delegable     *bool                `json:"delegable"`
+}
+
+// grant turns capabilities[i] into the grant it requests, named c<i+1>.
+func (a grantArgs) grant(i int) (capabilities.Grant, error) {
+	g := capabilities.Grant{ID: fmt.Sprintf("c%d", i+1), Resource: a.Resource, Rights: a.Rights, Effect: a.Effect,
+		UsesRemaining: a.UsesRemaining, Delegable: a.Delegable}
+	if g.Effect == "" {
+		g.Effect = capabilities.Allow // as a grant decodes
+	}
+	if a.ExpiresAt != nil {
+		var t time.Time
+		// UnmarshalText is the strict RFC 3339 a grant's JSON decodes with.
+		if err := t.UnmarshalText([]byte(*a.ExpiresAt)); err != nil {
+			rule := fmt.Sprintf("must be an RFC 3339 time such as \"2026-01-02T15:04:05Z\" (date, T, time, then Z or an offset such as +08:00), got %q", *a.ExpiresAt)
+			var pe *time.ParseError
+			if errors.As(err, &pe) && pe.Message != "" {
+				rule += pe.Message // which part is out of range
+			}
+			return capabilities.Grant{}, &schema.FieldError{Field: fmt.Sprintf("capabilities[%d].expires_at", i), Rule: rule}
+		}
+		g.ExpiresAt = &t
+	}
+	if err := capabilities.ValidateGrant(g); err != nil {
+		return capabilities.Grant{}, fmt.Errorf("capabilities[%d]: %v", i, err)
+	}
+	return g, nil
+}
+
 func spawn(sys spawner, raw json.RawMessage) (tools.Outcome, error) {
 	var args struct {
-		Image        string               `json:"image"`
-		Goal         string               `json:"goal"`
-		Capabilities []capabilities.Grant `json:"capabilities"`
-		Budget       capabilities.Budget  `json:"budget"`
+		Image        string              `json:"image"`
+		Goal         string              `json:"goal"`
+		Capabilities []grantArgs         `json:"capabilities"`
+		Budget       capabilities.Budget `json:"budget"`
 	}
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return tools.Outcome{}, fmt.Errorf("spawn_child_process: decode arguments: %w", err)
@@ -78,16 +127,18 @@ func spawn(sys spawner, raw json.RawMessage) (tools.Outcome, error) {
 	if err != nil {
 		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "image: %v", err)
 	}
-	for i := range args.Capabilities {
-		args.Capabilities[i].ID = fmt.Sprintf("c%d", i+1)
-		if err := capabilities.ValidateGrant(args.Capabilities[i]); err != nil {
-			return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "capabilities[%d]: %v", i, err)
+	var grants []capabilities.Grant
+	for i, a := range args.Capabilities {
+		g, err := a.grant(i)
+		if err != nil {
+			return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "%w", err)
 		}
+		grants = append(grants, g)
 	}
 	if err := sys.Require(authority.ProcessSpawn, authority.Params{Image: img.Ref, OwnImage: sys.Self().Image}); err != nil {
 		return tools.Outcome{}, err
 	}
-	child, err := sys.SpawnChild(tools.ChildSpec{Image: img.Ref, Goal: args.Goal, Grants: args.Capabilities, Budget: args.Budget})
+	child, err := sys.SpawnChild(tools.ChildSpec{Image: img.Ref, Goal: args.Goal, Grants: grants, Budget: args.Budget})
 	if err != nil {
 		return tools.Outcome{}, err
 	}
@@ -103,7 +154,9 @@ func waitChild() *tools.Tool {
 	return &tools.Tool{
 		Name: "wait_child_process",
 		Description: "Wait for a direct child to end. block=true (default) waits durably without holding a worker; block=false returns ready=false while " +
-			"the child runs. When ready: status, result_oid (readable by you) and the result itself when it is small.",
+			"the child runs. When ready: status, result_oid and the result itself when it is small and you may read it (your direct child's result needs " +
+			"no grant unless one denies it); otherwise result_bytes, and result_withheld saying why it is not shown: denied (result_readable=false), " +
+			"or a grant that asks, whose approval read_object on result_oid requests.",
 		Schema: schema.Object(map[string]*schema.Schema{
 			"child_pid": {Type: "integer", Minimum: schema.Ptr(1.0)},
 			"block":     {Type: "boolean", Default: true},
@@ -118,8 +171,10 @@ func waitChild() *tools.Tool {
 	}
 }
 
-// waiter is what wait_child_process uses: the child, and its result Object.
+// waiter is what wait_child_process uses: the child, its result Object,
+// and the caller's authority to read it.
 type waiter interface {
+	tools.Caller
 	tools.ProcessTree
 	tools.ObjectStore
 }
@@ -134,7 +189,7 @@ func startWait(sys waiter, raw json.RawMessage) (tools.Outcome, error) {
 		return tools.Outcome{}, err
 	}
 	if child.Status.Terminal() {
-		return tools.Outcome{Result: readyResult(sys, child)}, nil
+		return ready(sys, child)
 	}
 	if !args.Block {
 		return tools.Outcome{Result: map[string]any{"ready": false, "child_pid": child.PID, "status": string(child.Status)}}, nil
@@ -154,29 +209,66 @@ func endWait(sys waiter, p tools.Pending) (tools.Outcome, error) {
 	if !child.Status.Terminal() {
 		return tools.Outcome{Result: map[string]any{"ready": false, "child_pid": child.PID, "status": string(child.Status)}}, nil
 	}
-	return tools.Outcome{Result: readyResult(sys, child)}, nil
+	return ready(sys, child)
 }
 
-// readyResult describes an ended child, inlining a small readable result.
-func readyResult(sys tools.ObjectStore, child tools.ChildStatus) map[string]any {
+// ready answers a wait on an ended child.
+func ready(sys waiter, child tools.ChildStatus) (tools.Outcome, error) {
+	out, err := readyResult(sys, child)
+	if err != nil {
+		return tools.Outcome{}, err
+	}
+	return tools.Outcome{Result: out}, nil
+}
+
+// readyResult describes an ended child, inlining a small result only when
+// the caller may read it: the inline is a read of the Object, decided as
+// read_object's is (a direct child's result needs no grant, a deny refuses
+// it). A result that asks for approval is not inlined rather than holding
+// the wait for a Human: read_object on result_oid asks.
+func readyResult(sys waiter, child tools.ChildStatus) (map[string]any, error) {
 	out := map[string]any{"ready": true, "child_pid": child.PID, "status": string(child.Status), "result_oid": nil}
 	if child.Reason != "" {
 		out["reason"] = child.Reason
 	}
 	if child.ResultOID == "" {
-		return out
+		return out, nil
 	}
 	out["result_oid"] = child.ResultOID
 	meta, payload, err := sys.ReadObject(child.ResultOID)
-	switch {
-	case err != nil:
+	if err != nil {
 		out["result_unavailable"] = err.Error()
-	case len(payload) <= MaxInlineResultBytes && json.Valid(payload):
+		return out, nil
+	}
+	inline := len(payload) <= MaxInlineResultBytes && json.Valid(payload)
+	p := authority.Params{OID: child.ResultOID, Namespace: meta.Namespace}
+	if !inline {
+		// Nothing is shown, so nothing is read: a one-shot grant keeps its
+		// use for the read through result_oid.
+		if g, ok := sys.Holding(authority.ObjectRead, p); ok && g.OneShot() {
+			out["result_bytes"] = meta.PayloadBytes
+			return out, nil
+		}
+	}
+	switch err := sys.Require(authority.ObjectRead, p); {
+	case errors.Is(err, tools.ErrApprovalRequired):
+		out["result_bytes"] = meta.PayloadBytes
+		out["result_withheld"] = fmt.Sprintf("reading it needs a Human's approval (%v); the wait does not hold for it: read_object on result_oid asks", err)
+		return out, nil
+	case errors.Is(err, tools.ErrDenied):
+		out["result_bytes"] = meta.PayloadBytes
+		out["result_readable"] = false
+		out["result_withheld"] = fmt.Sprintf("not readable by you (%v); read_object on result_oid is refused too", err)
+		return out, nil
+	case err != nil:
+		return nil, err
+	}
+	if inline {
 		out["result"] = json.RawMessage(payload)
-	default:
+	} else {
 		out["result_bytes"] = meta.PayloadBytes
 	}
-	return out
+	return out, nil
 }
 
 func signalChild() *tools.Tool {

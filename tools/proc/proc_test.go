@@ -2,6 +2,7 @@ package proc
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -50,8 +51,15 @@ func TestSpawnNeedsAuthorityAndValidGrants(t *testing.T) {
 	}
 }
 
+// childResults stands in for the kernel's rule that a parent reads its
+// direct child's result without a grant (kernel/syscalls.go, childResult),
+// which toolstest's Require does not know: read on the child's namespace.
+func childResults(pid int64) capabilities.Grant {
+	return capabilities.Grant{ID: "child-results", Resource: fmt.Sprintf("object_namespace:proc-%d", pid), Rights: []capabilities.Right{capabilities.Read}}
+}
+
 func TestWaitBlocksUntilTheChildEnds(t *testing.T) {
-	sys := newTree(spawnRight())
+	sys := newTree(spawnRight(), childResults(2))
 	toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", `{"image":"base:v0","goal":"g"}`)
 	out, e := toolstest.Call(Tools(tools.Config{}), sys, "wait_child_process", `{"child_pid":2,"block":false}`)
 	if e != nil || out.Result["ready"] != false {
@@ -129,5 +137,112 @@ func TestSpawnOwnImageAndKernelRefusal(t *testing.T) {
 	sys.SpawnErr = capabilities.ErrWidening
 	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", `{"image":"base:v0","goal":"g"}`); e == nil || e.Code != tools.CodeDenied {
 		t.Fatalf("a widening spawn: %v", e)
+	}
+}
+
+// endedChild spawns child 2 of sys and ends it with payload as its result.
+func endedChild(t *testing.T, sys *toolstest.Syscalls, payload string) string {
+	t.Helper()
+	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", `{"image":"base:v0","goal":"g"}`); e != nil {
+		t.Fatal(e)
+	}
+	res := sys.Put("proc-2", "result", []byte(payload))
+	sys.Children[2].Status, sys.Children[2].ResultOID = process.Exited, res.OID
+	return res.OID
+}
+
+// A wait inlines a child's result only when the parent may read it: a
+// deny keeps it out (result_oid and size, and why), and an ask grant
+// neither inlines it nor holds the wait for a Human.
+func TestWaitInlinesOnlyAReadableResult(t *testing.T) {
+	deny := capabilities.Grant{ID: "no-child-results", Resource: "object_namespace:proc-2", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Deny}
+	ask := capabilities.Grant{ID: "ask-child-results", Resource: "object_namespace:proc-2", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Ask}
+	secret := `{"secret":"s3cret"}`
+	for _, c := range []struct {
+		name     string
+		grants   []capabilities.Grant
+		readable any // result_readable, nil when absent
+		withheld string
+	}{
+		{"denied", []capabilities.Grant{spawnRight(), childResults(2), deny}, false, "denied by grant no-child-results"},
+		{"asks", []capabilities.Grant{spawnRight(), childResults(2), ask}, nil, "needs a Human's approval"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sys := newTree(c.grants...)
+			oid := endedChild(t, sys, secret)
+			check := func(how string, out tools.Outcome, e *tools.Error) {
+				t.Helper()
+				if e != nil || out.Block != nil {
+					t.Fatalf("%s: a wait on an ended child answers at once: %+v %v", how, out, e)
+				}
+				r := out.Result
+				if _, shown := r["result"]; shown || strings.Contains(fmt.Sprint(r), "s3cret") {
+					t.Fatalf("%s: the result was shown: %v", how, r)
+				}
+				if r["ready"] != true || r["result_oid"] != oid || r["result_bytes"] != len(secret) || r["result_readable"] != c.readable ||
+					!strings.Contains(fmt.Sprint(r["result_withheld"]), c.withheld) {
+					t.Fatalf("%s: %v", how, r)
+				}
+			}
+			out, e := toolstest.Call(Tools(tools.Config{}), sys, "wait_child_process", `{"child_pid":2}`)
+			check("an immediate wait", out, e)
+			out, e = toolstest.Resume(Tools(tools.Config{}), sys, "wait_child_process", tools.Pending{ID: "p", Data: []byte(`{"child_pid":2,"block":true}`)})
+			check("a resumed wait", out, e)
+			if want := "read object:" + oid; !slices.Contains(sys.Checked, want) {
+				t.Fatalf("checked %v, want %q", sys.Checked, want)
+			}
+		})
+	}
+}
+
+// The inline is a read: a one-shot grant that allows it spends a use, and
+// a result too large to inline spends none (it is read through result_oid).
+func TestWaitInlineSpendsAUseOnlyWhenItReads(t *testing.T) {
+	oneShot := capabilities.Grant{ID: "once", Resource: "object_namespace:proc-2", Rights: []capabilities.Right{capabilities.Read}, UsesRemaining: capabilities.Uses(1)}
+	sys := newTree(spawnRight(), oneShot)
+	endedChild(t, sys, strings.Repeat("x", MaxInlineResultBytes+1))
+	out, e := toolstest.Call(Tools(tools.Config{}), sys, "wait_child_process", `{"child_pid":2}`)
+	if e != nil || out.Result["result_bytes"] != MaxInlineResultBytes+1 || out.Result["result_withheld"] != nil || *sys.Grants[1].UsesRemaining != 1 {
+		t.Fatalf("a large result: %v %v, uses left %d", out.Result, e, *sys.Grants[1].UsesRemaining)
+	}
+	sys = newTree(spawnRight(), oneShot)
+	endedChild(t, sys, `{"answer":42}`)
+	out, e = toolstest.Call(Tools(tools.Config{}), sys, "wait_child_process", `{"child_pid":2}`)
+	if e != nil || string(out.Result["result"].(json.RawMessage)) != `{"answer":42}` || *sys.Grants[1].UsesRemaining != 0 {
+		t.Fatalf("a small result: %v %v, uses left %d", out.Result, e, *sys.Grants[1].UsesRemaining)
+	}
+}
+
+// A budget field of 0 would read as no limit of its own (the image's
+// stays), so the schema refuses it, naming the field.
+func TestSpawnBudgetRefusesZero(t *testing.T) {
+	sys := newTree(spawnRight())
+	for _, field := range []string{"tool_calls", "llm_calls", "llm_tokens", "children", "wall_seconds"} {
+		_, e := toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", `{"image":"base:v0","goal":"g","budget":{"`+field+`":0}}`)
+		if e == nil || e.Code != tools.CodeInvalidArguments || !strings.Contains(e.Message, "budget."+field) || !strings.Contains(e.Message, ">= 1") {
+			t.Fatalf("budget.%s 0: %v", field, e)
+		}
+	}
+	if len(sys.Spawned) != 0 {
+		t.Fatalf("a refused budget reached the kernel: %+v", sys.Spawned)
+	}
+	if _, e := toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", `{"image":"base:v0","goal":"g","budget":{"children":1}}`); e != nil || sys.Spawned[0].Budget.Children != 1 {
+		t.Fatalf("budget.children 1: %v %+v", e, sys.Spawned)
+	}
+}
+
+// A malformed expires_at is the caller's argument at fault: refused naming
+// capabilities[i].expires_at and the RFC 3339 rule, not a failed decode.
+func TestSpawnRefusesAMalformedExpiry(t *testing.T) {
+	sys := newTree(spawnRight())
+	for _, at := range []string{"tomorrow at noon, UTC", "2026-13-45T99:00:00Z", "2026-01-01 01:00:00Z"} {
+		args := `{"image":"base:v0","goal":"g","capabilities":[{"resource":"clock:now","rights":["read"]},{"resource":"clock:now","rights":["read"],"expires_at":"` + at + `"}]}`
+		_, e := toolstest.Call(Tools(tools.Config{}), sys, "spawn_child_process", args)
+		if e == nil || e.Code != tools.CodeInvalidArguments || !strings.Contains(e.Message, "capabilities[1].expires_at") || !strings.Contains(e.Message, "RFC 3339") {
+			t.Fatalf("expires_at %q: %v", at, e)
+		}
+	}
+	if len(sys.Spawned) != 0 {
+		t.Fatalf("a refused grant reached the kernel: %+v", sys.Spawned)
 	}
 }
