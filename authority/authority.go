@@ -180,7 +180,7 @@ var toolOps = map[string][]Op{
 // kind: a javascript or cli-tool runner, and an agent task.
 var (
 	RunnerOps    = []Op{ScopeUse}
-	AgentTaskOps = []Op{ScopeUse, AgentTaskSpawn}
+	AgentTaskOps = []Op{ScopeUse, AgentTaskSpawn, ObjectRead}
 )
 
 // ErrUndeclared is a check of an operation the table does not list for the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/skills/runner"
 	"github.com/libos/libos/skills/skillpkg"
@@ -323,6 +324,7 @@ func agentGoal(pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage
 
 // agentWaiter is what finishing an agent task uses.
 type agentWaiter interface {
+	tools.Caller
 	tools.ProcessTree
 	tools.ObjectStore
 }
@@ -362,9 +364,10 @@ func finishAgentTask(sys agentWaiter, r *skillpkg.Runner, p tools.Pending) (map[
 	}
 	out := map[string]any{"status": string(child.Status), "child_pid": child.PID, "skill": d.Skill, "runner": d.Runner, "result_oid": nil}
 	var payload []byte
+	var meta objects.Meta
 	if child.ResultOID != "" {
 		out["result_oid"] = child.ResultOID
-		_, payload, err = sys.ReadObject(child.ResultOID)
+		meta, payload, err = sys.ReadObject(child.ResultOID)
 		switch {
 		case err != nil && len(r.OutputDecls) > 0:
 			return nil, rejected("result %s cannot be read to check the declared outputs: %w", child.ResultOID, err)
@@ -379,7 +382,25 @@ func finishAgentTask(sys agentWaiter, r *skillpkg.Runner, p tools.Pending) (map[
 		}
 		return nil, rejected("%w", err)
 	}
-	if child.ResultOID != "" {
+	if child.ResultOID == "" {
+		return out, nil
+	}
+	// The declared outputs are the runtime's to check; showing the result
+	// is a read of it by the caller, decided as read_object's is (a direct
+	// child's result needs no grant, a deny refuses it), as
+	// wait_child_process decides it. An ask does not hold the finished
+	// call: read_object on result_oid asks.
+	switch err := sys.Require(authority.ObjectRead, authority.Params{OID: child.ResultOID, Namespace: meta.Namespace}); {
+	case errors.Is(err, tools.ErrApprovalRequired):
+		out["result_bytes"] = len(payload)
+		out["result_withheld"] = fmt.Sprintf("reading it needs a Human's approval (%v); read_object on result_oid asks", err)
+	case errors.Is(err, tools.ErrDenied):
+		out["result_bytes"] = len(payload)
+		out["result_readable"] = false
+		out["result_withheld"] = fmt.Sprintf("not readable by you (%v); read_object on result_oid is refused too", err)
+	case err != nil:
+		return nil, err
+	default:
 		putBounded(out, "result", payload)
 	}
 	return out, nil

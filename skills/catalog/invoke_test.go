@@ -215,9 +215,11 @@ func TestAgentTaskSpawnsChildWithExactTable(t *testing.T) {
 		t.Fatalf("outcome %+v", out)
 	}
 
-	// Resume reports the ended child with its result.
+	// Resume reports the ended child with its result, which the caller may
+	// read (the fake knows no rule for a direct child's result: a grant).
 	sys.child = tools.ChildStatus{PID: 7, Status: process.Exited, ResultOID: "r1"}
 	sys.objects = map[string][]byte{"r1": []byte(`{"answer":"noon"}`)}
+	sys.grants["read object:r1"] = true
 	res, err := delegate.Resume(context.Background(), sys, tools.Pending{ID: "p1", Data: out.Block.Data})
 	if err != nil {
 		t.Fatal(err)
@@ -240,6 +242,14 @@ func TestAgentTaskSpawnsChildWithExactTable(t *testing.T) {
 	if err != nil || res.Result["result"] != nil || res.Result["result_truncated"] != true || res.Result["result_bytes"] != len(big) ||
 		!strings.HasPrefix(string(big), res.Result["result_prefix"].(string)) || len(res.Result["result_sha256"].(string)) != 64 {
 		t.Fatalf("large result: %v", err)
+	}
+	// A result the caller may not read is checked against the outputs but
+	// not shown.
+	delete(sys.grants, "read object:r1")
+	sys.objects["r1"] = []byte(`{"answer":"secret"}`)
+	res, err = delegate.Resume(context.Background(), sys, tools.Pending{ID: "p1", Data: out.Block.Data})
+	if shown, _ := json.Marshal(res.Result); err != nil || res.Result["result_readable"] != false || strings.Contains(string(shown), "secret") {
+		t.Fatalf("a result its caller is denied: %s %v", shown, err)
 	}
 	// A result that breaks the declared outputs, or none at all, is refused.
 	for _, tc := range []struct{ result, want string }{
