@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -246,6 +247,20 @@ func TestInheritedDenies(t *testing.T) {
 	if err := ValidateGrants(got); err != nil {
 		t.Fatal(err)
 	}
+	// A list that repeats an inherited id (a fork's may: its source's and
+	// its caller's) still gives unique ids.
+	repeated := []Grant{
+		{ID: "inherited:d", Resource: "clock:now", Rights: []Right{Read}, Effect: Deny},
+		{ID: "inherited:d", Resource: "clock:sleep", Rights: []Right{Read}, Effect: Deny},
+		{ID: "d", Resource: "clock:sleep", Rights: []Right{Write}, Effect: Deny},
+	}
+	got = InheritedDenies(repeated)
+	if ids := []string{got[0].ID, got[1].ID, got[2].ID}; !reflect.DeepEqual(ids, []string{"inherited:d", "inherited:d~2", "inherited:d~3"}) {
+		t.Fatalf("ids %q", ids)
+	}
+	if err := ValidateGrants(got); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Random grant lists over a small universe, checked against properties that
@@ -460,6 +475,15 @@ func TestSharedGrantsAreOnlyRead(t *testing.T) {
 					return
 				}
 				InheritedDenies(grants)
+				handed := []Grant{{Resource: ClockSleep, Rights: []Right{Read}, Effect: Allow, UsesRemaining: Uses(2)}}
+				covers, err := Covers(grants, handed)
+				if err == nil {
+					_, err = TakeUses(grants, handed, covers)
+				}
+				if err != nil {
+					done <- err
+					return
+				}
 			}
 			done <- nil
 		}()
@@ -492,5 +516,209 @@ func TestBudgetFieldsCoverBudget(t *testing.T) {
 		if got := reflect.ValueOf(b).Field(i).Int(); got != 7 {
 			t.Errorf("budgetFields[%d] (%s) gets another field than %s", i, f.name, sf.Name)
 		}
+	}
+}
+
+// randomHandDown is randomGrants with asks (some inherited) and grants that
+// may not be handed down: the holder side of a hand-down.
+func randomHandDown(rng *rand.Rand, n int, prefix string) []Grant {
+	grants := randomGrants(rng, n, prefix)
+	for i := range grants {
+		g := &grants[i]
+		switch rng.IntN(6) {
+		case 0:
+			g.Effect, g.UsesRemaining = Ask, nil
+		case 1:
+			g.Effect, g.UsesRemaining = Ask, nil
+			g.ID = InheritedDenyPrefix + g.ID
+		case 2:
+			no := false
+			g.Delegable = &no
+		case 3:
+			if g.Effect == Allow {
+				g.UsesRemaining = Uses(1 + rng.IntN(3))
+			}
+		}
+	}
+	return grants
+}
+
+// TestHandDownProperties: whatever Attenuate accepts, Covers names for every
+// right of every requested allow or ask grant a holder grant Attenuate's rules
+// let cover it, TakeUses moves exactly the uses those covers say from
+// exactly those grants and never below zero, every requested one-shot's
+// uses come out of each one-shot covering it, and the receiver (with the
+// holder's inherited denies and asks) is allowed nothing, approved or not,
+// the holder is not.
+func TestHandDownProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	accepted, moved := 0, 0
+	for iter := 0; iter < 20000; iter++ {
+		holder := randomHandDown(rng, 1+rng.IntN(5), "h")
+		requested := randomGrants(rng, 1+rng.IntN(3), "r")
+		for i := range requested {
+			if h := holder[rng.IntN(len(holder))]; rng.IntN(2) == 0 {
+				// Often a copy of one of the holder's, to be accepted.
+				requested[i].Resource, requested[i].Rights = h.Resource, h.Rights[:1+rng.IntN(len(h.Rights))]
+				if h.UsesRemaining != nil && *h.UsesRemaining > 0 {
+					requested[i].Effect, requested[i].UsesRemaining = Allow, Uses(1+rng.IntN(*h.UsesRemaining))
+				}
+			}
+			switch r := &requested[i]; {
+			case r.Effect != Allow:
+			case rng.IntN(5) == 0:
+				r.Effect, r.UsesRemaining = Ask, nil
+			case r.UsesRemaining != nil && *r.UsesRemaining == 0:
+				r.UsesRemaining = Uses(1)
+			}
+		}
+		if Attenuate(holder, requested) != nil {
+			continue
+		}
+		accepted++
+		cs, err := Covers(holder, requested)
+		if err != nil {
+			t.Fatalf("Attenuate accepted %+v from %+v, Covers refused: %v", requested, holder, err)
+		}
+		after, err := TakeUses(holder, requested, cs)
+		if err != nil {
+			t.Fatalf("Attenuate accepted %+v from %+v, TakeUses refused: %v", requested, holder, err)
+		}
+		taken := map[string]int{}
+		for _, c := range cs {
+			req, h := requested[c.Index], holder[grantIndex(holder, c.GrantID)]
+			if !h.Has(c.Right) || !covers(h.Resource, req.Resource) || !h.CanDelegate() || h.Effect == Deny ||
+				(h.Effect == Ask && (req.Effect != Ask || h.Inherited())) {
+				t.Fatalf("cover %+v of %+v by %+v", c, req, h)
+			}
+			if req.UsesRemaining != nil && h.UsesRemaining != nil {
+				n := 0
+				for _, o := range cs {
+					if o.Index == c.Index && o.GrantID == c.GrantID {
+						n += o.Uses
+					}
+				}
+				if n != *req.UsesRemaining {
+					t.Fatalf("requested %+v takes %d uses of %+v, want %d", req, n, h, *req.UsesRemaining)
+				}
+			}
+			taken[c.GrantID] += c.Uses
+		}
+		for i, right := 0, Right(""); i < len(requested); i++ {
+			if requested[i].Effect == Deny {
+				continue
+			}
+			for _, right = range requested[i].Rights {
+				if !slices.ContainsFunc(cs, func(c Cover) bool { return c.Index == i && c.Right == right }) {
+					t.Fatalf("no cover of %s of %+v: %+v", right, requested[i], cs)
+				}
+			}
+		}
+		for j, h := range holder {
+			if h.UsesRemaining == nil {
+				continue
+			}
+			if got := *h.UsesRemaining - *after[j].UsesRemaining; got != taken[h.ID] || *after[j].UsesRemaining < 0 {
+				t.Fatalf("grant %+v lost %d uses (now %d), covers take %d", h, got, *after[j].UsesRemaining, taken[h.ID])
+			}
+			if taken[h.ID] > 0 {
+				moved++
+			}
+		}
+		child := append(CloneGrants(requested), InheritedDenies(holder)...)
+		for _, right := range propRights {
+			for _, a := range propNames {
+				for _, b := range propNames {
+					if Check(child, right, a, b).Allowed && !Check(holder, right, a, b).Allowed {
+						t.Fatalf("widened: holder %+v, requested %+v: child allowed %s on %s/%s", holder, requested, right, a, b)
+					}
+					if Approved(child, right, a, b).Allowed && !Approved(holder, right, a, b).Allowed {
+						t.Fatalf("widened: holder %+v, requested %+v: child allowed %s on %s/%s once approved", holder, requested, right, a, b)
+					}
+				}
+			}
+		}
+	}
+	if accepted < 2000 || moved < 400 {
+		t.Fatalf("only %d random requests were accepted, %d moved uses; the property was barely exercised", accepted, moved)
+	}
+}
+
+// TestInheritedIDsNeverCollide: down any chain of receivers, each handed
+// grants under ids of its own (never the inherited prefix), the grants a
+// receiver holds are valid, ids unique, and a rule is inherited once.
+func TestInheritedIDsNeverCollide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for iter := 0; iter < 2000; iter++ {
+		holder := randomHandDown(rng, 1+rng.IntN(5), "c")
+		for depth := 0; depth < 6; depth++ {
+			handed := randomHandDown(rng, rng.IntN(4), "c")
+			for i := range handed {
+				handed[i].ID = strings.TrimPrefix(handed[i].ID, InheritedDenyPrefix)
+			}
+			inherited := InheritedDenies(holder)
+			child := append(handed, inherited...)
+			// The resources are not all valid names; the ids are what is checked.
+			seen := map[string]bool{}
+			for _, g := range child {
+				if err := validateGrantID(g.ID); err != nil || seen[g.ID] {
+					t.Fatalf("depth %d: holder %+v, handed %+v: id %q: %v (or already used)", depth, holder, handed, g.ID, err)
+				}
+				seen[g.ID] = true
+			}
+			for i, g := range inherited {
+				if !g.Inherited() || g.UsesRemaining != nil || g.Delegable != nil {
+					t.Fatalf("inherited grant %+v", g)
+				}
+				for _, o := range inherited[:i] {
+					if sameRule(g, o) {
+						t.Fatalf("rule %+v inherited twice: %+v", g, inherited)
+					}
+				}
+			}
+			if again := InheritedDenies(inherited); !reflect.DeepEqual(again, inherited) {
+				t.Fatalf("inheriting inherited grants renamed them: %+v, then %+v", inherited, again)
+			}
+			holder = child
+		}
+	}
+}
+
+// TakeUses moves any number of uses in one step: its cost does not grow
+// with them.
+func TestTakeUsesInOneStep(t *testing.T) {
+	holder := []Grant{{ID: "big", Resource: ClockSleep, Rights: []Right{Read}, Effect: Allow, UsesRemaining: Uses(2_000_000)}}
+	requested := []Grant{{ID: "c1", Resource: ClockSleep, Rights: []Right{Read}, Effect: Allow, UsesRemaining: Uses(2_000_000)}}
+	covers, err := Covers(holder, requested)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		if _, err := TakeUses(holder, requested, covers); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 4 {
+		t.Fatalf("TakeUses of 2,000,000 uses made %v allocations", allocs)
+	}
+	if *holder[0].UsesRemaining != 2_000_000 {
+		t.Fatal("TakeUses changed its input")
+	}
+}
+
+// The inherited mark is the id, so a grant read back from JSON, a record
+// written before the mark meant anything included, is still inherited.
+func TestInheritedMarkSurvivesJSON(t *testing.T) {
+	var grants []Grant
+	old := `[{"id":"inherited:q","resource":"clock:sleep","rights":["read"],"effect":"ask"}]`
+	if err := json.Unmarshal([]byte(old), &grants); err != nil {
+		t.Fatal(err)
+	}
+	if !grants[0].Inherited() || Check(grants, Read, ClockSleep).Ask || Approved(grants, Read, ClockSleep).Allowed {
+		t.Fatalf("%+v read back as an ask of its own", grants[0])
+	}
+	data, err := json.Marshal(InheritedDenies([]Grant{{ID: "q", Resource: ClockSleep, Rights: []Right{Read}, Effect: Ask}}))
+	if err != nil || string(data) != old {
+		t.Fatalf("encoded %s (%v), want %s", data, err, old)
 	}
 }

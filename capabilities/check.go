@@ -47,12 +47,16 @@ type Decision struct {
 // on the namespace covers every Object in it.
 //
 // A deny grant listing right on any of the names beats every other grant; an
-// ask grant beats every allow (the Decision asks instead of allowing). Nothing
-// is allowed without an allow grant. Check does not look at expiry: decide
-// on Live(grants, now). An exhausted one-shot (UsesRemaining == 0)
-// does not count. Among several allowing grants an unlimited one is preferred,
-// so that a one-shot is not consumed needlessly; otherwise the first by name
-// order, then grant order. A grant with an unknown effect is treated as a deny.
+// ask grant beats every allow (the Decision asks instead of allowing). An
+// inherited ask (Grant.Inherited) only narrows: it asks for what an allow
+// grant allows, and without one the decision is the allow grants' refusal,
+// as if it were not there; the receiver of a hand-down holds exactly what
+// it was handed. Nothing is allowed without an allow grant. Check does not
+// look at expiry: decide on Live(grants, now). An exhausted one-shot
+// (UsesRemaining == 0) does not count. Among several allowing grants an
+// unlimited one is preferred, so that a one-shot is not consumed needlessly;
+// otherwise the first by name order, then grant order. A grant with an
+// unknown effect is treated as a deny.
 //
 // Check does not mutate grants and is safe for concurrent use on the same slice.
 func Check(grants []Grant, right Right, names ...string) Decision {
@@ -69,13 +73,19 @@ func Check(grants []Grant, right Right, names ...string) Decision {
 			}
 		}
 	}
+	allow := checkAllow(grants, right, names)
 	for _, name := range names {
 		for _, g := range grants {
-			if g.effectiveEffect() == Ask && g.Has(right) && Matches(g.Resource, name) {
+			if g.effectiveEffect() == Ask && g.Has(right) && Matches(g.Resource, name) && (allow.Allowed || !g.Inherited()) {
 				return Decision{Ask: true, Right: right, Name: name, GrantID: g.ID, Reason: "needs a Human's approval: grant " + g.ID + " asks"}
 			}
 		}
 	}
+	return allow
+}
+
+// checkAllow is Check's decision by the allow grants alone.
+func checkAllow(grants []Grant, right Right, names []string) Decision {
 	oneShot, exhausted := -1, -1
 	var oneShotName, exhaustedName string
 	for _, name := range names {
@@ -187,13 +197,19 @@ func plural(n int, word string) string {
 }
 
 // Approved is the decision for a call a Human approved: ask grants allow it.
-// A deny still refuses it.
+// A deny still refuses it. An inherited ask allows nothing itself: the
+// approval lets through what the allow grants allow (see Check).
 func Approved(grants []Grant, right Right, names ...string) Decision {
-	asAllow := CloneGrants(grants)
-	for i := range asAllow {
-		if asAllow[i].effectiveEffect() == Ask {
-			asAllow[i].Effect = Allow
+	asAllow := make([]Grant, 0, len(grants))
+	for _, g := range grants {
+		if g.effectiveEffect() == Ask {
+			if g.Inherited() {
+				continue
+			}
+			g = g.Clone()
+			g.Effect = Allow
 		}
+		asAllow = append(asAllow, g)
 	}
 	return Check(asAllow, right, names...)
 }

@@ -76,6 +76,10 @@ type Grant struct {
 	Delegable *bool `json:"delegable,omitempty"`
 }
 
+// Inherited reports whether g is a copy of an ancestor's deny or ask
+// (InheritedDenies), by its id. An inherited ask only narrows: see Check.
+func (g Grant) Inherited() bool { return strings.HasPrefix(g.ID, InheritedDenyPrefix) }
+
 // CanDelegate reports whether the holder may hand g down.
 func (g Grant) CanDelegate() bool { return g.Delegable == nil || *g.Delegable }
 

@@ -109,6 +109,48 @@ func (st *scriptState) run(c *datadriven.Case) (string, error) {
 			return kind + ": " + err.Error(), nil
 		}
 		return "ok", nil
+	case "handdown":
+		// handdown [at=RFC3339]: hand requested down from the grants as the
+		// kernel does: Attenuate on the grants live at that time, then move
+		// the uses Covers names, from the whole list.
+		requested, err := parseGrantLines(c.Input)
+		if err != nil {
+			return "", err
+		}
+		live := st.grants
+		if at, ok := c.Arg("at"); ok {
+			now, err := time.Parse(time.RFC3339, at)
+			if err != nil {
+				return "", err
+			}
+			live = Live(st.grants, now)
+		}
+		if err := Attenuate(live, requested); err != nil {
+			return "refused: " + err.Error(), nil
+		}
+		covers, err := Covers(st.grants, requested)
+		if err != nil {
+			return "covers error: " + err.Error(), nil
+		}
+		next, err := TakeUses(st.grants, requested, covers)
+		if err != nil {
+			return formatCovers(covers) + "\ntake error: " + err.Error(), nil
+		}
+		st.grants = next
+		return formatCovers(covers) + "\n" + formatGrants(st.grants), nil
+	case "inherit":
+		// inherit: descend to a receiver holding the input grants and the
+		// holder's InheritedDenies, validated as the kernel does.
+		handed, err := parseGrantLines(c.Input)
+		if err != nil {
+			return "", err
+		}
+		child := append(handed, InheritedDenies(st.grants)...)
+		if err := ValidateGrants(child); err != nil {
+			return "error: " + err.Error(), nil
+		}
+		st.grants = child
+		return formatGrants(st.grants), nil
 	case "resources":
 		var lines []string
 		for _, r := range strings.Split(c.Input, "\n") {
@@ -241,6 +283,14 @@ func formatGrants(grants []Grant) string {
 			uses = fmt.Sprintf("uses=%d", *g.UsesRemaining)
 		}
 		lines = append(lines, fmt.Sprintf("%s %s %s %v %s", g.ID, g.Effect, g.Resource, g.Rights, uses))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func formatCovers(covers []Cover) string {
+	lines := []string{"covers:"}
+	for _, c := range covers {
+		lines = append(lines, fmt.Sprintf("  requested[%d] %s by %s uses=%d", c.Index, c.Right, c.GrantID, c.Uses))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -350,25 +350,31 @@ func (s *syscalls) SpawnChild(spec tools.ChildSpec) (tools.ChildStatus, error) {
 	return childStatus(c), nil
 }
 
-// handScopeUsesDown gives back to the caller's grants, for spawnChild to
-// move to the child, each scope use this call reserved on a grant that
-// would hand down one of the uses a one-shot grant of handed asks for: the
-// child gets the use the call's check took, and the caller loses one use
-// for the task, not two. Each reserved use moves at most once.
+// handScopeUsesDown gives back to the caller's grants each scope use this
+// call reserved for a right a one-shot grant of handed asks for (up to its
+// uses, for every right): starting the task exercises no scope, so the
+// caller pays for it with the uses spawnChild then moves to the child
+// (transferOneShots), once, not twice. A reserved use matches when the
+// decision that reserved it, on the grants in force and approved as the
+// call was, picks its grant again once the use is back. Each reserved use
+// moves at most once.
 func (s *syscalls) handScopeUsesDown(handed []capabilities.Grant) {
+	approved := s.callID != "" && s.r.ApprovedCall == s.callID
 	for _, g := range handed {
-		if g.UsesRemaining == nil || g.Effect == capabilities.Deny || len(g.Rights) == 0 {
+		if g.UsesRemaining == nil || g.Effect == capabilities.Deny {
 			continue
 		}
-		for n := 0; n < *g.UsesRemaining; n++ {
-			i := slices.IndexFunc(s.scopeUses, func(res capabilities.Reservation) bool {
-				return capabilities.Check(capabilities.Restore(s.r.Grants, res), g.Rights[0], g.Resource).GrantID == res.GrantID
-			})
-			if i < 0 {
-				break
+		for _, right := range g.Rights {
+			for n := 0; n < *g.UsesRemaining && len(s.scopeUses) > 0; n++ {
+				i := slices.IndexFunc(s.scopeUses, func(res capabilities.Reservation) bool {
+					return s.k.decideOn(capabilities.Restore(s.r.Grants, res), approved, right, g.Resource).GrantID == res.GrantID
+				})
+				if i < 0 {
+					break
+				}
+				s.r.Grants = capabilities.Restore(s.r.Grants, s.scopeUses[i])
+				s.scopeUses = slices.Delete(s.scopeUses, i, i+1)
 			}
-			s.r.Grants = capabilities.Restore(s.r.Grants, s.scopeUses[i])
-			s.scopeUses = slices.Delete(s.scopeUses, i, i+1)
 		}
 	}
 }

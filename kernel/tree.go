@@ -101,24 +101,22 @@ func (k *Runtime) spawnChild(tx *txn, parent *procRecord, spec tools.ChildSpec) 
 
 // transferOneShots takes from the parent's one-shot grants the uses it
 // hands down: uses move to the child, they are not copied, so a parent with
-// one use cannot give each of many children one.
+// one use cannot give each of many children one. They come from the grants
+// attenuation covers each right of each handed grant by (Covers), which are
+// the grants Attenuate accepted it by: a Check could pick an unlimited grant
+// the parent may not delegate, or cover only the first right. Covers reads
+// the whole list, as this has no clock: an expired grant covers only a
+// handed grant expired itself.
 func transferOneShots(parent *procRecord, handed []capabilities.Grant) error {
-	for _, g := range handed {
-		if g.UsesRemaining == nil || g.Effect == capabilities.Deny || len(g.Rights) == 0 {
-			continue
-		}
-		for n := 0; n < *g.UsesRemaining; n++ {
-			d := capabilities.Check(parent.Grants, g.Rights[0], g.Resource)
-			if !d.OneShot {
-				break // an unlimited grant covers it: nothing to move
-			}
-			grants, _, err := capabilities.Reserve(parent.Grants, d)
-			if err != nil {
-				return fmt.Errorf("%w: handing down %d uses of %s: %v", capabilities.ErrWidening, *g.UsesRemaining, g.Resource, err)
-			}
-			parent.Grants = grants
-		}
+	covers, err := capabilities.Covers(parent.Grants, handed)
+	if err != nil {
+		return err
 	}
+	grants, err := capabilities.TakeUses(parent.Grants, handed, covers)
+	if err != nil {
+		return err
+	}
+	parent.Grants = grants
 	return nil
 }
 
