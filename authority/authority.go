@@ -132,9 +132,9 @@ var table = []Entry{
 	{Op: CheckpointCreate, Needs: []Need{{Right: write, Names: aCheckpoint}}},
 	{Op: CheckpointList, Needs: []Need{{Right: read, Names: aCheckpoint}}},
 	{Op: CheckpointRestore, Needs: []Need{{Right: admin, Names: aCheckpoint}}, Hidden: true,
-		Rule: "the subtree is quiescent and does not hold the caller (kernel/checkpoint.go, quiescentSubtree)"},
+		Rule: "the subtree is quiescent and does not hold the caller, and no grant denies the caller a write of an Object the restore rewrites or removes (kernel/checkpoint.go, restoreCheckpoint, unopposed)"},
 	{Op: CheckpointFork, Needs: []Need{{Right: execute, Names: aCheckpoint}}, Hidden: true,
-		Rule: "the forked grants are narrowed to the caller's and the new processes charged to its children budget (kernel/checkpoint.go, forkCheckpoint)"},
+		Rule: "each forked process is a spawn of the caller's (process.spawn), its grants narrowed to the caller's, its wall time to what the caller has left, charged to its children budget; no grant denies the caller a read of an Object the fork copies (kernel/checkpoint.go, forkCheckpoint, unopposed)"},
 
 	{Op: SkillUse, Rule: "discovering, activating and reading a skill show schemas and files and grant nothing; only the image's skills"},
 	{Op: ScopeUse, Needs: []Need{{Right: execute, Names: []string{"scope:{scope}"}}},

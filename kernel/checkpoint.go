@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libos/libos/authority"
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/mailbox"
@@ -278,15 +279,17 @@ func (k *Runtime) RestoreCheckpoint(id string) (RestoreReport, error) {
 	var rep RestoreReport
 	err := k.update(func(tx *txn) error {
 		var err error
-		rep, err = k.restoreCheckpoint(tx, id, 0)
+		rep, err = k.restoreCheckpoint(tx, id, nil, false)
 		return err
 	})
 	return rep, err
 }
 
-// restoreCheckpoint restores checkpoint id; caller, when non-zero, is the
-// process asking, which may not be inside the subtree.
-func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller int64) (RestoreReport, error) {
+// restoreCheckpoint restores checkpoint id; caller, when not nil, is the
+// process asking (approved: in a call a Human approved), which may not be
+// inside the subtree, nor be denied writing an Object the restore rewrites
+// or removes.
+func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller *procRecord, approved bool) (RestoreReport, error) {
 	cp, err := loadCheckpoint(tx, id)
 	if err != nil {
 		return RestoreReport{}, err
@@ -295,7 +298,11 @@ func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller int64) (RestoreRe
 	if err != nil {
 		return RestoreReport{}, err
 	}
-	current, recs, err := quiescentSubtree(tx, cp.RootPID, id, caller)
+	var callerPID int64
+	if caller != nil {
+		callerPID = caller.PID
+	}
+	current, recs, err := quiescentSubtree(tx, cp.RootPID, id, callerPID)
 	if err != nil {
 		return RestoreReport{}, err
 	}
@@ -318,6 +325,25 @@ func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller int64) (RestoreRe
 		if recs[pid].State.Terminal() && !data.procs[pid].State.Terminal() {
 			kept[Namespace(pid)] = true
 			rep.KeptTerminal = append(rep.KeptTerminal, pid)
+		}
+	}
+	if caller != nil {
+		// A restore rewrites and removes the subtree's Objects: a grant
+		// denying the caller a write of one stands against it, as against
+		// write_object.
+		for _, pid := range cp.PIDs {
+			if kept[Namespace(pid)] {
+				continue
+			}
+			metas, err := tx.List(Namespace(pid))
+			if err != nil {
+				return RestoreReport{}, err
+			}
+			for _, m := range metas {
+				if err := k.unopposed(caller, approved, authority.ObjectWrite, authority.Params{OID: m.OID, Namespace: m.Namespace}); err != nil {
+					return RestoreReport{}, fmt.Errorf("restore %s would rewrite or remove object %s: %w", id, m.OID, err)
+				}
+			}
 		}
 	}
 	// Read before the restore rewrites the contexts that show the answers.
@@ -546,6 +572,16 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 		}
 		pending = false
 	}
+	// A pause the Host put on the process outlives the restore: only the
+	// Host lifts it (a process restoring its child would lift it otherwise).
+	r.HostHold = now.HostHold
+	if r.HostHold && !r.State.Terminal() && r.State != process.Paused {
+		paused, err := process.Step(r.Record, process.Input{Kind: process.Pause}, k.now())
+		if err != nil {
+			return 0, fmt.Errorf("restore pid %d: keep the Host's pause: %w", pid, err)
+		}
+		r.Record = paused
+	}
 	state := Event{Kind: EventState, PID: pid, From: string(now.State), To: string(r.State), Reason: "restored from " + id}
 	if r.Wait != nil {
 		state.Wait = string(r.Wait.Kind) // as step's events say what a process waits on
@@ -690,16 +726,19 @@ func (k *Runtime) ForkCheckpoint(id string) (ForkReport, error) {
 	var rep ForkReport
 	err := k.update(func(tx *txn) error {
 		var err error
-		rep, err = k.forkCheckpoint(tx, id, nil)
+		rep, err = k.forkCheckpoint(tx, id, nil, false)
 		return err
 	})
 	return rep, err
 }
 
-// forkCheckpoint forks checkpoint id. A process asking (caller non-nil)
-// gets the fork as its own child: the forked grants narrowed to what the
-// caller holds, the new processes charged to its children budget.
-func (k *Runtime) forkCheckpoint(tx *txn, id string, caller *procRecord) (ForkReport, error) {
+// forkCheckpoint forks checkpoint id. A process asking (caller non-nil;
+// approved: in a call a Human approved) gets the fork as its own child:
+// each forked process is a spawn of the caller's, its grants narrowed to
+// what the caller holds and charged to its children budget, and a copy of
+// every captured Object is the caller's to read through the fork, so a
+// grant denying it a read of one stands against the fork.
+func (k *Runtime) forkCheckpoint(tx *txn, id string, caller *procRecord, approved bool) (ForkReport, error) {
 	cp, err := loadCheckpoint(tx, id)
 	if err != nil {
 		return ForkReport{}, err
@@ -707,6 +746,18 @@ func (k *Runtime) forkCheckpoint(tx *txn, id string, caller *procRecord) (ForkRe
 	data, err := loadCheckpointData(tx, id)
 	if err != nil {
 		return ForkReport{}, err
+	}
+	if caller != nil {
+		for _, pid := range cp.PIDs {
+			if _, err := k.check(tx, caller, approved, authority.ProcessSpawn, authority.Params{Image: data.procs[pid].Image, OwnImage: caller.Image}); err != nil {
+				return ForkReport{}, fmt.Errorf("fork %s: pid %d is a spawn of image %s: %w", id, pid, data.procs[pid].Image, err)
+			}
+		}
+		for _, o := range data.objects {
+			if err := k.unopposed(caller, approved, authority.ObjectRead, authority.Params{OID: o.Meta.OID, Namespace: o.Meta.Namespace}); err != nil {
+				return ForkReport{}, fmt.Errorf("fork %s would copy object %s to you: %w", id, o.Meta.OID, err)
+			}
+		}
 	}
 	rep := ForkReport{Checkpoint: id, PIDs: map[int64]int64{}}
 	for _, pid := range cp.PIDs {
@@ -886,6 +937,16 @@ func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpoint
 	r.ResumePending, r.Dispatch = "", nil
 	r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested, r.HostHold, r.WallMark = 0, false, false, false, time.Time{}
 	r.CreatedAt = k.now()
+	if caller != nil {
+		// The fork is the caller's subtree: its wall time passes within the
+		// caller's, as a spawned child's does (createProcess).
+		if left, limited := wallLeft(caller, r.CreatedAt); limited {
+			if left == 0 {
+				return fmt.Errorf("fork %s: %w: pid %d has no wall time left (limit %d s) for a fork", id, capabilities.ErrBudgetExhausted, caller.PID, caller.Limits.WallSeconds)
+			}
+			r.Limits = r.Limits.Min(capabilities.Budget{WallSeconds: left})
+		}
+	}
 	r.Grants = k.forkedGrants(old, names, caller)
 	if r.ContextOID == "" {
 		// The context was lost before the checkpoint: the fork starts

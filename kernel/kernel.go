@@ -369,12 +369,21 @@ func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal st
 	}
 	pid := int64(seq)
 	root := pid
+	now := k.clock.Now()
 	if parent != 0 {
 		pr, err := loadProc(tx, parent)
 		if err != nil {
 			return nil, err
 		}
 		root = pr.RootPID
+		// A child's wall time passes within its parent's: it may not run
+		// longer than the parent has left.
+		if left, limited := wallLeft(pr, now); limited {
+			if left == 0 {
+				return nil, fmt.Errorf("%w: pid %d has no wall time left (limit %d s) for a child", capabilities.ErrBudgetExhausted, parent, pr.Limits.WallSeconds)
+			}
+			budget = budget.Min(capabilities.Budget{WallSeconds: left})
+		}
 	}
 	if err := assignSpawnIndex(tx, pid, root, im.Ref()); err != nil {
 		return nil, err
@@ -403,7 +412,6 @@ func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal st
 	if err != nil {
 		return nil, err
 	}
-	now := k.clock.Now()
 	r := &procRecord{
 		Record: process.Record{
 			PID: pid, ParentPID: parent, Image: im.Ref(),

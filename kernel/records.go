@@ -464,6 +464,19 @@ func chain(tx *txn, r *procRecord) ([]*procRecord, error) {
 	return out, nil
 }
 
+// wallLeft is the wall time r may still spend, in whole seconds, and
+// whether its budget limits it: its limit less what was charged and what
+// has passed since (charged at its next call). Wall time is charged to a
+// process alone, so a descendant is bounded by what its parent has left
+// when it is created (createProcess).
+func wallLeft(r *procRecord, now time.Time) (int64, bool) {
+	if r.Limits.WallSeconds == 0 {
+		return 0, false
+	}
+	passed, _ := quantum.WallCharge(r.WallMark, r.CreatedAt, now)
+	return max(r.Limits.WallSeconds-r.Used.WallSeconds-passed, 0), true
+}
+
 // charge adds delta to the budgets of r and every ancestor, all or nothing.
 // The caller saves r; ancestors are saved here.
 func charge(tx *txn, r *procRecord, delta capabilities.Budget) error {

@@ -231,16 +231,42 @@ func (k *Runtime) probe(r *procRecord, approved bool, op authority.Op, p authori
 	return nil
 }
 
-// shows reports whether no requirement of op on p is refused outright for
-// r (an ask grant counts: the call that lists was asked for or approved),
-// reserving nothing: whether a listing may show the target.
+// unopposed reports whether no grant of r speaks against op on p: nil,
+// unless a grant denies it (an error wrapping tools.ErrDenied) or asks (an
+// ApprovalRequiredError, unless the call is approved). It reserves nothing.
+// With no grant speaking the operation is allowed: it is a part of another
+// the caller holds the right for (a checkpoint's fork or restore copies or
+// rewrites the subtree's Objects), and only a grant against it stands.
+func (k *Runtime) unopposed(r *procRecord, approved bool, op authority.Op, p authority.Params) error {
+	reqs, err := authority.Requirements(op, p)
+	if err != nil {
+		return err
+	}
+	for _, q := range reqs {
+		d := k.decide(r, approved, q.Right, q.Names...)
+		switch {
+		case d.Ask:
+			return &ApprovalRequiredError{GrantID: d.GrantID, Right: q.Right, Resource: d.Name}
+		case !d.Allowed && d.GrantID != "":
+			return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, q.Right, q.Names[0], d.Reason)
+		}
+	}
+	return nil
+}
+
+// approved reports whether s serves a call a Human approved.
+func (s *syscalls) approved() bool { return s.callID != "" && s.r.ApprovedCall == s.callID }
+
+// shows reports whether r may do op on p now, reserving nothing: whether a
+// listing may show the target. An ask grant shows it only in a call a
+// Human approved (where it allows); the listing itself is not held for it.
 func (k *Runtime) shows(r *procRecord, approved bool, op authority.Op, p authority.Params) bool {
 	reqs, err := authority.Requirements(op, p)
 	if err != nil {
 		return false
 	}
 	for _, q := range reqs {
-		if d := k.decide(r, approved, q.Right, q.Names...); !d.Allowed && !d.Ask {
+		if d := k.decide(r, approved, q.Right, q.Names...); !d.Allowed {
 			return false
 		}
 	}
@@ -529,7 +555,7 @@ func (s *syscalls) ListCheckpoints(root int64) ([]tools.Checkpoint, error) {
 }
 
 func (s *syscalls) RestoreCheckpoint(id string) (tools.RestoreReport, error) {
-	rep, err := s.k.restoreCheckpoint(s.tx, id, s.r.PID)
+	rep, err := s.k.restoreCheckpoint(s.tx, id, s.r, s.approved())
 	if err != nil {
 		return tools.RestoreReport{}, tools.Errorf(tools.CodeFailed, "%w", err)
 	}
@@ -537,6 +563,6 @@ func (s *syscalls) RestoreCheckpoint(id string) (tools.RestoreReport, error) {
 }
 
 func (s *syscalls) ForkCheckpoint(id string) (tools.ForkReport, error) {
-	rep, err := s.k.forkCheckpoint(s.tx, id, s.r)
+	rep, err := s.k.forkCheckpoint(s.tx, id, s.r, s.approved())
 	return rep, err
 }

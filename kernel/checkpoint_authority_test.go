@@ -1,0 +1,237 @@
+package kernel
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/libos/libos/capabilities"
+	"github.com/libos/libos/llm"
+	"github.com/libos/libos/objects"
+	"github.com/libos/libos/process"
+	"github.com/libos/libos/tools"
+)
+
+// pidModel answers each process's requests with its calls in order, by the
+// count of its requests (a fork keeps its source's turn numbers); past its
+// list a process waits for a message that never comes.
+type pidModel struct {
+	mu    sync.Mutex
+	calls map[int64][][2]string // name, arguments
+	asked map[int64]int
+}
+
+func (m *pidModel) set(pid int64, calls ...[2]string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.calls == nil {
+		m.calls, m.asked = map[int64][][2]string{}, map[int64]int{}
+	}
+	m.calls[pid] = calls
+}
+
+func (m *pidModel) provider() funcProvider {
+	return func(req llm.Request) (llm.Response, error) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		pid := req.Process.PID
+		n := m.asked[pid]
+		m.asked[pid]++
+		id := fmt.Sprintf("c%d_%d", pid, n)
+		if n >= len(m.calls[pid]) {
+			return oneCall(id, "receive_process_messages", `{"sender":"human:nobody"}`), nil
+		}
+		return oneCall(id, m.calls[pid][n][0], m.calls[pid][n][1]), nil
+	}
+}
+
+func modelHarness(t *testing.T, m *pidModel) *harness {
+	return newHarness(t, "", func(o *Options) { o.Provider = m.provider() })
+}
+
+func allowGrant(resource string, rights ...capabilities.Right) capabilities.Grant {
+	return capabilities.Grant{Resource: resource, Rights: rights}
+}
+
+func denyGrant(resource string, rights ...capabilities.Right) capabilities.Grant {
+	return capabilities.Grant{Resource: resource, Rights: rights, Effect: capabilities.Deny}
+}
+
+// secretCheckpoint has pid 1 keep a durable secret in its namespace and
+// wait, checkpointed as cp-1; it returns the secret's OID.
+func secretCheckpoint(t *testing.T, h *harness, m *pidModel) string {
+	t.Helper()
+	m.set(1, [2]string{"create_object", `{"name":"secret","payload":{"pin":"1234"},"durable":true}`})
+	h.spawn(nil)
+	h.run()
+	if _, err := h.rt.CreateCheckpoint(1); err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := objectPayload(t, h, 1, "secret")
+	return m2.OID
+}
+
+// A fork copies the subtree's Objects to the caller's new child: a grant
+// denying the caller a read of one stands against the fork, or the copy
+// would be read through it.
+func TestForkRefusedWhatTheCallerIsDeniedReading(t *testing.T) {
+	m := &pidModel{}
+	h := modelHarness(t, m)
+	secretCheckpoint(t, h, m)
+	m.set(2,
+		[2]string{"read_object", `{"namespace":"proc-1","name":"secret"}`},
+		[2]string{"checkpoint_fork", `{"checkpoint_id":"cp-1"}`})
+	pid := h.spawn([]capabilities.Grant{spawnGrant(),
+		allowGrant("object_namespace:*", capabilities.Read),
+		denyGrant("object_namespace:proc-1", capabilities.Read),
+		allowGrant("checkpoint:process:1", capabilities.Execute)})
+	h.run()
+	res := h.toolResults(pid)
+	if errorCode(res[0]) != tools.CodeDenied {
+		t.Fatalf("the direct read: %v", res[0])
+	}
+	if errorCode(res[1]) != tools.CodeDenied || res[1]["checkpoint"] != nil {
+		t.Fatalf("the fork of a checkpoint holding what the caller is denied: %v", res[1])
+	}
+	if procs, _ := h.rt.Processes(); len(procs) != 2 {
+		t.Fatalf("%d processes after a refused fork", len(procs))
+	}
+}
+
+// Each forked process is a spawn of the caller's: a caller denied
+// process:spawn, or the read of another image, forks nothing.
+func TestForkNeedsTheRightToSpawn(t *testing.T) {
+	m := &pidModel{}
+	h := modelHarness(t, m)
+	m.set(1,
+		[2]string{"spawn_child_process", `{"image":"base:v0","goal":"c"}`},
+		[2]string{"checkpoint_create", `{}`},
+		[2]string{"checkpoint_fork", `{"checkpoint_id":"cp-1"}`})
+	pid := h.spawn([]capabilities.Grant{denyGrant("process:spawn", capabilities.Write),
+		allowGrant("checkpoint:process:1", capabilities.Write, capabilities.Execute)})
+	h.run()
+	res := h.toolResults(pid)
+	if errorCode(res[0]) != tools.CodeDenied || res[1]["ok"] != true {
+		t.Fatalf("spawn %v, checkpoint %v", res[0], res[1])
+	}
+	if errorCode(res[2]) != tools.CodeDenied || !strings.Contains(errorMessage(res[2]), "process:spawn") {
+		t.Fatalf("a fork by a process denied spawning: %v", res[2])
+	}
+
+	m2 := &pidModel{}
+	h2 := modelHarness(t, m2)
+	m2.set(1, [2]string{"receive_process_messages", `{"sender":"human:nobody"}`})
+	h2.rt.Spawn(SpawnSpec{Image: "coding:v0", Goal: "code"})
+	h2.run()
+	if _, err := h2.rt.CreateCheckpoint(1); err != nil {
+		t.Fatal(err)
+	}
+	m2.set(2, [2]string{"checkpoint_fork", `{"checkpoint_id":"cp-1"}`})
+	forker := h2.spawn([]capabilities.Grant{spawnGrant(), denyGrant("image:coding:v0", capabilities.Read),
+		allowGrant("checkpoint:process:1", capabilities.Execute)})
+	h2.run()
+	if res := h2.toolResults(forker); errorCode(res[0]) != tools.CodeDenied || !strings.Contains(errorMessage(res[0]), "image:coding:v0") {
+		t.Fatalf("a fork of an image the caller is denied: %v", res[0])
+	}
+}
+
+// A restore rewrites and removes the subtree's Objects: a grant denying the
+// caller a write of one stands against the restore.
+func TestRestoreRefusedWhatTheCallerIsDeniedWriting(t *testing.T) {
+	m := &pidModel{}
+	h := modelHarness(t, m)
+	oid := secretCheckpoint(t, h, m)
+	m.set(2,
+		[2]string{"write_object", `{"oid":"` + oid + `","expected_version":1,"payload":{"pin":"0000"}}`},
+		[2]string{"checkpoint_restore", `{"checkpoint_id":"cp-1"}`})
+	pid := h.spawn([]capabilities.Grant{
+		allowGrant("object_namespace:proc-1", capabilities.Read),
+		denyGrant("object:"+oid, capabilities.Write),
+		allowGrant("checkpoint:process:1", capabilities.Admin)})
+	h.run()
+	res := h.toolResults(pid)
+	if errorCode(res[0]) != tools.CodeDenied {
+		t.Fatalf("the direct write: %v", res[0])
+	}
+	if res[1]["ok"] == true || !strings.Contains(errorMessage(res[1]), "denied") {
+		t.Fatalf("a restore rewriting what the caller is denied writing: %v", res[1])
+	}
+}
+
+// A pause the Host put on a process outlives a restore of it.
+func TestRestoreKeepsTheHostsPause(t *testing.T) {
+	m := &pidModel{}
+	h := modelHarness(t, m)
+	m.set(1,
+		[2]string{"spawn_child_process", `{"image":"base:v0","goal":"child"}`},
+		[2]string{"checkpoint_create", `{"pid":2}`},
+		[2]string{"receive_process_messages", `{"sender":"human:boss"}`},
+		[2]string{"checkpoint_restore", `{"checkpoint_id":"cp-1"}`})
+	m.set(2,
+		[2]string{"receive_process_messages", `{"sender":"human:boss"}`},
+		[2]string{"process_exit", `{"message":"ran although the Host paused me"}`})
+	h.spawn([]capabilities.Grant{spawnGrant(), allowGrant("checkpoint:process:*", capabilities.Write, capabilities.Admin)})
+	h.run()
+	if _, err := h.rt.Signal(2, SignalPause); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: 1, From: "boss", Body: "go on"}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if res := h.toolResults(1); res[3]["ok"] != true {
+		t.Fatalf("the restore: %v", res[3])
+	}
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: 2, From: "boss", Body: "work"}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if info := h.info(2); info.Status != process.Paused {
+		t.Fatalf("the restored child: %s (%s), want paused by the Host still", info.Status, info.Reason)
+	}
+}
+
+// A child's wall time passes within its parent's: it may not be given more
+// than the parent has left, nor a fork more than its caller has.
+func TestChildWallTimeBoundedByTheParents(t *testing.T) {
+	m := &pidModel{}
+	h := modelHarness(t, m)
+	m.set(1, [2]string{"spawn_child_process", `{"image":"base:v0","goal":"work"}`})
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Budget: capabilities.Budget{WallSeconds: 10}, Grants: []capabilities.Grant{spawnGrant()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if res := h.toolResults(pid); res[0]["ok"] != true {
+		t.Fatalf("spawn: %v", res[0])
+	}
+	if child := h.info(2); child.Limits.WallSeconds == 0 || child.Limits.WallSeconds > 10 {
+		t.Fatalf("the child of a parent with 10 s of wall time may run %d s", child.Limits.WallSeconds)
+	}
+}
+
+// list_objects leaves out an Object an ask grant guards: the listing is not
+// held for a Human, and without one the Object is not shown.
+func TestListObjectsHidesAskGuardedObjects(t *testing.T) {
+	m := &pidModel{}
+	h := modelHarness(t, m)
+	const secret = "11111111-2222-4333-8444-777777777777"
+	err := h.rt.update(func(tx *txn) error {
+		_, err := tx.Create(objects.CreateSpec{OID: secret, Namespace: "shared", Name: "salary", Kind: "data", Owner: "0",
+			Payload: []byte("1"), Tier: objects.TierDurable})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.set(1, [2]string{"list_objects", `{"namespace":"shared"}`})
+	pid := h.spawn([]capabilities.Grant{allowGrant("object_namespace:shared", capabilities.Read),
+		{Resource: "object:" + secret, Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Ask}})
+	h.run()
+	res := h.toolResults(pid)
+	if shown, _ := json.Marshal(res[0]); res[0]["ok"] != true || strings.Contains(string(shown), "salary") {
+		t.Fatalf("list_objects: %s", shown)
+	}
+}
