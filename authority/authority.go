@@ -67,6 +67,11 @@ type Params struct {
 	OwnImage string
 	PID      int64  // the root of a checkpointed subtree
 	Scope    string // a permission scope
+	// Served is, when Namespace is a context compressor's, the namespace
+	// of the process it compacts: its Objects hold that process's context,
+	// so they answer to that namespace's grants too (a deny there denies
+	// them).
+	Served string
 }
 
 // Need is one row of an entry: a right on the resource names a template
@@ -99,8 +104,8 @@ var (
 	execute     = capabilities.Execute
 	admin       = capabilities.Admin
 
-	anObject    = []string{"object:{oid}", "object_namespace:{namespace}"}
-	aNamespace  = []string{"object_namespace:{namespace}"}
+	anObject    = []string{"object:{oid}", "object_namespace:{namespace}", "object_namespace:{served}"}
+	aNamespace  = []string{"object_namespace:{namespace}", "object_namespace:{served}"}
 	aCheckpoint = []string{"checkpoint:process:{pid}"}
 	spawning    = []string{capabilities.ProcessSpawn}
 	anImage     = []string{"image:{image}"}
@@ -267,6 +272,8 @@ func fill(tmpl string, p Params) (string, bool) {
 		v = p.OID
 	case "namespace":
 		v = p.Namespace
+	case "served":
+		v = p.Served
 	case "image":
 		v = p.Image
 	case "scope":

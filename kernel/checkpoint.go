@@ -340,7 +340,7 @@ func (k *Runtime) restoreCheckpoint(tx *txn, id string, caller *procRecord, appr
 				return RestoreReport{}, err
 			}
 			for _, m := range metas {
-				if err := k.unopposed(caller, approved, authority.ObjectWrite, authority.Params{OID: m.OID, Namespace: m.Namespace}); err != nil {
+				if err := k.unopposed(tx, caller, approved, authority.ObjectWrite, authority.Params{OID: m.OID, Namespace: m.Namespace}); err != nil {
 					return RestoreReport{}, fmt.Errorf("restore %s would rewrite or remove object %s: %w", id, m.OID, err)
 				}
 			}
@@ -754,7 +754,7 @@ func (k *Runtime) forkCheckpoint(tx *txn, id string, caller *procRecord, approve
 			}
 		}
 		for _, o := range data.objects {
-			if err := k.unopposed(caller, approved, authority.ObjectRead, authority.Params{OID: o.Meta.OID, Namespace: o.Meta.Namespace}); err != nil {
+			if err := k.unopposed(tx, caller, approved, authority.ObjectRead, authority.Params{OID: o.Meta.OID, Namespace: o.Meta.Namespace}); err != nil {
 				return ForkReport{}, fmt.Errorf("fork %s would copy object %s to you: %w", id, o.Meta.OID, err)
 			}
 		}

@@ -235,3 +235,37 @@ func TestListObjectsHidesAskGuardedObjects(t *testing.T) {
 		t.Fatalf("list_objects: %s", shown)
 	}
 }
+
+// A compressor's Objects hold the context of the process it compacts: a
+// process denied that process's namespace is denied its compressor's too,
+// whatever pattern allows it the rest.
+func TestCompressorObjectsAnswerToTheCompactedNamespace(t *testing.T) {
+	m := &pidModel{}
+	h := modelHarness(t, m)
+	m.set(1,
+		[2]string{"create_object", `{"name":"secret","payload":{"pin":"7319"}}`},
+		[2]string{"read_object", `{"namespace":"proc-1","name":"secret"}`},
+		[2]string{"compact_process_context", `{"force":true,"preserve_recent_entries":0,"target_tokens":256,"max_chunks":1}`})
+	m.set(2, [2]string{"process_exit", `{"payload":{"goal":"g","constraints":[],"user_preferences":[],"completed":["read 7319"],"pending":[],"key_references":[],"recent_decisions":[],"risks":[],"uncertainties":[],"next_steps":[]}}`})
+	h.spawn(compactionGrants())
+	h.run()
+	m.set(3,
+		[2]string{"read_object", `{"namespace":"proc-1","name":"secret"}`},
+		[2]string{"read_object", `{"namespace":"proc-2","name":"goal"}`},
+		[2]string{"list_objects", `{"namespace":"proc-2"}`},
+		[2]string{"read_object", `{"namespace":"proc-3","name":"goal"}`})
+	reader := h.spawn([]capabilities.Grant{allowGrant("object_namespace:*", capabilities.Read), denyGrant("object_namespace:proc-1", capabilities.Read)})
+	h.run()
+	res := h.toolResults(reader)
+	if info := h.info(2); info.Image != compressorImage {
+		t.Fatalf("pid 2 is %s, want the compressor", info.Image)
+	}
+	for i := 0; i < 3; i++ {
+		if errorCode(res[i]) != tools.CodeDenied {
+			t.Errorf("call %d of a process denied proc-1: %v", i, res[i])
+		}
+	}
+	if res[3]["ok"] != true {
+		t.Fatalf("its own goal, which the pattern allows: %v", res[3])
+	}
+}

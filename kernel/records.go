@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/libos/libos/capabilities"
@@ -72,6 +73,16 @@ func toolRecKey(pid int64, seq uint64) []byte {
 
 // Namespace returns the Object namespace of a process.
 func Namespace(pid int64) string { return fmt.Sprintf("proc-%d", pid) }
+
+// namespacePID is the pid whose namespace ns is, if it is one.
+func namespacePID(ns string) (int64, bool) {
+	digits, ok := strings.CutPrefix(ns, "proc-")
+	if !ok || digits == "" || digits[0] == '0' || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	pid, err := strconv.ParseInt(digits, 10, 64)
+	return pid, err == nil
+}
 
 // procRecord is the durable record of one process: the state machine's
 // record plus what the kernel keeps beside it.

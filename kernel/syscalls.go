@@ -123,7 +123,7 @@ func (k *Runtime) require(tx *txn, r *procRecord, op authority.Op, p authority.P
 // reserved before the next is decided). It returns the one-shot uses it
 // reserved.
 func (k *Runtime) check(tx *txn, r *procRecord, approved bool, op authority.Op, p authority.Params) ([]capabilities.Reservation, error) {
-	reqs, err := authority.Requirements(op, p)
+	reqs, err := authority.Requirements(op, served(tx, r, p))
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +146,24 @@ func (k *Runtime) check(tx *txn, r *procRecord, approved bool, op authority.Op, 
 		}
 	}
 	return reserved, nil
+}
+
+// served fills p.Served when p names another process's namespace that is a
+// context compressor's: what it holds is the compacted process's context,
+// so a grant on that process's namespace speaks for it too (a process
+// denied that namespace is denied its compressors').
+func served(tx *txn, r *procRecord, p authority.Params) authority.Params {
+	if p.Namespace == "" || p.Namespace == r.Namespace {
+		return p
+	}
+	pid, ok := namespacePID(p.Namespace)
+	if !ok {
+		return p
+	}
+	if rec, err := loadProc(tx, pid); err == nil && rec.CompactionOf != 0 {
+		p.Served = Namespace(rec.CompactionOf)
+	}
+	return p
 }
 
 // childResult reports whether oid is the result of a direct child of r,
@@ -237,8 +255,8 @@ func (k *Runtime) probe(r *procRecord, approved bool, op authority.Op, p authori
 // With no grant speaking the operation is allowed: it is a part of another
 // the caller holds the right for (a checkpoint's fork or restore copies or
 // rewrites the subtree's Objects), and only a grant against it stands.
-func (k *Runtime) unopposed(r *procRecord, approved bool, op authority.Op, p authority.Params) error {
-	reqs, err := authority.Requirements(op, p)
+func (k *Runtime) unopposed(tx *txn, r *procRecord, approved bool, op authority.Op, p authority.Params) error {
+	reqs, err := authority.Requirements(op, served(tx, r, p))
 	if err != nil {
 		return err
 	}
@@ -260,8 +278,8 @@ func (s *syscalls) approved() bool { return s.callID != "" && s.r.ApprovedCall =
 // shows reports whether r may do op on p now, reserving nothing: whether a
 // listing may show the target. An ask grant shows it only in a call a
 // Human approved (where it allows); the listing itself is not held for it.
-func (k *Runtime) shows(r *procRecord, approved bool, op authority.Op, p authority.Params) bool {
-	reqs, err := authority.Requirements(op, p)
+func (k *Runtime) shows(tx *txn, r *procRecord, approved bool, op authority.Op, p authority.Params) bool {
+	reqs, err := authority.Requirements(op, served(tx, r, p))
 	if err != nil {
 		return false
 	}
@@ -483,8 +501,7 @@ func (s *syscalls) CreateObject(spec objects.CreateSpec) (objects.Meta, error) {
 // to the kernel (a job written into a process's data) or block the kernel's
 // own (a goal squatted in the namespace of a pid to come blocks every spawn).
 func kernelName(namespace, name string) bool {
-	digits, ok := strings.CutPrefix(namespace, "proc-")
-	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+	if _, ok := namespacePID(namespace); !ok {
 		return false
 	}
 	return name == goalName || strings.HasPrefix(name, contextNamePrefix) || strings.HasPrefix(name, transcriptNamePrefix) ||
@@ -516,7 +533,7 @@ func (s *syscalls) ListObjects(namespace string) ([]objects.Meta, error) {
 	}
 	approved := s.callID != "" && s.r.ApprovedCall == s.callID
 	return slices.DeleteFunc(metas, func(m objects.Meta) bool {
-		return !s.k.shows(s.r, approved, authority.ObjectRead, authority.Params{OID: m.OID, Namespace: m.Namespace})
+		return !s.k.shows(s.tx, s.r, approved, authority.ObjectRead, authority.Params{OID: m.OID, Namespace: m.Namespace})
 	}), nil
 }
 
