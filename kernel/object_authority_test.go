@@ -46,7 +46,7 @@ processes:
 		objectGrant("object:"+secret, capabilities.Deny, capabilities.Read)})
 	h.run()
 	res := h.toolResults(pid)
-	if errorCode(res[0]) != tools.CodeDenied {
+	if errorCode(res[0]) != tools.CodeNotFound {
 		t.Fatalf("read_object of the denied Object: %v", res[0])
 	}
 	listed, _ := res[1]["objects"].([]any)

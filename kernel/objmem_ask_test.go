@@ -83,6 +83,7 @@ processes:
 	pid := h.spawn(append(clockGrants(),
 		capabilities.Grant{ID: "ask-read", Resource: "object_namespace:*", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Ask}))
 	h.run()
+	approveHeld(t, h, pid, "create_object")
 	approveHeld(t, h, pid, "read_object")
 	approveHeld(t, h, pid, "process_exit")
 	info := h.info(pid)

@@ -94,7 +94,7 @@ func (s *syscalls) withScopeUses() []capabilities.Grant {
 }
 
 func (s *syscalls) Holding(op authority.Op, p authority.Params) (capabilities.Grant, bool) {
-	reqs, err := authority.Requirements(op, p)
+	reqs, err := authority.Requirements(op, served(s.tx, s.r, p))
 	if err != nil || len(reqs) == 0 || !slices.Contains(s.ops, op) {
 		return capabilities.Grant{}, false
 	}

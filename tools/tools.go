@@ -95,28 +95,57 @@ var ErrDenied = errors.New("capability denied")
 var ErrApprovalRequired = errors.New("approval required")
 
 // StatAuthorized stats oid and requires op (ObjectRead or ObjectWrite) on
-// it: a caller without that authority gets the same denial whether or not
-// the Object exists, so probing cannot tell which OIDs exist or which
-// namespace holds them. Only a caller with the authority learns it is
-// missing. A call an ask grant covers is held for approval (Hide).
+// it. An Object the caller may not reach answers exactly as a missing OID
+// does for that caller (Missing): the hidden denial to a caller without op
+// on object:<oid>, not_found to one with it. So probing cannot tell which
+// OIDs exist or which namespace holds them, even with a grant on
+// object:* and a deny on a namespace. A call an ask grant covers is held
+// for approval (Hide).
 func StatAuthorized(sys interface {
 	Caller
 	ObjectStore
 }, op authority.Op, oid string) (objects.Meta, error) {
+	// A missing OID has no namespace, so the answer for one names only
+	// the OID; a found one the caller may not reach gets that same answer.
+	missing := func() error {
+		return Missing(sys, op, authority.Params{OID: oid}, "object:"+oid, fmt.Errorf("object %s: %w", oid, objects.ErrNotFound))
+	}
 	meta, err := sys.StatObject(oid)
 	switch {
 	case errors.Is(err, objects.ErrNotFound):
-		if err := sys.Require(op, authority.Params{OID: oid}); err != nil {
-			return objects.Meta{}, Hide(err, op, "object:"+oid)
-		}
-		return objects.Meta{}, err
+		return objects.Meta{}, missing()
 	case err != nil:
 		return objects.Meta{}, err
 	}
 	if err := sys.Require(op, authority.Params{OID: meta.OID, Namespace: meta.Namespace}); err != nil {
-		return objects.Meta{}, Hide(err, op, "object:"+oid)
+		if errors.Is(err, ErrApprovalRequired) {
+			return objects.Meta{}, err
+		}
+		return objects.Meta{}, missing()
 	}
 	return meta, nil
+}
+
+// Missing is the answer to op on a target that is not there for the
+// caller: missing, or found and refused. p names the target as a missing
+// one is named, without what only its existence tells (the namespace that
+// holds an OID). A caller whose grants allow op on p gets notFound, as it
+// would for a missing target; one whose grants do not, HiddenDenial; a call
+// an ask grant covers is held for approval. Answering both cases here keeps
+// them from reading differently.
+//
+// Only a grant counts (Holding, which reserves nothing), before Require
+// reserves a one-shot use or asks: the table's rules besides grants (a
+// direct child's result is readable) speak only of a target that exists,
+// so they never speak for a missing one.
+func Missing(sys Caller, op authority.Op, p authority.Params, target string, notFound error) error {
+	if _, ok := sys.Holding(op, p); !ok {
+		return HiddenDenial(op, target)
+	}
+	if err := sys.Require(op, p); err != nil {
+		return Hide(err, op, target)
+	}
+	return notFound
 }
 
 // Hide answers err, Require's refusal of op on target, as HiddenDenial

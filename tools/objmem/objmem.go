@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/libos/libos/authority"
+	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
@@ -31,25 +32,48 @@ type objectSys interface {
 	tools.ObjectStore
 }
 
-// lookupAuthorized finds namespace/name and checks right on it, with the
-// same answer for a missing Object and a forbidden one; a call an ask
-// grant covers is held for approval (tools.Hide).
+// lookupAuthorized finds namespace/name and checks op on it. An Object the
+// caller may not reach answers exactly as a missing name does for that
+// caller (tools.Missing): not_found when it may read the namespace, the
+// hidden denial when it may not. A deny on object:<oid> so hides the
+// Object's name, as list_objects does. A call an ask grant covers is held
+// for approval.
 func lookupAuthorized(sys objectSys, op authority.Op, namespace, name string) (objects.Meta, error) {
-	target := fmt.Sprintf("object_namespace:%s (name %q)", namespace, name)
+	missing := func() error {
+		return tools.Missing(sys, op, authority.Params{Namespace: namespace}, fmt.Sprintf("object_namespace:%s (name %q)", namespace, name),
+			fmt.Errorf("name: %q in namespace %s: %w", name, namespace, objects.ErrNotFound))
+	}
 	meta, err := sys.LookupObject(namespace, name)
 	switch {
 	case errors.Is(err, objects.ErrNotFound):
-		if err := sys.Require(op, authority.Params{Namespace: namespace}); err != nil {
-			return objects.Meta{}, tools.Hide(err, op, target)
-		}
-		return objects.Meta{}, err
+		return objects.Meta{}, missing()
 	case err != nil:
 		return objects.Meta{}, err
 	}
 	if err := sys.Require(op, authority.Params{OID: meta.OID, Namespace: meta.Namespace}); err != nil {
-		return objects.Meta{}, tools.Hide(err, op, target)
+		if errors.Is(err, tools.ErrApprovalRequired) {
+			return objects.Meta{}, err
+		}
+		return objects.Meta{}, missing()
 	}
 	return meta, nil
+}
+
+// readable reports whether the caller may read p now, reserving nothing and
+// asking no one: an allow grant decides it (Holding). An ask grant does not
+// count, since only a Human's approval of a read would let it show.
+func readable(sys tools.Caller, p authority.Params) bool {
+	g, ok := sys.Holding(authority.ObjectRead, p)
+	return ok && g.Effect != capabilities.Ask
+}
+
+// writeResult is what a write shows a caller that may not read the Object:
+// what it knows already (the OID it gave, the version its expected_version
+// makes, the hash of the payload it sent), none of the metadata read_object
+// would refuse it.
+func writeResult(m objects.Meta) map[string]any {
+	return map[string]any{"oid": m.OID, "version": m.Version, "payload_sha256": m.PayloadSHA256,
+		"metadata_withheld": "you may not read this Object: its other metadata is shown only to a reader"}
 }
 
 func metaResult(m objects.Meta) map[string]any {
@@ -151,7 +175,7 @@ func identSchema() *schema.Schema {
 func createObject() *tools.Tool {
 	return &tools.Tool{
 		Name: "create_object",
-		Description: "Create a versioned Object (version 1). Needs write on object_namespace:<namespace> (default: your own). Payloads are " +
+		Description: "Create a versioned Object (version 1). Needs write and read on object_namespace:<namespace> (default: your own). Payloads are " +
 			"runtime-local unless durable=true: a runtime-local payload does not survive a reopen.",
 		Schema: schema.Object(map[string]*schema.Schema{
 			"namespace": identSchema(),
@@ -195,6 +219,9 @@ func createObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	if err := sys.Require(authority.ObjectCreate, authority.Params{Namespace: args.Namespace}); err != nil {
 		return tools.Outcome{}, err
 	}
+	if err := mayReadNamespace(sys, args.Namespace); err != nil {
+		return tools.Outcome{}, err
+	}
 	tier := objects.TierRuntimeLocal
 	if args.Durable {
 		tier = objects.TierDurable
@@ -203,10 +230,33 @@ func createObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 		Namespace: args.Namespace, Name: args.Name, Kind: args.Kind, Owner: fmt.Sprint(sys.Self().PID),
 		Labels: labels, Tier: tier, Payload: args.Payload,
 	})
+	if errors.Is(err, objects.ErrNameTaken) {
+		return tools.Outcome{}, &tools.Error{Code: tools.CodeInvalidArguments, Err: err,
+			Message: fmt.Sprintf("name: %q is already taken in namespace %s; choose another name", args.Name, args.Namespace)}
+	}
 	if err != nil {
 		return tools.Outcome{}, err
 	}
 	return tools.Outcome{Result: metaResult(m)}, nil
+}
+
+// mayReadNamespace is create_object's second rule: a name taken in a
+// namespace tells of an Object there, so only a caller that may read the
+// namespace (whose read_object of a missing name answers not_found) is told
+// a name is taken; any other caller is refused every create there, whatever
+// the name, so the refusal tells nothing of what exists. Nothing is
+// reserved; a read an ask grant covers holds the call for a Human.
+func mayReadNamespace(sys objectSys, namespace string) error {
+	p := authority.Params{Namespace: namespace}
+	g, ok := sys.Holding(authority.ObjectRead, p)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: namespace: creating in %s needs read on object_namespace:%s as well as write, "+
+			"since a name taken there would tell of an Object you may not read", tools.ErrDenied, namespace, namespace)
+	case g.Effect == capabilities.Ask:
+		return sys.Require(authority.ObjectRead, p)
+	}
+	return nil
 }
 
 func readObject() *tools.Tool {
@@ -244,6 +294,9 @@ func readObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	default:
 		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "oid: required unless namespace and name are both given")
 	}
+	if errors.Is(err, objects.ErrNotFound) && args.OID != "" {
+		return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "oid: %w", err)
+	}
 	if err != nil {
 		return tools.Outcome{}, err
 	}
@@ -265,7 +318,7 @@ func readObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 func writeObject() *tools.Tool {
 	return &tools.Tool{
 		Name:        "write_object",
-		Description: "Replace an Object's payload with compare-and-swap: expected_version must be the version you read, or nothing changes and a conflict is returned. Needs write on the Object or its namespace.",
+		Description: "Replace an Object's payload with compare-and-swap: expected_version must be the version you read, or nothing changes and a conflict is returned. Needs write on the Object or its namespace; the Object's metadata, and the current version of a conflict, are shown only if you may read it.",
 		Schema: schema.Object(map[string]*schema.Schema{
 			"oid":              {Type: "string", MinLength: schema.Ptr(1), MaxLength: schema.Ptr(64)},
 			"expected_version": {Type: "integer", Minimum: schema.Ptr(1.0)},
@@ -295,12 +348,30 @@ func writeObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	if err := checkPayload(args.Payload); err != nil {
 		return tools.Outcome{}, err
 	}
-	if _, err := tools.StatAuthorized(sys, authority.ObjectWrite, args.OID); err != nil {
-		return tools.Outcome{}, err
+	meta, err := tools.StatAuthorized(sys, authority.ObjectWrite, args.OID)
+	if errors.Is(err, objects.ErrNotFound) {
+		return tools.Outcome{}, tools.Errorf(tools.CodeNotFound, "oid: %w", err)
 	}
-	m, err := sys.WriteObject(args.OID, args.ExpectedVersion, objects.WriteSpec{Payload: args.Payload, Labels: labels})
 	if err != nil {
 		return tools.Outcome{}, err
+	}
+	// Write does not imply read: what the write shows beyond what the
+	// writer knows is what read_object would show, so only to a reader.
+	reader := readable(sys, authority.Params{OID: meta.OID, Namespace: meta.Namespace})
+	m, err := sys.WriteObject(args.OID, args.ExpectedVersion, objects.WriteSpec{Payload: args.Payload, Labels: labels})
+	switch {
+	case errors.Is(err, objects.ErrConflict) && !reader:
+		// The current version is the Object's, not the writer's: a
+		// failed compare-and-swap says only that it is not the one given.
+		return tools.Outcome{}, tools.Errorf(tools.CodeConflict,
+			"expected_version: object %s is not at version %d, so nothing was written; its current version is shown only to a caller who may read it: %w",
+			args.OID, args.ExpectedVersion, objects.ErrConflict)
+	case errors.Is(err, objects.ErrConflict):
+		return tools.Outcome{}, tools.Errorf(tools.CodeConflict, "expected_version: %w", err)
+	case err != nil:
+		return tools.Outcome{}, err
+	case !reader:
+		return tools.Outcome{Result: writeResult(m)}, nil
 	}
 	return tools.Outcome{Result: metaResult(m)}, nil
 }

@@ -259,3 +259,167 @@ func TestPayloadKeepsHTMLCharacters(t *testing.T) {
 		t.Fatalf("stored %s, want \"a&b<c>\"", got)
 	}
 }
+
+// answers renders a failed call's code and message with the identifier the
+// caller gave replaced, so two probes compare as the caller sees them.
+func answers(e *tools.Error, id string) string {
+	if e == nil {
+		return "ok"
+	}
+	return e.Code + ": " + strings.ReplaceAll(e.Message, id, "ID")
+}
+
+// An Object the caller may not read answers every probe exactly as a
+// missing one does for that caller: not_found where a missing target is
+// reported not_found to it (it may read the namespace, or object:*), the
+// hidden denial where it is not. A found Object's existence never shows
+// through a different code or message.
+func TestForbiddenObjectsAnswerAsMissingOnes(t *testing.T) {
+	const missingOID = "00000000-0000-4000-8000-000000000000"
+	deny := func(resource string, rights ...capabilities.Right) capabilities.Grant {
+		return capabilities.Grant{Resource: resource, Rights: rights, Effect: capabilities.Deny}
+	}
+	cases := []struct {
+		name   string
+		grants func(secret string) []capabilities.Grant
+		// tool and args for the secret and for a missing target; args hold
+		// ID where the identifier goes.
+		tool, args, secretID, missingID string
+		code                            string
+	}{
+		{"by name, namespace readable, Object denied", func(s string) []capabilities.Grant {
+			return []capabilities.Grant{grant("object_namespace:shared", capabilities.Read), deny("object:"+s, capabilities.Read)}
+		}, "read_object", `{"namespace":"shared","name":"ID"}`, "secret", "nope", tools.CodeNotFound},
+		{"by name, namespace denied, Object allowed", func(s string) []capabilities.Grant {
+			return []capabilities.Grant{grant("object:"+s, capabilities.Read), deny("object_namespace:shared", capabilities.Read)}
+		}, "read_object", `{"namespace":"shared","name":"ID"}`, "secret", "nope", tools.CodeDenied},
+		{"by oid, object:* allowed, namespace denied", func(string) []capabilities.Grant {
+			return []capabilities.Grant{grant("object:*", capabilities.Read), deny("object_namespace:shared", capabilities.Read)}
+		}, "read_object", `{"oid":"ID"}`, "", missingOID, tools.CodeNotFound},
+		{"by oid, namespace readable, Object denied", func(s string) []capabilities.Grant {
+			return []capabilities.Grant{grant("object_namespace:shared", capabilities.Read), deny("object:"+s, capabilities.Read)}
+		}, "read_object", `{"oid":"ID"}`, "", missingOID, tools.CodeDenied},
+		{"write by oid, object:* allowed, namespace denied", func(string) []capabilities.Grant {
+			return []capabilities.Grant{grant("object:*", capabilities.Write), deny("object_namespace:shared", capabilities.Write)}
+		}, "write_object", `{"oid":"ID","expected_version":1,"payload":0}`, "", missingOID, tools.CodeNotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sys := toolstest.New(2)
+			secret := sys.Put("shared", "secret", []byte(`"s"`))
+			sys.Grants = c.grants(secret.OID)
+			secretID := c.secretID
+			if secretID == "" {
+				secretID = secret.OID
+			}
+			_, e1 := call(t, sys, c.tool, strings.ReplaceAll(c.args, "ID", secretID))
+			_, e2 := call(t, sys, c.tool, strings.ReplaceAll(c.args, "ID", c.missingID))
+			a1, a2 := answers(e1, secretID), answers(e2, c.missingID)
+			if a1 != a2 || e1 == nil || e1.Code != c.code {
+				t.Fatalf("the secret and a missing target answer differently (want %s):\n secret:  %s\n missing: %s", c.code, a1, a2)
+			}
+			if strings.Contains(e1.Message, secret.OID) && secretID != secret.OID {
+				t.Fatalf("the answer names the secret's OID: %s", e1.Message)
+			}
+			if m := sys.Metas[secret.OID]; m.Version != 1 {
+				t.Fatalf("a refused call changed the secret: version %d", m.Version)
+			}
+		})
+	}
+}
+
+// create_object tells a caller a name is taken only if it may read the
+// namespace: a writer that may not is refused every create there with one
+// answer, whatever the name, so a collision never tells it an Object
+// exists. A reader is told; an ask grant on the read holds the create for a
+// Human, and an approved create runs.
+func TestCreateTellsOnlyAReaderANameIsTaken(t *testing.T) {
+	sys := toolstest.New(2, grant("object_namespace:shared", capabilities.Write))
+	secret := sys.Put("shared", "secret", []byte(`"s"`))
+	sys.Grants = append(sys.Grants, capabilities.Grant{Resource: "object:" + secret.OID, Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Deny})
+	_, e1 := call(t, sys, "create_object", `{"namespace":"shared","name":"secret","payload":1}`)
+	_, e2 := call(t, sys, "create_object", `{"namespace":"shared","name":"fresh","payload":1}`)
+	if a1, a2 := answers(e1, "secret"), answers(e2, "fresh"); a1 != a2 || e1 == nil || e1.Code != tools.CodeDenied ||
+		!strings.Contains(e1.Message, "namespace: ") || !strings.Contains(e1.Message, "read on object_namespace:shared") {
+		t.Fatalf("a writer without read: a taken name and a fresh one answer\n taken: %s\n fresh: %s\nwant the same denial naming the rule", a1, a2)
+	}
+	if _, err := sys.LookupObject("shared", "fresh"); err == nil || len(sys.Metas) != 1 {
+		t.Fatal("a refused create reached the store")
+	}
+
+	reader := toolstest.New(2, grant("object_namespace:shared", capabilities.Read, capabilities.Write))
+	reader.Put("shared", "taken", []byte(`1`))
+	if _, e := call(t, reader, "create_object", `{"namespace":"shared","name":"taken","payload":1}`); e == nil || e.Code != tools.CodeInvalidArguments ||
+		!strings.HasPrefix(e.Message, `name: "taken" is already taken in namespace shared`) || !errors.Is(e, objects.ErrNameTaken) {
+		t.Fatalf("a reader's collision: %v", e)
+	}
+	if out, e := call(t, reader, "create_object", `{"namespace":"shared","name":"fresh","payload":1}`); e != nil || out["name"] != "fresh" {
+		t.Fatalf("a reader's create: %v %v", out, e)
+	}
+
+	asker := toolstest.New(2, grant("object_namespace:shared", capabilities.Write),
+		capabilities.Grant{ID: "ask-read", Resource: "object_namespace:shared", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Ask})
+	if _, e := call(t, asker, "create_object", `{"namespace":"shared","name":"fresh","payload":1}`); e == nil || !errors.Is(e, tools.ErrApprovalRequired) {
+		t.Fatalf("a create whose read asks: %v, want it held for approval", e)
+	}
+	asker.Approved = true
+	if out, e := call(t, asker, "create_object", `{"namespace":"shared","name":"fresh","payload":1}`); e != nil || out["name"] != "fresh" {
+		t.Fatalf("the approved create: %v %v", out, e)
+	}
+}
+
+// A writer that may not read an Object learns from write_object only what
+// it knows already: the OID, the version its write made, the hash of the
+// payload it sent. A failed compare-and-swap does not name the current
+// version. A reader sees the metadata read_object shows, and the current
+// version of a conflict. An ask grant on the read is never asked: the
+// write is not held for it, and shows no more.
+func TestWriteShowsMetadataOnlyToAReader(t *testing.T) {
+	withheld := []string{"labels", "name", "namespace", "kind", "tier", "payload_bytes", "payload_lost"}
+	for _, c := range []struct {
+		name string
+		read capabilities.Grant
+	}{
+		{"denied", capabilities.Grant{Resource: "object:OID", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Deny}},
+		{"no grant", capabilities.Grant{Resource: "object_namespace:elsewhere", Rights: []capabilities.Right{capabilities.Read}}},
+		{"asks", capabilities.Grant{Resource: "object:OID", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Ask}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sys := toolstest.New(2)
+			secret := sys.Put("shared", "salary", []byte(`1`))
+			m := sys.Metas[secret.OID]
+			m.Labels, m.Version = map[string]string{"owner": "cfo"}, 6
+			sys.Metas[secret.OID] = m
+			c.read.Resource = strings.ReplaceAll(c.read.Resource, "OID", secret.OID)
+			sys.Grants = []capabilities.Grant{grant("object:"+secret.OID, capabilities.Write), c.read}
+			out, e := call(t, sys, "write_object", `{"oid":"`+secret.OID+`","expected_version":6,"payload":2}`)
+			if e != nil {
+				t.Fatalf("write: %v", e)
+			}
+			if out["oid"] != secret.OID || out["version"] != uint64(7) || out["payload_sha256"] != sys.Metas[secret.OID].PayloadSHA256 || out["payload_sha256"] == "" {
+				t.Fatalf("write result %v, want the oid, version 7 and the payload's hash", out)
+			}
+			for _, k := range withheld {
+				if _, ok := out[k]; ok {
+					t.Errorf("write result shows %s to a writer that may not read: %v", k, out)
+				}
+			}
+			_, e = call(t, sys, "write_object", `{"oid":"`+secret.OID+`","expected_version":1,"payload":3}`)
+			if e == nil || e.Code != tools.CodeConflict || !errors.Is(e, objects.ErrConflict) || strings.Contains(e.Message, "version 7") ||
+				!strings.HasPrefix(e.Message, "expected_version: ") {
+				t.Fatalf("stale write: %v, want a conflict naming expected_version and not the current version", e)
+			}
+		})
+	}
+
+	sys := toolstest.New(2, grant("object_namespace:shared", capabilities.Read, capabilities.Write))
+	doc := sys.Put("shared", "doc", []byte(`1`))
+	out, e := call(t, sys, "write_object", `{"oid":"`+doc.OID+`","expected_version":1,"payload":2,"labels":{"k":"v"}}`)
+	if e != nil || out["name"] != "doc" || out["namespace"] != "shared" || out["labels"].(map[string]string)["k"] != "v" || out["metadata_withheld"] != nil {
+		t.Fatalf("a reader's write: %v %v, want the Object's metadata", out, e)
+	}
+	if _, e := call(t, sys, "write_object", `{"oid":"`+doc.OID+`","expected_version":1,"payload":3}`); e == nil || e.Code != tools.CodeConflict ||
+		!strings.Contains(e.Message, "version 2") || !strings.HasPrefix(e.Message, "expected_version: ") {
+		t.Fatalf("a reader's stale write: %v, want the current version named", e)
+	}
+}
