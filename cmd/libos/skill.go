@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/libos/libos/skills/runner"
 	"github.com/libos/libos/skills/runner/clitool"
@@ -34,8 +39,11 @@ const skillUsage = `usage:
   libos skill test <dir> [--runner NAME] [--workspace DIR] [--json]
 
 run prints one libos.skill_run.v1 envelope and exits 0 when it is sealed,
-1 when it is a failure (a refused package included). check admits the
-package and prints what it found, exiting 0 when admitted and 1 when refused.
+1 when it is a failure (a refused package or --inputs included). --inputs
+reads exactly one UTF-8 JSON object from FILE, a regular file inside the
+workspace (a relative FILE is resolved against it), or from stdin with -.
+check admits the package and prints what it found, exiting 0 when admitted
+and 1 when refused.
 test runs the harness cases of the package (harness.cases and runx's
 fixtures/*.yaml), or of every package below dir, printing one line per case
 (pass, fail with the first difference, skipped with the reason) or, with
@@ -88,7 +96,7 @@ func skillDirArg(fs *flag.FlagSet, args []string, stderr io.Writer) (string, boo
 func runSkillRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newSkillFlagSet("run", stderr)
 	runnerName := fs.String("runner", "", "runner `NAME` (default: the package's default runner)")
-	inputsArg := fs.String("inputs", "", "JSON object of inputs read from `FILE`, or - for stdin")
+	inputsArg := fs.String("inputs", "", "one JSON object of inputs read from `FILE` inside the workspace, or - for stdin")
 	workspace := fs.String("workspace", "", "workspace `DIR` (RUNX_CWD); default RUNX_CWD, INIT_CWD, then the current directory")
 	dir, ok := skillDirArg(fs, args, stderr)
 	if !ok {
@@ -99,7 +107,7 @@ func runSkillRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return printEnvelope(stdout, stderr, runner.Refused(err))
 	}
-	inputs, err := readInputs(*inputsArg, stdin)
+	inputs, err := readInputs(*inputsArg, *workspace, stdin)
 	if err != nil {
 		return printEnvelope(stdout, stderr, runner.Envelope{
 			Schema: runner.Schema, Status: runner.StatusFailure,
@@ -114,30 +122,168 @@ func runSkillRun(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return printEnvelope(stdout, stderr, env)
 }
 
-// readInputs reads --inputs: nothing (the empty object), a file, or stdin.
-// Containment rules apply to paths inside the inputs, not to this argument.
-func readInputs(arg string, stdin io.Reader) (json.RawMessage, error) {
+// readInputs reads --inputs: nothing (the empty object), a file, or stdin,
+// and checks that it is one complete UTF-8 JSON object (checkInputsDocument).
+// A file is runx's "contained" input document: its path is resolved
+// against the workspace (explicit, else RUNX_CWD, INIT_CWD or the current
+// directory, as the run resolves it) and opened through an os.Root, so
+// neither ".." nor a symbolic link leads out of it.
+func readInputs(arg, workspace string, stdin io.Reader) (json.RawMessage, error) {
 	if arg == "" {
 		return nil, nil
 	}
 	var r io.Reader = stdin
-	name := "stdin"
+	name := "- (stdin)"
 	if arg != "-" {
-		f, err := os.Open(arg)
+		f, err := openInputsFile(arg, workspace)
 		if err != nil {
-			return nil, fmt.Errorf("--inputs: %w", err)
+			return nil, err
 		}
 		defer f.Close()
 		r, name = f, arg
 	}
 	data, err := io.ReadAll(io.LimitReader(r, maxInputsBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("--inputs: reading %s: %w", name, err)
+		return nil, fmt.Errorf("--inputs %s: reading: %w", name, err)
 	}
 	if len(data) > maxInputsBytes {
-		return nil, fmt.Errorf("--inputs: %s is larger than %d bytes", name, maxInputsBytes)
+		return nil, fmt.Errorf("--inputs %s: must be at most %d bytes (64 MiB)", name, maxInputsBytes)
+	}
+	if err := checkInputsDocument(data); err != nil {
+		return nil, fmt.Errorf("--inputs %s: %w", name, err)
 	}
 	return data, nil
+}
+
+// openInputsFile opens the --inputs file inside the workspace: a regular
+// file only, opened without blocking so that a FIFO is refused, not waited
+// on.
+func openInputsFile(arg, workspace string) (*os.File, error) {
+	ws, err := runner.ResolveWorkspace(workspace, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("--inputs %s: the file is read from the workspace: %w", arg, err)
+	}
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("--inputs %s: must name a regular file inside the workspace %s: %s", arg, ws, fmt.Sprintf(format, args...))
+	}
+	rel := arg
+	if filepath.IsAbs(arg) {
+		if rel = relativeToWorkspace(arg, ws); rel == "" {
+			return nil, refuse("the path is outside it")
+		}
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return nil, fmt.Errorf("--inputs %s: opening the workspace %s: %w", arg, ws, err)
+	}
+	defer root.Close()
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		// os.Root says "path escapes from parent" for a ".." or a symbolic
+		// link that leaves the workspace.
+		return nil, refuse("%v", err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, refuse("%v", err)
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, refuse("it is a %s", fileKind(info.Mode()))
+	}
+	return f, nil
+}
+
+// relativeToWorkspace returns the absolute path p relative to the workspace
+// ws (or to ws with its symbolic links resolved), or "" when p is not
+// below it.
+func relativeToWorkspace(p, ws string) string {
+	bases := []string{ws}
+	if real, err := filepath.EvalSymlinks(ws); err == nil && real != ws {
+		bases = append(bases, real)
+	}
+	for _, base := range bases {
+		if rel, err := filepath.Rel(base, p); err == nil && filepath.IsLocal(rel) {
+			return rel
+		}
+	}
+	return ""
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "folder"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "file of mode " + m.Type().String()
+}
+
+// checkInputsDocument enforces runx's rule for an --inputs document: it
+// must decode to exactly one JSON object, in UTF-8 with no byte order mark
+// and nothing but white space after the object. An empty document is
+// refused rather than read as {}: a truncated or missing file must not run
+// the skill with defaults. Offsets count bytes from 0.
+func checkInputsDocument(data []byte) error {
+	if len(bytes.Trim(data, " \t\r\n")) == 0 {
+		return errors.New("holds no JSON object (the document is empty or white space); it must decode to exactly one JSON object")
+	}
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return errors.New("byte offset 0: a UTF-8 byte order mark; the document must be exactly one JSON object, without one")
+	}
+	if !utf8.Valid(data) {
+		off := 0
+		for off < len(data) {
+			r, n := utf8.DecodeRune(data[off:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			off += n
+		}
+		return fmt.Errorf("byte offset %d: not UTF-8; the document must be UTF-8 JSON", off)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		var syntax *json.SyntaxError
+		switch {
+		case errors.As(err, &syntax):
+			// Offset counts the bytes read, the offending one included.
+			return fmt.Errorf("byte offset %d: not JSON: %v; the document must be exactly one JSON object", syntax.Offset-1, err)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return fmt.Errorf("byte offset %d: the document ends inside its JSON value; it must be exactly one complete JSON object", len(data))
+		}
+		return fmt.Errorf("not JSON: %v; the document must be exactly one JSON object", err)
+	}
+	if v[0] != '{' {
+		return fmt.Errorf("holds %s, not a JSON object; the document must be exactly one JSON object", jsonKindOf(v[0]))
+	}
+	end := dec.InputOffset()
+	if rest := bytes.TrimLeft(data[end:], " \t\r\n"); len(rest) > 0 {
+		return fmt.Errorf("byte offset %d: data after the JSON object; the document must be exactly one JSON object", len(data)-len(rest))
+	}
+	return nil
+}
+
+// jsonKindOf names the kind of JSON value that starts with c.
+func jsonKindOf(c byte) string {
+	switch c {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 func printEnvelope(stdout, stderr io.Writer, env runner.Envelope) int {

@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/libos/libos/skills/runner/clitool"
 	"github.com/libos/libos/skills/runner/jsrunner"
@@ -102,11 +104,12 @@ func decodeEnvelope(t *testing.T, stdout string) envelope {
 
 func TestSkillRunSealedWithFlagsAfterTheFolder(t *testing.T) {
 	dir := skillPackage(t, cliManifest)
-	inputsFile := filepath.Join(t.TempDir(), "inputs.json")
+	ws := t.TempDir()
+	inputsFile := filepath.Join(ws, "inputs.json")
 	if err := os.WriteFile(inputsFile, []byte(`{"b": [1, 2], "a": "x"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runSkill(t, "", "run", dir, "--inputs", inputsFile, "--workspace", t.TempDir())
+	code, stdout, stderr := runSkill(t, "", "run", dir, "--inputs", inputsFile, "--workspace", ws)
 	if code != 0 {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -507,6 +510,141 @@ func TestSkillRunBinaryEndsEscapedDescendants(t *testing.T) {
 			if stat, err := os.ReadFile("/proc/" + strings.TrimSpace(string(data)) + "/stat"); err == nil {
 				t.Fatalf("descendant %s outlived the call: %s", strings.TrimSpace(string(data)), stat)
 			}
+		})
+	}
+}
+
+// wantInputsRefused runs skill run and wants the failure envelope of a
+// refused --inputs, whose message holds every part.
+func wantInputsRefused(t *testing.T, stdin string, args []string, parts ...string) {
+	t.Helper()
+	// A FIFO's open or read would block: the run gets a bounded time.
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := runSkillCommand(append([]string{"run"}, args...), strings.NewReader(stdin), &out, &errOut)
+		ch <- result{code, out.String(), errOut.String()}
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("skill run %q: still running after 10 s", args)
+	}
+	code, stdout, stderr := r.code, r.stdout, r.stderr
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stdout %q, stderr %q", code, stdout, stderr)
+	}
+	env := decodeEnvelope(t, stdout)
+	if env.Status != "failure" || env.Error == nil || env.Error.Code != "invalid_request" {
+		t.Fatalf("envelope = %s", stdout)
+	}
+	for _, p := range parts {
+		if !strings.Contains(env.Error.Message, p) {
+			t.Fatalf("message %q lacks %q", env.Error.Message, p)
+		}
+	}
+}
+
+// TestSkillRunInputsRefusesAnEmptyDocument: an empty or white-space file or
+// stdin is no object, not {}: runx's document must decode to exactly one
+// JSON object.
+func TestSkillRunInputsRefusesAnEmptyDocument(t *testing.T) {
+	dir := skillPackage(t, cliManifest)
+	ws := t.TempDir()
+	for _, body := range []string{"", " \n\t\r\n"} {
+		if err := os.WriteFile(filepath.Join(ws, "e.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(ws, "e.json")
+		wantInputsRefused(t, "", []string{dir, "--inputs", file, "--workspace", ws}, "--inputs "+file+": ", "exactly one JSON object")
+		wantInputsRefused(t, body, []string{dir, "--inputs", "-", "--workspace", ws}, "--inputs - (stdin): ", "exactly one JSON object")
+	}
+}
+
+// TestSkillRunInputsFileIsContainedInTheWorkspace: a relative --inputs path
+// is resolved against the workspace, not the current directory, and the
+// file must be a regular file inside it.
+func TestSkillRunInputsFileIsContainedInTheWorkspace(t *testing.T) {
+	dir := skillPackage(t, cliManifest)
+	ws, outside := t.TempDir(), t.TempDir()
+	write := func(path, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(ws, "req.json"), `{"from": "workspace"}`)
+	write(filepath.Join(ws, "sub", "req.json"), `{"from": "sub"}`)
+	write(filepath.Join(outside, "req.json"), `{"from": "outside"}`)
+	t.Chdir(outside)
+
+	sealed := func(inputs, want string) {
+		t.Helper()
+		code, stdout, stderr := runSkill(t, "", "run", dir, "--inputs", inputs, "--workspace", ws)
+		if code != 0 {
+			t.Fatalf("--inputs %s: exit %d, stdout %q, stderr %q", inputs, code, stdout, stderr)
+		}
+		if env := decodeEnvelope(t, stdout); string(env.Output) != want {
+			t.Fatalf("--inputs %s: output %s, want %s", inputs, env.Output, want)
+		}
+	}
+	sealed("req.json", `{"from":"workspace"}`)
+	sealed(filepath.Join(ws, "sub", "req.json"), `{"from":"sub"}`)
+	if err := os.Symlink("sub/req.json", filepath.Join(ws, "inner.json")); err != nil {
+		t.Fatal(err)
+	}
+	sealed("inner.json", `{"from":"sub"}`)
+
+	if err := os.Symlink(filepath.Join(outside, "req.json"), filepath.Join(ws, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(ws, "pipe.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outsideFile := filepath.Join(outside, "req.json")
+	for _, tc := range []struct{ arg, why string }{
+		{outsideFile, "the path is outside it"},
+		{"../" + filepath.Base(outside) + "/req.json", "escapes"},
+		{"link.json", "escapes"},
+		{"absent.json", "no such file"},
+		{"sub", "it is a folder"},
+		{"pipe.json", "it is a named pipe (FIFO)"},
+	} {
+		wantInputsRefused(t, "", []string{dir, "--inputs", tc.arg, "--workspace", ws}, "--inputs "+tc.arg+": must name a regular file inside the workspace "+ws, tc.why)
+	}
+}
+
+// TestSkillRunInputsErrorsNameTheSourceAndOffset: a refused document is
+// named (the file, or stdin) with the byte offset and the rule it breaks.
+func TestSkillRunInputsErrorsNameTheSourceAndOffset(t *testing.T) {
+	dir := skillPackage(t, cliManifest)
+	ws := t.TempDir()
+	for _, tc := range []struct {
+		name, body string
+		parts      []string
+	}{
+		{"bom", "\xef\xbb\xbf{\"a\": 1}", []string{"byte offset 0: a UTF-8 byte order mark"}},
+		{"syntax", `{"a": 1,}`, []string{"byte offset 8: not JSON: invalid character '}'"}},
+		{"latin1", "{\"a\": \"caf\xe9\"}", []string{"byte offset 10: not UTF-8"}},
+		{"trailing", `{"a": 1} {"b": 2}`, []string{"byte offset 9: data after the JSON object"}},
+		{"truncated", `{"a": 1`, []string{"byte offset 7: the document ends inside its JSON value"}},
+		{"array", ` [1]`, []string{"holds an array, not a JSON object"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(ws, tc.name+".json")
+			if err := os.WriteFile(file, []byte(tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			wantInputsRefused(t, "", []string{dir, "--inputs", file, "--workspace", ws}, append([]string{"--inputs " + file + ": "}, tc.parts...)...)
+			wantInputsRefused(t, tc.body, []string{dir, "--inputs", "-", "--workspace", ws}, append([]string{"--inputs - (stdin): "}, tc.parts...)...)
 		})
 	}
 }

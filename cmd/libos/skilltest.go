@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/big"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -243,11 +244,11 @@ func packageCases(pkg *skillpkg.Package) ([]packageCase, error) {
 	}
 	sort.Strings(files)
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("reading fixture: %w", err)
-		}
 		rel := "fixtures/" + filepath.Base(f)
+		data, err := readFixture(pkg.Dir, rel)
+		if err != nil {
+			return nil, err
+		}
 		c, kind, target, err := skillpkg.ParseFixture(rel, data)
 		if err != nil {
 			return nil, fmt.Errorf("fixture refused: %w", err)
@@ -262,6 +263,36 @@ func packageCases(pkg *skillpkg.Package) ([]packageCase, error) {
 		out = append(out, pc)
 	}
 	return out, nil
+}
+
+// readFixture reads the package file rel (fixtures/NAME.yaml). It opens
+// the file inside the package without blocking and refuses anything but a
+// regular file: a FIFO would otherwise hang the command where no signal is
+// looked at, and a symbolic link may not leave the package.
+func readFixture(pkgDir, rel string) ([]byte, error) {
+	root, err := os.OpenRoot(pkgDir)
+	if err != nil {
+		return nil, fmt.Errorf("reading fixture %s: %w", rel, err)
+	}
+	defer root.Close()
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("fixture %s: must be a regular file inside the package: %w", rel, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("reading fixture %s: %w", rel, err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("fixture %s: must be a regular file inside the package, not a %s", rel, fileKind(info.Mode()))
+	}
+	// One byte past the limit is enough for ParseFixture to refuse it.
+	data, err := io.ReadAll(io.LimitReader(f, skillpkg.MaxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading fixture %s: %w", rel, err)
+	}
+	return data, nil
 }
 
 // skipReason says why a case cannot run in libos, or "".
@@ -407,12 +438,10 @@ func jsonDiff(path string, want, got any, subset bool) string {
 		}
 		return ""
 	case json.Number:
-		if g, ok := got.(json.Number); ok {
-			wf, err1 := w.Float64()
-			gf, err2 := g.Float64()
-			if err1 == nil && err2 == nil && wf == gf {
-				return ""
-			}
+		// As decimals, not float64: 9007199254740993 is not
+		// 9007199254740992, while 1, 1.0 and 1e0 are one number.
+		if g, ok := got.(json.Number); ok && decimalKey(w) == decimalKey(g) {
+			return ""
 		}
 	default:
 		if reflect.DeepEqual(want, got) {
@@ -420,6 +449,38 @@ func jsonDiff(path string, want, got any, subset bool) string {
 		}
 	}
 	return fmt.Sprintf("%s: want %s, got %s", path, shortJSON(want), shortJSON(got))
+}
+
+// decimalKey returns a canonical text of the JSON number n's exact decimal
+// value: "0" for zero, else the sign, the significant digits d and the
+// exponent e of 0.d × 10^e. The exponent is a big.Int, so no spelling
+// (1e999999999 included) is rounded or costs more than its text.
+func decimalKey(n json.Number) string {
+	s := string(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, expText, _ := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	exp := new(big.Int)
+	if expText != "" {
+		if _, ok := exp.SetString(strings.TrimPrefix(expText, "+"), 10); !ok {
+			return "invalid:" + string(n) // the decoder admits no such number
+		}
+	}
+	trimmed := strings.TrimLeft(digits, "0")
+	// 0.digits × 10^len(intPart); each leading zero dropped lowers the
+	// exponent by one, trailing zeros change nothing.
+	exp.Add(exp, big.NewInt(int64(len(intPart)-(len(digits)-len(trimmed)))))
+	trimmed = strings.TrimRight(trimmed, "0")
+	if trimmed == "" {
+		return "0" // -0 is 0
+	}
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	return sign + "0." + trimmed + "e" + exp.String()
 }
 
 func shortJSON(v any) string {

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // runxSample is the copy of runx's sample packages (MIT; LICENSE and NOTICE
@@ -190,5 +192,104 @@ func TestSkillRunUnsupportedRunner(t *testing.T) {
 	code := runSkillCommand([]string{"run", filepath.Join(runxSample, "skills", "ghostwrite")}, strings.NewReader(""), &out, &errb)
 	if code != 1 || !strings.Contains(out.String(), `"code":"invalid_request","message":"runner type \"graph\" is not supported"`) {
 		t.Fatalf("exit %d: %s", code, out.String())
+	}
+}
+
+// skillTestWithin runs skill test and fails the test, rather than hanging
+// it, when the command does not end within 10 s.
+func skillTestWithin(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	type result struct {
+		code int
+		out  string
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := runSkillCommand(append([]string{"test"}, args...), strings.NewReader(""), &out, &errb)
+		ch <- result{code, out.String() + errb.String()}
+	}()
+	select {
+	case r := <-ch:
+		return r.code, r.out
+	case <-time.After(10 * time.Second):
+		t.Fatalf("skill test %q: still running after 10 s", args)
+	}
+	return 0, ""
+}
+
+// TestSkillTestRefusesAFixtureThatIsNotARegularFile: a FIFO among the
+// fixtures fails the package at once instead of blocking the command.
+func TestSkillTestRefusesAFixtureThatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: fifo\n---\nManual.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "X.yaml"), []byte("skill: fifo\nrun: {type: cli-tool, command: \"true\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "fixtures"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fixtures", "hang.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := skillTestWithin(t, dir, "--workspace", dir)
+	if want := "fail fifo: fixture fixtures/hang.yaml: must be a regular file inside the package, not a named pipe (FIFO)\n"; code != 1 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, output %q, want %q", code, out, want)
+	}
+}
+
+// TestSkillTestComparesNumbersExactly: an expected number matches only the
+// same decimal value, beyond float64's 2^53.
+func TestSkillTestComparesNumbersExactly(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: big\n---\nManual.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "X.yaml"), []byte(`skill: big
+harness:
+  cases:
+    - name: off-by-one
+      expect: {status: sealed, output: {exact: {n: 9007199254740992}}}
+    - name: same
+      expect: {status: sealed, output: {subset: {n: 9007199254740993}}}
+run:
+  type: cli-tool
+  command: sh
+  args: ["-c", "printf '{\"n\":9007199254740993}'"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := skillTestWithin(t, dir, "--workspace", dir)
+	if want := "fail big/off-by-one: output.n: want 9007199254740992, got 9007199254740993\npass big/same\n"; code != 1 || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, output %q, want %q", code, out, want)
+	}
+}
+
+// TestSkillTestNumbersCompareAsDecimals: spellings of one decimal value are
+// equal, and nothing is rounded on the way.
+func TestSkillTestNumbersCompareAsDecimals(t *testing.T) {
+	for _, tc := range []struct {
+		a, b  string
+		equal bool
+	}{
+		{"1", "1.0", true},
+		{"100", "1e2", true},
+		{"100", "1E+2", true},
+		{"0.001", "1e-3", true},
+		{"-0", "0", true},
+		{"0.0e5", "0", true},
+		{"-12.50", "-1.25e1", true},
+		{"9007199254740992", "9007199254740993", false},
+		{"0.1", "0.10000000000000001", false},
+		{"1e999999999999999999999", "1e999999999999999999998", false},
+		{"1e999999999999999999999", "10e999999999999999999998", true},
+		{"-1", "1", false},
+	} {
+		d := jsonDiff("n", json.Number(tc.a), json.Number(tc.b), false)
+		if (d == "") != tc.equal {
+			t.Errorf("%s vs %s: diff %q, want equal %v", tc.a, tc.b, d, tc.equal)
+		}
 	}
 }

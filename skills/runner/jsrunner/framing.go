@@ -19,6 +19,10 @@ type frameError struct {
 	reason string
 	// tooLarge marks a record longer than the room a page had for it.
 	tooLarge bool
+	// overInput marks a first record within the page's bytes whose call
+	// input would not fit (see pageFits); encoded is what the record adds.
+	overInput bool
+	encoded   int64
 }
 
 func (e *frameError) Error() string { return fmt.Sprintf("at byte offset %d: %s", e.offset, e.reason) }
@@ -270,8 +274,21 @@ type framedPage struct {
 	span                 []byte // the artifact bytes [offset, offset+length); valid until the next call
 }
 
+// pageFits reports whether the call for a page fits: the page's records
+// span [offset, offset+length) and encode to records bytes in the call's
+// input, and the page is followed by next (eof at the array's end).
+type pageFits func(offset, length, next int64, eof bool, records int64) bool
+
 // nextPage frames the next page so that its span is at most budget bytes.
 func (f *arrayFramer) nextPage(budget int64) (framedPage, error) {
+	return f.nextPageFitting(budget, nil)
+}
+
+// nextPageFitting frames the next page so that its span is at most budget
+// bytes and, when fits is set, its call's input fits as well: records are
+// measured as they are encoded (encodedStringLen, a comma between two), so
+// a page holds fewer records only when their encoding needs it.
+func (f *arrayFramer) nextPageFitting(budget int64, fits pageFits) (framedPage, error) {
 	if !f.started {
 		if err := f.start(); err != nil {
 			return framedPage{}, err
@@ -289,41 +306,67 @@ func (f *arrayFramer) nextPage(budget int64) (framedPage, error) {
 	if err != nil {
 		return framedPage{}, err
 	}
+	// start is where the last record scanned begins; prevEnd ends the one
+	// before it, where the page ends if that record's call does not fit.
+	start, prevEnd := pageStart, int64(-1)
+	var encoded int64
 	for {
 		c, err := f.byteAt(term, pageStart)
 		if err != nil {
 			return framedPage{}, err
 		}
+		next, eof := f.size, false
 		if c == ']' {
 			if err := f.checkTrailer(term + 1); err != nil {
 				return framedPage{}, err
 			}
+			eof = true
+		} else {
+			if c != ',' {
+				// A '}' closes a value at the array's own level: nothing
+				// but a comma or the array's end may follow a record.
+				return framedPage{}, &frameError{offset: term, reason: fmt.Sprintf("%q after an array element, where ',' or ']' must be", c)}
+			}
+			// The next record starts after any whitespace.
+			if next, err = f.skipSpace(term+1, pageStart); err != nil {
+				return framedPage{}, err
+			}
+			if next >= f.size {
+				return framedPage{}, &frameError{offset: term, reason: "the array is not terminated"}
+			}
+			if c, _ := f.byteAt(next, pageStart); c == ']' {
+				return framedPage{}, &frameError{offset: term, reason: "an array element is missing (empty element or trailing comma)"}
+			}
+		}
+		if fits != nil {
+			w, err := f.window(start, pageStart, int(end-start))
+			if err != nil {
+				return framedPage{}, err
+			}
+			cost := encodedStringLen(w[:end-start])
+			if start != pageStart {
+				cost++ // the comma before it
+			}
+			if !fits(pageStart, end-pageStart, next, eof, encoded+cost) {
+				if start == pageStart {
+					return framedPage{}, &frameError{offset: start, reason: "record too large for the call's input", tooLarge: true, overInput: true, encoded: cost}
+				}
+				// The record opens the next page: f.next is its start.
+				end = prevEnd
+				break
+			}
+			encoded += cost
+		}
+		f.next = next
+		if eof {
 			f.eof = true
-			f.next = f.size
 			break
 		}
-		if c != ',' {
-			// A '}' closes a value at the array's own level: nothing
-			// but a comma or the array's end may follow a record.
-			return framedPage{}, &frameError{offset: term, reason: fmt.Sprintf("%q after an array element, where ',' or ']' must be", c)}
-		}
-		// The next record starts after any whitespace.
-		nextStart, err := f.skipSpace(term+1, pageStart)
-		if err != nil {
-			return framedPage{}, err
-		}
-		if nextStart >= f.size {
-			return framedPage{}, &frameError{offset: term, reason: "the array is not terminated"}
-		}
-		if c, _ := f.byteAt(nextStart, pageStart); c == ']' {
-			return framedPage{}, &frameError{offset: term, reason: "an array element is missing (empty element or trailing comma)"}
-		}
-		f.next = nextStart
-		room := budget - (nextStart - pageStart)
+		room := budget - (next - pageStart)
 		if room <= 0 {
 			break
 		}
-		e, t, err := f.scanRecord(nextStart, pageStart, room)
+		e, t, err := f.scanRecord(next, pageStart, room)
 		var fe *frameError
 		if errors.As(err, &fe) && fe.tooLarge {
 			break // the record opens the next page
@@ -331,6 +374,7 @@ func (f *arrayFramer) nextPage(budget int64) (framedPage, error) {
 		if err != nil {
 			return framedPage{}, err
 		}
+		start, prevEnd = next, end
 		end, term = e, t
 	}
 	w, err := f.window(pageStart, pageStart, int(end-pageStart))

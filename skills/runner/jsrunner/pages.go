@@ -266,9 +266,9 @@ func (p *Pool) runPaged(ctx context.Context, vs validatedSpec, c *call, in []byt
 	defer snap.file.Close()
 
 	ref := p.artifactRef(snap.digest)
-	// The longest metadata any page of this artifact can have, to size pages
-	// so that a whole call stays within the input limit.
-	metaMax := len(pageMeta(nil, ref, ps.MediaType, snap.digest, snap.size, MaxPages, snap.size, snap.size, snap.size, false, snap.digest))
+	// The metadata of a page whose numbers all have one digit and whose eof
+	// is true; pageMetaLen adds what a page's own numbers and eof add.
+	metaBase := len(pageMeta(nil, ref, ps.MediaType, snap.digest, snap.size, 0, 0, 0, 0, true, snap.digest))
 	framer := newArrayFramer(snap.file, snap.size)
 	state := []byte("null")
 	c.paged = true
@@ -279,18 +279,21 @@ func (p *Pool) runPaged(ctx context.Context, vs validatedSpec, c *call, in []byt
 		if index >= MaxPages {
 			return Result{Pages: pages, Err: failf(CodeResourceLimit, "page %d at byte offset %d: the run needs more than %d pages", index, at, MaxPages)}
 		}
-		room := int64(MaxInputBytes - len(prefix) - metaMax - len(`],"state":`) - len(state) - len(`}}`))
-		// Records travel as JSON strings: every '"' and '\\' is escaped and
-		// each record gains two quotes. A record with its comma grows at
-		// most 7/3 (`""` and its comma, 3 bytes, become 7), so a span of
-		// budget bytes encodes within 7/3 of budget and a byte or two.
-		budget := min(int64(vs.pageBytes), (room-2)*3/7)
-		if budget <= 0 {
+		// Everything in the call's input but the page's metadata and its
+		// records: the inputs, the state and the closing bytes.
+		fixed := int64(len(prefix) + len(`],"state":`) + len(state) + len(`}}`))
+		if fixed+int64(metaBase) > MaxInputBytes {
 			return Result{Pages: pages, Err: failf(CodeResourceLimit, "page %d at byte offset %d: the inputs and the %d-byte continuation state leave no room for records within the %d-byte per-call input limit", index, at, len(state), MaxInputBytes)}
 		}
-		page, err := framer.nextPage(budget)
+		// A page holds at most page_bytes of the artifact, and fewer only
+		// when the call's exact input (records encoded as JSON strings,
+		// page metadata with this page's own numbers) would pass the limit.
+		fits := func(offset, length, next int64, eof bool, records int64) bool {
+			return fixed+int64(pageMetaLen(metaBase, index, offset, length, next, eof))+records <= MaxInputBytes
+		}
+		page, err := framer.nextPageFitting(int64(vs.pageBytes), fits)
 		if err != nil {
-			return Result{Pages: pages, Err: p.framingFailure(framer, err, index, at, budget, vs.pageBytes, len(state))}
+			return Result{Pages: pages, Err: p.framingFailure(err, index, at, vs.pageBytes, len(state))}
 		}
 		if !utf8.Valid(page.span) {
 			return Result{Pages: pages, Err: failf(CodeInvalidRequest, "page %d at byte offset %d: the artifact is not valid UTF-8", index, page.offset)}
@@ -319,6 +322,11 @@ func (p *Pool) runPaged(ctx context.Context, vs validatedSpec, c *call, in []byt
 		buf = append(buf, `,"state":`...)
 		buf = append(buf, state...)
 		buf = append(buf, `}}`...)
+		if len(buf) > MaxInputBytes {
+			// fits measured every page with records exactly; this is an
+			// empty array's page whose own numbers tipped the input over.
+			return Result{Pages: pages, Err: failf(CodeResourceLimit, "page %d at byte offset %d: the inputs and the %d-byte continuation state leave no room for the page within the %d-byte per-call input limit (the call's input would be %d bytes)", index, page.offset, len(state), MaxInputBytes, len(buf))}
+		}
 		c.inputs = buf
 
 		pages++
@@ -355,26 +363,54 @@ func (p *Pool) runPaged(ctx context.Context, vs validatedSpec, c *call, in []byt
 }
 
 // framingFailure explains why a page could not be framed.
-func (p *Pool) framingFailure(framer *arrayFramer, err error, index int, at, budget int64, pageBytes, stateLen int) *Failure {
+func (p *Pool) framingFailure(err error, index int, at int64, pageBytes, stateLen int) *Failure {
 	var fe *frameError
 	if !errors.As(err, &fe) {
 		return failf(CodeInternalFailure, "page %d at byte offset %d: %v", index, at, err)
 	}
+	if fe.overInput {
+		return failf(CodeResourceLimit, "page %d at byte offset %d: the record at byte offset %d fits page_bytes but not the %d-byte per-call input limit next to the inputs and the %d-byte continuation state (encoded, the record is %d bytes)", index, at, fe.offset, MaxInputBytes, stateLen, fe.encoded)
+	}
 	if !fe.tooLarge {
 		return failf(CodeInvalidRequest, "page %d at byte offset %d: the artifact is not a well-formed JSON array: %v", index, at, fe)
 	}
-	if budget < int64(pageBytes) {
-		// Tell a record that can never fit from one the state crowded out.
-		if _, _, err := framer.scanRecord(fe.offset, fe.offset, int64(pageBytes)); err == nil {
-			return failf(CodeResourceLimit, "page %d at byte offset %d: the record at byte offset %d fits page_bytes but not the %d-byte per-call input limit next to the inputs and the %d-byte continuation state", index, at, fe.offset, MaxInputBytes, stateLen)
+	return failf(CodeInvalidRequest, "page %d at byte offset %d: the record at byte offset %d is larger than a page (%d bytes) and cannot be framed", index, at, fe.offset, pageBytes)
+}
+
+// pageMetaLen is len(pageMeta(...)) for a page with these numbers and eof,
+// given base, the length with every number one digit long and eof true.
+func pageMetaLen(base, index int, offset, length, next int64, eof bool) int {
+	n := base + decimalDigits(int64(index)) + decimalDigits(offset) + decimalDigits(length) + decimalDigits(next) - 4
+	if !eof {
+		n++ // "false" is a byte longer than "true"
+	}
+	return n
+}
+
+func decimalDigits(n int64) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
+}
+
+// encodedStringLen is len(appendJSONString(nil, b)): the size of a record in
+// a call's input.
+func encodedStringLen(b []byte) int64 {
+	n := int64(len(b)) + 2
+	for _, c := range b {
+		switch c {
+		case '"', '\\', '\n', '\r', '\t':
+			n++
 		}
 	}
-	return failf(CodeInvalidRequest, "page %d at byte offset %d: the record at byte offset %d is larger than a page (%d bytes) and cannot be framed", index, at, fe.offset, min(budget, int64(pageBytes)))
+	return n
 }
 
 // appendJSONString appends b as a JSON string literal. b is valid UTF-8
 // JSON text, so only '"', '\\' and the control characters JSON text may
-// hold between tokens need escaping.
+// hold between tokens need escaping; encodedStringLen counts the same.
 func appendJSONString(dst, b []byte) []byte {
 	dst = append(dst, '"')
 	for _, c := range b {

@@ -346,10 +346,10 @@ func TestPagedInputCeilingFramesFewerBytes(t *testing.T) {
 		Pages []int
 	}
 	json.Unmarshal(r.Output, &out)
-	// 4 MiB minus 2.5 MiB of filler leaves room for one 600 KiB record per
-	// call once records are encoded as strings (which may grow them by 7/3).
-	if out.Count != 8 || len(out.Pages) != 8 {
-		t.Fatalf("output %s: want 8 records on 8 pages", r.Output)
+	// 4 MiB minus 2.5 MiB of filler leaves room for two 600 KiB records per
+	// call, encoded as strings (each '"' escaped), not for three.
+	if out.Count != 8 || fmt.Sprint(out.Pages) != "[2 2 2 2]" {
+		t.Fatalf("output %s: want 8 records on 4 pages of 2", r.Output)
 	}
 
 	spec := pagedSpec(t, "paddedState", MaxPageBytes)
@@ -527,5 +527,141 @@ func TestSnapshotIsImmutable(t *testing.T) {
 	}
 	if len(entries) != 0 {
 		t.Fatalf("the snapshot left %d files behind", len(entries))
+	}
+}
+
+// TestPagedRecordThatFitsIsNotRefused: a record is measured as it is
+// encoded, not by the worst case of its size, so a 1.8 MB record whose call
+// input is far below 4 MiB runs on a 4 MiB page.
+func TestPagedRecordThatFitsIsNotRefused(t *testing.T) {
+	p := newPool(t, PoolOptions{Workers: 1, AddressSpace: 2 << 30})
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "data", "ledger.json"), `["`+strings.Repeat("x", 1_797_500)+`"]`)
+	r := p.Run(context.Background(), pagedSpec(t, "countOnly", MaxPageBytes), json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`), ws)
+	if r.Err != nil {
+		t.Fatalf("%s: %s", r.Err.Code, r.Err.Message)
+	}
+	if string(r.Output) != `{"count":1}` || r.Pages != 1 {
+		t.Fatalf("output %s over %d pages, want {\"count\":1} on one page", r.Output, r.Pages)
+	}
+}
+
+// TestPagedInputFillsTheLimitExactly: a page whose call input is exactly
+// 4 MiB runs; one byte more and its record is refused as a resource limit.
+func TestPagedInputFillsTheLimitExactly(t *testing.T) {
+	p := newPool(t, PoolOptions{Workers: 1, AddressSpace: 2 << 30})
+	in := json.RawMessage(`{"ledger_file":"data/ledger.json","ledger_base":"workspace"}`)
+	// The artifact ["x…x"] (n x's) is one record of n+2 bytes at offset 1,
+	// ending the array; the call's input is
+	// {<meta>"\"x…x\""],"state":null}}: the path inputs are removed.
+	ref := "libos-artifact:" + strings.Repeat("0", 32)
+	digest := digestOf(nil)
+	inputLen := func(n int) int {
+		size := int64(n + 4)
+		meta := pageMeta(nil, ref, "application/json", digest, size, 0, 1, size-2, size, true, digest)
+		return len("{") + len(meta) + (n + 6) + len(`],"state":null}}`)
+	}
+	n := MaxInputBytes - inputLen(0)
+	n -= inputLen(n) - MaxInputBytes
+	if inputLen(n) != MaxInputBytes {
+		t.Fatalf("inputLen(%d) = %d, want %d", n, inputLen(n), MaxInputBytes)
+	}
+	ws := t.TempDir()
+	artifact := filepath.Join(ws, "data", "ledger.json")
+	writeFile(t, artifact, `["`+strings.Repeat("x", n)+`"]`)
+	r := p.Run(context.Background(), pagedSpec(t, "countOnly", MaxPageBytes), in, ws)
+	if r.Err != nil {
+		t.Fatalf("a %d-byte call input: %s: %s", MaxInputBytes, r.Err.Code, r.Err.Message)
+	}
+	if string(r.Output) != `{"count":1}` {
+		t.Fatalf("output %s", r.Output)
+	}
+	writeFile(t, artifact, `["`+strings.Repeat("x", n+1)+`"]`)
+	r = p.Run(context.Background(), pagedSpec(t, "countOnly", MaxPageBytes), in, ws)
+	wantFailure(t, r, CodeResourceLimit, "page 0 at byte offset 0", "record at byte offset 1 fits page_bytes but not the 4194304-byte per-call input limit", fmt.Sprintf("encoded, the record is %d bytes", n+7))
+}
+
+// TestPageMetaLenAndEncodedStringLen: the sizes the framer budgets with are
+// the sizes of what runPaged writes.
+func TestPageMetaLenAndEncodedStringLen(t *testing.T) {
+	ref, digest := "libos-artifact:"+strings.Repeat("a", 32), digestOf([]byte("x"))
+	base := len(pageMeta(nil, ref, "text/x-\"q\"", digest, 7, 0, 0, 0, 0, true, digest))
+	for _, tc := range []struct {
+		index                int
+		offset, length, next int64
+		eof                  bool
+	}{{0, 0, 0, 0, true}, {9, 10, 99, 100, false}, {4095, 123456789, 4 << 20, 536870912, false}, {10, 1, 0, 1, true}} {
+		want := len(pageMeta(nil, ref, "text/x-\"q\"", digest, 7, tc.index, tc.offset, tc.length, tc.next, tc.eof, digest))
+		if got := pageMetaLen(base, tc.index, tc.offset, tc.length, tc.next, tc.eof); got != want {
+			t.Fatalf("pageMetaLen%+v = %d, want %d", tc, got, want)
+		}
+	}
+	for _, rec := range []string{`1`, `""`, `"a\"b\\c"`, "{\n\t\"k\" :\r\n [1, \"é\"]}", `"\u0000"`} {
+		if got, want := encodedStringLen([]byte(rec)), len(appendJSONString(nil, []byte(rec))); got != int64(want) {
+			t.Fatalf("encodedStringLen(%q) = %d, want %d", rec, got, want)
+		}
+	}
+}
+
+// TestPageFramingByEncodedSize: with a fits limit, each page holds the
+// records whose encoding fits, the next record opens the next page (its
+// offset is the previous next_offset), and no page stops short.
+func TestPageFramingByEncodedSize(t *testing.T) {
+	data := []byte("[ \"ab\" , 1 ,\"c\\\"d\",{\"k\":[1,\n2]},\t\"\" ,7 ]")
+	var all []json.RawMessage
+	if err := json.Unmarshal(data, &all); err != nil {
+		t.Fatal(err)
+	}
+	// Encoded, the records are 8, 3, 12, 17, 6 and 3 bytes.
+	for limit := int64(17); limit <= 60; limit++ {
+		fr := newArrayFramer(bytes.NewReader(data), int64(len(data)))
+		fits := func(offset, length, next int64, eof bool, records int64) bool { return records <= limit }
+		var got []json.RawMessage
+		prevNext := int64(-1)
+		for page := 0; ; page++ {
+			pg, err := fr.nextPageFitting(MaxPageBytes, fits)
+			if err != nil {
+				t.Fatalf("limit %d page %d: %v", limit, page, err)
+			}
+			if prevNext >= 0 && pg.offset != prevNext {
+				t.Fatalf("limit %d page %d starts at %d, previous next_offset %d", limit, page, pg.offset, prevNext)
+			}
+			prevNext = pg.next
+			var recs []json.RawMessage
+			if err := json.Unmarshal(append(append([]byte("["), pg.span...), ']'), &recs); err != nil {
+				t.Fatalf("limit %d page %d: %q: %v", limit, page, pg.span, err)
+			}
+			enc := int64(len(recs) - 1)
+			for _, r := range recs {
+				enc += encodedStringLen(r)
+			}
+			if enc > limit {
+				t.Fatalf("limit %d page %d: records encode to %d bytes", limit, page, enc)
+			}
+			got = append(got, recs...)
+			if pg.eof {
+				break
+			}
+			if more := enc + 1 + encodedStringLen(all[len(got)]); more <= limit {
+				t.Fatalf("limit %d page %d stops short: the next record would make %d bytes", limit, page, more)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(all) {
+			t.Fatalf("limit %d: records %s, want %s", limit, got, all)
+		}
+	}
+	// Below the largest record's encoding (17 bytes for {"k":[1,\n2]}),
+	// that record is refused where its page starts.
+	fr := newArrayFramer(bytes.NewReader(data), int64(len(data)))
+	fits := func(offset, length, next int64, eof bool, records int64) bool { return records <= 16 }
+	for {
+		_, err := fr.nextPageFitting(MaxPageBytes, fits)
+		if err != nil {
+			fe, ok := err.(*frameError)
+			if !ok || !fe.overInput || fe.offset != 19 || fe.encoded != 17 {
+				t.Fatalf("err = %#v, want the record at byte offset 19 refused as 17 bytes", err)
+			}
+			break
+		}
 	}
 }
