@@ -22,3 +22,22 @@ func sharedLock(name string) (io.Closer, error) {
 	}
 	return f, nil
 }
+
+// heldByReaders reports whether the record lock on the file name is held
+// by read-only opens only (shared locks): they last as long as one command
+// reads, so a writer waits for them rather than fail as if a runtime held
+// the directory.
+func heldByReaders(name string) bool {
+	f, err := os.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: io.SeekStart}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
+		return false
+	}
+	// A writer's lock excludes every other, so a shared lock found means
+	// readers alone hold it; none found means it was just let go.
+	return lk.Type == syscall.F_RDLCK || lk.Type == syscall.F_UNLCK
+}

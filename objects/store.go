@@ -221,6 +221,17 @@ func Open(dir string, opts Options) (*Store, error) {
 		lockFS = readLockFS{fs}
 	}
 	lock, err := pebble.LockDirectory(dir, lockFS)
+	if err != nil && !opts.ReadOnly && isLockHeld(err) && vfs.Root(fs) == vfs.Default {
+		// Read-only opens (libos ps, logs, inspect on an idle directory)
+		// hold a shared lock for as long as they read: a runtime starting
+		// meanwhile waits for them instead of failing as if another runtime
+		// held the directory.
+		lockFile := filepath.Join(dir, "LOCK")
+		for deadline := time.Now().Add(readersWait); err != nil && isLockHeld(err) && heldByReaders(lockFile) && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+			lock, err = pebble.LockDirectory(dir, lockFS)
+		}
+	}
 	if err != nil {
 		release()
 		if isLockHeld(err) {
@@ -482,6 +493,10 @@ func canonicalDir(dir string) (string, error) {
 
 // isLockHeld tells a held lock apart from other failures to take it (a
 // missing or unwritable directory comes back as *os.PathError).
+// readersWait bounds how long a writer's Open waits for read-only opens to
+// let the directory go.
+const readersWait = 10 * time.Second
+
 func isLockHeld(err error) bool {
 	var pathErr *os.PathError
 	if errors.As(err, &pathErr) {
