@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -177,20 +176,11 @@ func openInputsFile(arg, workspace string) (*os.File, error) {
 		return nil, fmt.Errorf("--inputs %s: opening the workspace %s: %w", arg, ws, err)
 	}
 	defer root.Close()
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := skillpkg.OpenRegular(root.OpenFile, rel)
 	if err != nil {
 		// os.Root says "path escapes from parent" for a ".." or a symbolic
 		// link that leaves the workspace.
 		return nil, refuse("%v", err)
-	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, refuse("%v", err)
-	}
-	if !info.Mode().IsRegular() {
-		f.Close()
-		return nil, refuse("it is a %s", fileKind(info.Mode()))
 	}
 	return f, nil
 }
@@ -209,20 +199,6 @@ func relativeToWorkspace(p, ws string) string {
 		}
 	}
 	return ""
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "folder"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "file of mode " + m.Type().String()
 }
 
 // checkInputsDocument enforces runx's rule for an --inputs document: it

@@ -275,18 +275,11 @@ func readFixture(pkgDir, rel string) ([]byte, error) {
 		return nil, fmt.Errorf("reading fixture %s: %w", rel, err)
 	}
 	defer root.Close()
-	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := skillpkg.OpenRegular(root.OpenFile, rel)
 	if err != nil {
 		return nil, fmt.Errorf("fixture %s: must be a regular file inside the package: %w", rel, err)
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading fixture %s: %w", rel, err)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("fixture %s: must be a regular file inside the package, not a %s", rel, fileKind(info.Mode()))
-	}
 	// One byte past the limit is enough for ParseFixture to refuse it.
 	data, err := io.ReadAll(io.LimitReader(f, skillpkg.MaxManifestBytes+1))
 	if err != nil {

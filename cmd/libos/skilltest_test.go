@@ -235,7 +235,7 @@ func TestSkillTestRefusesAFixtureThatIsNotARegularFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := skillTestWithin(t, dir, "--workspace", dir)
-	if want := "fail fifo: fixture fixtures/hang.yaml: must be a regular file inside the package, not a named pipe (FIFO)\n"; code != 1 || !strings.Contains(out, want) {
+	if want := "fail fifo: fixture fixtures/hang.yaml: must be a regular file inside the package: is not a regular file: it is a named pipe (FIFO)\n"; code != 1 || !strings.Contains(out, want) {
 		t.Fatalf("exit %d, output %q, want %q", code, out, want)
 	}
 }

@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/evanw/esbuild/pkg/api"
 
 	"github.com/libos/libos/skills/runner/jsrunner"
 	"github.com/libos/libos/skills/skillpkg"
@@ -46,6 +50,8 @@ func (e *ModuleGraphError) Unwrap() error { return e.Failure }
 // jsrunner.CheckModule, the resolver and bundler that run the module. So a
 // package that check admits never fails a run with module_rejected for its
 // imports, and one it refuses is refused with the error a run would give.
+// The export each javascript runner calls must be one its module exports
+// (checkExport), so that no call fails with "the module has no export".
 // The source closure of every bundled cli-tool is bound too (toolSources):
 // a missing command or entrypoint file, an import that does not resolve, or
 // uncompiled TypeScript run by node is refused before anything runs.
@@ -76,6 +82,11 @@ func Admit(dir string) (*skillpkg.Package, error) {
 			}
 			for _, file := range files {
 				reached[file] = true
+			}
+		}
+		if r.Type == skillpkg.TypeJavaScript {
+			if err := checkExport(pkg.Dir, r); err != nil {
+				return nil, err
 			}
 		}
 		if r.Type == skillpkg.TypeCLITool {
@@ -202,4 +213,121 @@ func graphStepModules(r *skillpkg.Runner) []string {
 		}
 	}
 	return out
+}
+
+// exportsNamespace is the esbuild namespace of the package files
+// moduleExports reads.
+const exportsNamespace = "libos-exports"
+
+// checkExport refuses a javascript runner whose module does not export the
+// name the runner calls (Runner.Export, or default), naming the manifest,
+// line and field that declare it: otherwise the package is admitted and
+// every call fails with module_rejected "the module has no export", which
+// names neither. A module whose exports cannot be listed before it runs (a
+// CommonJS file in its graph) is left to the run.
+func checkExport(dir string, r *skillpkg.Runner) error {
+	exports, known := moduleExports(dir, r.Module)
+	if !known {
+		return nil
+	}
+	want := r.Export
+	if want == "" {
+		want = "default"
+	}
+	if slices.Contains(exports, want) {
+		return nil
+	}
+	has := "exports nothing"
+	if len(exports) > 0 {
+		names := slices.Sorted(slices.Values(exports))
+		if len(names) > 20 {
+			names = append(names[:20], fmt.Sprintf("and %d more", len(names)-20))
+		}
+		has = "exports " + strings.Join(names, ", ")
+	}
+	if r.Export == "" {
+		return r.ModuleAt.ModuleError("module %s has no default export, which the runner calls when it names no export (the module %s); export a default function, or name one in %s", r.Module, has, r.ExportAt.Field)
+	}
+	return r.ExportAt.ModuleError("names export %q, which module %s does not have (the module %s)", r.Export, r.Module, has)
+}
+
+// moduleExports lists the names module exports, as the bundler that runs it
+// reads them: esbuild's metafile lists the entry's exports, those re-exported
+// from other package files included. known is false when the list is not
+// the one a call sees: a CommonJS file in the graph, whose exports are
+// assigned as it runs, or a graph that does not build (jsrunner.ModuleGraph,
+// which Admit ran first, is what reports that). Files are read through an
+// os.Root of the package, as regular files only.
+func moduleExports(dir, module string) (exports []string, known bool) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, false
+	}
+	defer root.Close()
+	resolve := func(a api.OnResolveArgs) (api.OnResolveResult, error) {
+		switch {
+		case a.Kind == api.ResolveEntryPoint:
+			return api.OnResolveResult{Path: a.Path, Namespace: exportsNamespace}, nil
+		case a.Kind == api.ResolveJSImportStatement && a.Namespace == exportsNamespace &&
+			(strings.HasPrefix(a.Path, "./") || strings.HasPrefix(a.Path, "../")):
+			return api.OnResolveResult{Path: path.Join(path.Dir(a.Importer), a.Path), Namespace: exportsNamespace}, nil
+		}
+		// ModuleGraph refused every other import already; this one changed
+		// since, and the run will report it.
+		return api.OnResolveResult{Errors: []api.Message{{Text: "unexpected import " + a.Path}}}, nil
+	}
+	load := func(a api.OnLoadArgs) (api.OnLoadResult, error) {
+		f, err := skillpkg.OpenRegular(root.OpenFile, a.Path)
+		if err != nil {
+			return api.OnLoadResult{Errors: []api.Message{{Text: err.Error()}}}, nil
+		}
+		defer f.Close()
+		data, err := io.ReadAll(io.LimitReader(f, jsrunner.MaxSourceBytes+1))
+		if err != nil || len(data) > jsrunner.MaxSourceBytes {
+			return api.OnLoadResult{Errors: []api.Message{{Text: "unreadable " + a.Path}}}, nil
+		}
+		contents := string(data)
+		loader := api.LoaderJS
+		if path.Ext(a.Path) == ".json" {
+			loader = api.LoaderJSON
+		}
+		return api.OnLoadResult{Contents: &contents, Loader: loader}, nil
+	}
+	result := api.Build(api.BuildOptions{
+		EntryPoints: []string{module},
+		Bundle:      true,
+		Write:       false,
+		Format:      api.FormatESModule,
+		Platform:    api.PlatformNeutral,
+		Target:      api.ESNext,
+		Metafile:    true,
+		LogLevel:    api.LogLevelSilent,
+		Plugins: []api.Plugin{{Name: exportsNamespace, Setup: func(b api.PluginBuild) {
+			b.OnResolve(api.OnResolveOptions{Filter: ".*"}, resolve)
+			b.OnLoad(api.OnLoadOptions{Filter: ".*", Namespace: exportsNamespace}, load)
+		}}},
+	})
+	if len(result.Errors) > 0 {
+		return nil, false
+	}
+	var meta struct {
+		Inputs map[string]struct {
+			Format string `json:"format"`
+		} `json:"inputs"`
+		Outputs map[string]struct {
+			Exports []string `json:"exports"`
+		} `json:"outputs"`
+	}
+	if err := json.Unmarshal([]byte(result.Metafile), &meta); err != nil || len(meta.Outputs) != 1 {
+		return nil, false
+	}
+	for _, in := range meta.Inputs {
+		if in.Format == "cjs" {
+			return nil, false
+		}
+	}
+	for _, out := range meta.Outputs {
+		exports = out.Exports
+	}
+	return exports, true
 }

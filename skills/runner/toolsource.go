@@ -302,9 +302,14 @@ func exactHint(kind string) string {
 	return `; a bundled tool's require is bound to exactly the file it names (as runx binds it), so name the file itself with its extension ("./lib/index.js", not "./lib")`
 }
 
+// readToolSource reads a source file through the package root, refusing,
+// without blocking on it, one that is no longer a regular file (a FIFO
+// would stall admission until a writer came).
 func readToolSource(root *os.Root, rel string) ([]byte, error) {
-	f, err := root.Open(rel)
-	if err != nil {
+	f, err := skillpkg.OpenRegular(root.OpenFile, rel)
+	if errors.Is(err, skillpkg.ErrNotRegular) {
+		return nil, errors.New("is not a regular file")
+	} else if err != nil {
 		return nil, fmt.Errorf("cannot be opened inside the package: %w", err)
 	}
 	defer f.Close()

@@ -61,3 +61,24 @@ func (e *AdmissionError) Is(target error) bool {
 	return target == ErrAdmission || (e.module && target == ErrModuleRefused) ||
 		(e.credential && target == ErrCredentialEnvironment)
 }
+
+// Location is where a manifest declares a field, recorded while it is
+// parsed so that a check made later (on disk, or on the module graph) names
+// what the author wrote rather than a path guessed from the runner.
+type Location struct {
+	// File is the package-relative manifest ("X.yaml", "skill.yaml",
+	// "tools/ns/t/manifest.json").
+	File string
+	// Line is the 1-based line of the field's value, or 0 when unknown.
+	Line int
+	// Field is the dotted field path as written ("runners.a.module",
+	// "run.export", "source.module").
+	Field string
+}
+
+// ModuleError refuses the module or export declared at l: the error
+// matches ErrAdmission and ErrModuleRefused, as a run of that module would
+// fail with module_rejected.
+func (l Location) ModuleError(format string, args ...any) *AdmissionError {
+	return &AdmissionError{File: l.File, Line: l.Line, Field: l.Field, Rule: fmt.Sprintf(format, args...), module: true}
+}

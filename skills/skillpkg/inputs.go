@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/big"
 	"sort"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -15,8 +16,8 @@ import (
 type ValueType string
 
 // The value types a runner may declare. TypeJSON (runx's name) and TypeAny
-// (libos's) accept every JSON value, including null; the others refuse null
-// for a required input.
+// (libos's, for outputs only: runx has no such input type) accept every
+// JSON value, including null; the others refuse null for a required input.
 const (
 	TypeString  ValueType = "string"
 	TypeNumber  ValueType = "number"
@@ -55,6 +56,49 @@ type InputDecl struct {
 	Packet string
 	// Artifact is runx's artifact flag, recorded as metadata.
 	Artifact bool
+	// line is the line of the input's name in the manifest (0 when not
+	// parsed from one), for refusals made after the declaration is read.
+	line int
+}
+
+// InputVariablePrefix starts the variables that carry a cli-tool's inputs
+// (RUNX_INPUT_<NAME> and RUNX_INPUT_<NAME>_PATH), as the runtime contract
+// names them.
+const InputVariablePrefix = "RUNX_INPUT_"
+
+// MaxInputVariableName bounds the <NAME> of an input: the cli-tool runner
+// writes each input to a file input_<NAME>, and a file name has at most 255
+// bytes on Linux and the BSDs.
+const MaxInputVariableName = 255 - len("input_")
+
+// NormalizeInputName turns an input name into the <NAME> of
+// RUNX_INPUT_<NAME>, by the runtime contract's rule: every run of characters
+// other than ASCII letters and digits becomes one '_', separators at either
+// end are trimmed, and letters are uppercased. So "thread.title" becomes
+// "THREAD_TITLE" and " a--b__c " becomes "A_B_C". The result is "" when the
+// name holds no letter or digit. Admission refuses the cli-tool inputs whose
+// names this maps to nothing or onto another's (checkInputVariables); the
+// cli-tool runner delivers inputs under these names.
+func NormalizeInputName(name string) string {
+	var b strings.Builder
+	pendingSep := false
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z':
+			c -= 'a' - 'A'
+		case c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		default:
+			pendingSep = true
+			continue
+		}
+		if pendingSep && b.Len() > 0 {
+			b.WriteByte('_')
+		}
+		pendingSep = false
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // ResolveInputs checks raw, which must be a JSON object, against decls and
@@ -135,6 +179,11 @@ func decodeObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, fmt.Errorf("%w: inputs must be a JSON object, got %s", ErrInvalidInputs, describeToken(tok))
 	}
+	// A \u escape of a lone surrogate is valid JSON text but no Unicode
+	// character: Go's decoder reads it as U+FFFD while the raw input keeps
+	// the escape, so a tool's argument would differ from its inputs.json.
+	// runx's decoder (serde_json) refuses it; so does this.
+	lone := hasLoneSurrogate(raw)
 	out := make(map[string]json.RawMessage)
 	for dec.More() {
 		tok, err := dec.Token()
@@ -153,6 +202,9 @@ func decodeObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
 		if err := json.Compact(&compact, value); err != nil {
 			return nil, fmt.Errorf("%w: input %q: %v", ErrInvalidInputs, name, err)
 		}
+		if lone && hasLoneSurrogate(compact.Bytes()) {
+			return nil, fmt.Errorf("%w: input %q holds a \\u escape of a lone UTF-16 surrogate, which is no Unicode character; %s", ErrInvalidInputs, name, unicodeRule)
+		}
 		out[name] = compact.Bytes()
 	}
 	if _, err := dec.Token(); err != nil {
@@ -161,7 +213,71 @@ func decodeObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: inputs must hold exactly one JSON object, found data after it", ErrInvalidInputs)
 	}
+	if lone {
+		// No value held it, so a member name does.
+		return nil, fmt.Errorf("%w: an input name holds a \\u escape of a lone UTF-16 surrogate, which is no Unicode character; %s", ErrInvalidInputs, unicodeRule)
+	}
 	return out, nil
+}
+
+// unicodeRule is the rule a lone surrogate escape breaks.
+const unicodeRule = "inputs must be valid Unicode text (a surrogate escape must be a high one followed by a low one)"
+
+// hasLoneSurrogate reports whether the JSON text v holds a \u escape of a
+// UTF-16 surrogate that is not the high half followed by the low half of a
+// pair.
+func hasLoneSurrogate(v []byte) bool {
+	if !bytes.Contains(v, []byte(`\u`)) {
+		return false
+	}
+	inString := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = false
+		case c == '\\' && i+5 < len(v) && v[i+1] == 'u':
+			u := hex4(v[i+2 : i+6])
+			switch {
+			case u >= 0xD800 && u < 0xDC00:
+				if i+11 < len(v) && v[i+6] == '\\' && v[i+7] == 'u' {
+					if low := hex4(v[i+8 : i+12]); low >= 0xDC00 && low < 0xE000 {
+						i += 11
+						continue
+					}
+				}
+				return true
+			case u >= 0xDC00 && u < 0xE000:
+				return true
+			}
+			i += 5
+		case c == '\\':
+			i++ // the escaped character
+		}
+	}
+	return false
+}
+
+// hex4 decodes four hexadecimal digits, or returns -1.
+func hex4(h []byte) int {
+	n := 0
+	for _, c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			n = n<<4 | int(c-'0')
+		case c >= 'a' && c <= 'f':
+			n = n<<4 | int(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			n = n<<4 | int(c-'A'+10)
+		default:
+			return -1
+		}
+	}
+	return n
 }
 
 func describeToken(tok json.Token) string {

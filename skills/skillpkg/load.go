@@ -120,9 +120,15 @@ func Load(dir string) (*Package, error) {
 		if pkg.Manifest, err = ParseManifest(file, xdata); err != nil {
 			return nil, err
 		}
+		// runx requires the manifest's skill, when given, to be the
+		// SKILL.md name: otherwise the runners would be published and
+		// found under a name the manual does not carry.
+		if m := pkg.Manifest; m.Skill != "" && m.Skill != pkg.Skill.Name {
+			return nil, &AdmissionError{File: file, Line: m.skillLine, Field: "skill", Rule: fmt.Sprintf("manifest skill %q does not match SKILL.md name %q", m.Skill, pkg.Skill.Name)}
+		}
 		pkg.Runners = pkg.Manifest.Runners
 		for _, r := range pkg.Runners {
-			if err := checkModule(root, file, moduleField(r), r); err != nil {
+			if err := checkModule(root, r); err != nil {
 				return nil, err
 			}
 		}
@@ -134,23 +140,16 @@ func Load(dir string) (*Package, error) {
 	return pkg, nil
 }
 
-func moduleField(r *Runner) string {
-	if r.Name == DefaultRunnerName && r.Default {
-		return "run.module"
-	}
-	return join(join("runners", r.Name), "module")
-}
-
 // checkModule confirms on disk that a javascript runner's module is a regular
 // file that stays inside the package after symlinks are resolved.
-func checkModule(root, file, field string, r *Runner) error {
+// The error names the manifest, line and field recorded when the runner
+// was parsed (Runner.ModuleAt).
+func checkModule(root string, r *Runner) error {
 	if r.Type != TypeJavaScript {
 		return nil
 	}
 	fail := func(format string, args ...any) error {
-		e := fieldError(file, field, format, args...)
-		e.module = true
-		return e
+		return r.ModuleAt.ModuleError(format, args...)
 	}
 	full := filepath.Join(root, filepath.FromSlash(r.Module))
 	real, err := filepath.EvalSymlinks(full)
@@ -191,18 +190,21 @@ func readContained(root, rel string, required bool) ([]byte, error) {
 	if !inside(root, real) {
 		return nil, &AdmissionError{File: rel, Rule: fmt.Sprintf("resolves through a symlink to %s outside the package", real)}
 	}
-	f, err := os.Open(real)
-	if err != nil {
+	// Checked before opening: opening a FIFO waits for a writer, so a
+	// package holding one would stall admission for ever. OpenRegular checks
+	// again on the descriptor, against a swap after this check.
+	if info, err := os.Lstat(real); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", rel, err)
+	} else if !info.Mode().IsRegular() {
+		return nil, &AdmissionError{File: rel, Rule: "must be a regular file"}
+	}
+	f, err := OpenRegular(os.OpenFile, real)
+	if errors.Is(err, ErrNotRegular) {
+		return nil, &AdmissionError{File: rel, Rule: "must be a regular file"}
+	} else if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", rel, err)
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", rel, err)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, &AdmissionError{File: rel, Rule: "must be a regular file"}
-	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", rel, err)
@@ -305,9 +307,7 @@ func loadToolFolder(root, namespace string, folders []string, tools []*Tool) ([]
 		if err != nil {
 			return nil, err
 		}
-		// The field the author wrote: runner.module, or source.module in
-		// runx's form.
-		if err := checkModule(root, manifestRel, tool.RunnerField+".module", tool.Runner); err != nil {
+		if err := checkModule(root, tool.Runner); err != nil {
 			return nil, err
 		}
 		tools = append(tools, tool)

@@ -110,13 +110,13 @@ func TestLoadRefuses(t *testing.T) {
 		{name: "SKILL.md is a folder", files: map[string]string{"SKILL.md/x": ""}, wantErr: "SKILL.md: must be a regular file"},
 		{name: "SKILL.md symlinked outside", links: map[string]string{"SKILL.md": filepath.Join(outside, "SKILL.md")}, wantErr: "SKILL.md: resolves through a symlink"},
 		{name: "bad skill.yaml", files: map[string]string{"SKILL.md": skillMD, "skill.yaml": "run: {type: cli-tool}\n"}, wantErr: "skill.yaml:1: run.command: is required"},
-		{name: "module missing", files: map[string]string{"SKILL.md": skillMD, "skill.yaml": "run: {type: javascript, module: m.mjs}\n"}, wantErr: "skill.yaml: run.module: names m.mjs, which does not exist", module: true},
+		{name: "module missing", files: map[string]string{"SKILL.md": skillMD, "skill.yaml": "run: {type: javascript, module: m.mjs}\n"}, wantErr: "skill.yaml:1: run.module: names m.mjs, which does not exist", module: true},
 		{name: "module is a folder", files: map[string]string{"SKILL.md": skillMD, "skill.yaml": "run: {type: javascript, module: m.mjs}\n", "m.mjs/x": ""}, wantErr: "which is not a regular file", module: true},
 		{
 			name:    "module symlinked outside",
 			files:   map[string]string{"SKILL.md": skillMD, "skill.yaml": "runners:\n  a: {type: javascript, module: m.mjs, default: true}\n"},
 			links:   map[string]string{"m.mjs": filepath.Join(outside, "evil.mjs")},
-			wantErr: "skill.yaml: runners.a.module: names m.mjs, which resolves through a symlink", module: true,
+			wantErr: "skill.yaml:2: runners.a.module: names m.mjs, which resolves through a symlink", module: true,
 		},
 		{
 			name:    "module under a folder symlinked outside",
@@ -157,14 +157,14 @@ func TestLoadRefuses(t *testing.T) {
 			files: map[string]string{"SKILL.md": skillMD,
 				"tools/ns/tool/manifest.json": `{"name": "ns.tool", "runner": {"type": "javascript", "module": "m.mjs"}}`},
 			links:   map[string]string{"tools/ns/tool/m.mjs": filepath.Join(outside, "evil.mjs")},
-			wantErr: "tools/ns/tool/manifest.json: runner.module: names tools/ns/tool/m.mjs, which resolves through a symlink", module: true,
+			wantErr: "tools/ns/tool/manifest.json:1: runner.module: names tools/ns/tool/m.mjs, which resolves through a symlink", module: true,
 		},
 		// runx's form declares the module in source: that is the field named.
 		{
 			name: "runx-form tool module missing",
 			files: map[string]string{"SKILL.md": skillMD,
 				"tools/ns/tool/manifest.json": `{"schema": "runx.tool.manifest.v1", "name": "ns.tool", "source": {"type": "javascript", "module": "m.mjs"}}`},
-			wantErr: "tools/ns/tool/manifest.json: source.module: names tools/ns/tool/m.mjs, which does not exist", module: true,
+			wantErr: "tools/ns/tool/manifest.json:1: source.module: names tools/ns/tool/m.mjs, which does not exist", module: true,
 		},
 		{
 			name: "runx-form nested tool module symlinked outside",
@@ -172,7 +172,7 @@ func TestLoadRefuses(t *testing.T) {
 				"tools/ns/tool/manifest.json":     `{"name": "ns.tool", "runner": {"type": "cli-tool", "command": "x"}}`,
 				"tools/ns/tool/sub/manifest.json": `{"schema": "runx.tool.manifest.v1", "name": "ns.tool.sub", "source": {"type": "javascript", "module": "m.mjs"}}`},
 			links:   map[string]string{"tools/ns/tool/sub/m.mjs": filepath.Join(outside, "evil.mjs")},
-			wantErr: "tools/ns/tool/sub/manifest.json: source.module: names tools/ns/tool/sub/m.mjs, which resolves through a symlink", module: true,
+			wantErr: "tools/ns/tool/sub/manifest.json:1: source.module: names tools/ns/tool/sub/m.mjs, which resolves through a symlink", module: true,
 		},
 	}
 	for _, tc := range tests {

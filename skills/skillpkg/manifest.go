@@ -34,6 +34,11 @@ var packageRunnerTypes = []RunnerType{TypeJavaScript, TypeCLITool, TypeAgentTask
 // input_definitions, runners, harness) plus libos's run: shorthand.
 var manifestFields = []string{"skill", "version", "runx", "policy", "emits", "catalog", "credentials", "input_definitions", "runners", "harness", "run"}
 
+// nullableManifestFields are the top-level fields runx reads with its
+// optional_* readers (runner.rs, validate_runner_manifest), which take an
+// explicit null as absent.
+var nullableManifestFields = []string{"skill", "version", "runx", "catalog", "input_definitions", "harness"}
+
 // Manifest is an admitted runner manifest (X.yaml or skill.yaml).
 type Manifest struct {
 	// File is the manifest's file name (XManifestFile or RunnerFile).
@@ -53,6 +58,9 @@ type Manifest struct {
 	Harness *Harness
 	// Runners are in document order.
 	Runners []*Runner
+	// skillLine is the line of skill:, for Load's check that it matches
+	// the SKILL.md name.
+	skillLine int
 }
 
 // ParseRunnerManifest parses a skill.yaml and returns its runners (see
@@ -97,12 +105,16 @@ func ParseManifest(file string, data []byte) (*Manifest, error) {
 		if !slices.Contains(manifestFields, e.key) {
 			return nil, r.fail(e.keyAt, join("", e.key), "is not a known field (allowed: %s)", strings.Join(manifestFields, ", "))
 		}
+		if isNull(e.value) && slices.Contains(nullableManifestFields, e.key) {
+			continue
+		}
 		byKey[e.key] = e
 	}
 	if e, ok := byKey["skill"]; ok {
 		if m.Skill, err = r.nonEmptyStr(e.value, "skill"); err != nil {
 			return nil, err
 		}
+		m.skillLine = e.value.Line
 	}
 	if e, ok := byKey["version"]; ok {
 		if m.Version, err = r.nonEmptyStr(e.value, "version"); err != nil {
@@ -317,6 +329,16 @@ func parseToolManifest(namespace string, folders []string, data []byte) (*Tool, 
 		byKey[e.key] = e
 	}
 	_, libosForm := byKey["runner"]
+	if !libosForm {
+		// runx reads every field of its form but schema, name and source
+		// with an optional_* reader (tool.rs, validate_tool_manifest),
+		// which takes an explicit null as absent.
+		for _, e := range entries {
+			if isNull(e.value) && e.key != "schema" && e.key != "name" && e.key != "source" {
+				delete(byKey, e.key)
+			}
+		}
+	}
 	fields := runxToolFields
 	if libosForm {
 		fields = libosToolFields
@@ -422,9 +444,4 @@ func firstSegment(field string) string {
 		return field[:i]
 	}
 	return field
-}
-
-// fieldError builds an AdmissionError for checks made outside a node walk.
-func fieldError(file, field, format string, args ...any) *AdmissionError {
-	return &AdmissionError{File: file, Field: field, Rule: fmt.Sprintf(format, args...)}
 }

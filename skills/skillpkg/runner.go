@@ -3,6 +3,7 @@ package skillpkg
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"mime"
 	"path"
 	"regexp"
@@ -52,9 +53,12 @@ const (
 	MinJavaScriptTimeout     = 1 * time.Second
 	MaxJavaScriptTimeout     = 30 * time.Second
 	DefaultCLIToolTimeout    = 60 * time.Second
-	// MaxTimeout bounds every other declared timeout; it keeps the duration
-	// arithmetic far from overflow.
-	MaxTimeout = 24 * time.Hour
+	// MaxTimeout is the longest wall a runner is held to. runx bounds no
+	// timeout but javascript's, so a longer declaration is admitted and cut
+	// to this one: a century, which no run reaches, and far enough from the
+	// largest time.Duration that adding it to a time or a second to it
+	// cannot overflow.
+	MaxTimeout = 100 * 365 * 24 * time.Hour
 )
 
 // Page size rules of a paged javascript runner.
@@ -115,7 +119,12 @@ type Runner struct {
 	// Module is the package-relative, slash-separated module path (javascript).
 	Module string
 	// Export is the export to call; "" selects the default export.
-	Export      string
+	Export string
+	// ModuleAt and ExportAt locate the module and export fields as written
+	// (ExportAt.Line is 0 when no export is declared), so that a check of
+	// the module made after parsing names them.
+	ModuleAt    Location
+	ExportAt    Location
 	Outputs     map[string]ValueType
 	Environment Environment
 	// Timeout is resolved: the type's default when not declared, 0 for an
@@ -190,7 +199,19 @@ func (r *Runner) Attempts() (int, string) {
 var (
 	runnerNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 	envNamePattern    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
+	// runx's rules for source.export (an ASCII JavaScript identifier) and
+	// for the input names pages.path_from and path_scope_from give.
+	exportPattern    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`) })
+	pageInputPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]+$`) })
 )
+
+// nullableRunnerFields are the runner fields runx reads with its optional_*
+// readers, which take an explicit null as absent (json_fields.rs). The
+// others (type, module, command, environment, pages, inputs, examples,
+// agent, task, act, ...) are required when present, and null is refused.
+var nullableRunnerFields = []string{"default", "timeout_seconds", "scopes", "outputs", "retry", "idempotency",
+	"mutating", "risk", "artifacts", "execution", "runx", "policy", "runtime", "auth", "context", "context_skills",
+	"credential", "export", "cwd", "args", "input_mode", "inputMode", "allowed_tools"}
 
 // runnerFields lists the runner fields (runx's set, plus libos's inputMode
 // spelling) and the runner types that accept each; nil means every type.
@@ -271,13 +292,26 @@ func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDef
 	if err != nil {
 		return nil, err
 	}
-	entries, err = r.flattenSource(entries, field)
+	entries, fromSource, err := r.flattenSource(entries, field)
 	if err != nil {
 		return nil, err
+	}
+	// keyField names a field where the author wrote it: in runx's nested
+	// source: block, or on the runner.
+	keyField := func(key string) string {
+		if fromSource[key] {
+			return join(join(field, "source"), key)
+		}
+		return join(field, key)
 	}
 	byKey := make(map[string]keyValue, len(entries))
 	run := &Runner{Name: name, Base: base}
 	for _, e := range entries {
+		if isNull(e.value) && slices.Contains(nullableRunnerFields, e.key) {
+			// Absent for its value; still present (in entries) for the rule
+			// of which runner types may declare it, as runx checks the key.
+			continue
+		}
 		switch e.key {
 		case "instructions":
 			return nil, r.fail(e.keyAt, join(field, e.key), "is not supported; put agent operating instructions in the owning SKILL.md")
@@ -373,7 +407,7 @@ func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDef
 
 	switch run.Type {
 	case TypeJavaScript:
-		err = r.parseJavaScript(run, n, byKey, field)
+		err = r.parseJavaScript(run, n, byKey, field, keyField)
 	case TypeCLITool:
 		err = r.parseCLITool(run, n, byKey, field)
 	case TypeAgentTask:
@@ -392,8 +426,9 @@ func (r nodeReader) parseRunner(n *yaml.Node, field, name, base string, allowDef
 
 // flattenSource merges runx's nested source: block into the runner's own
 // fields, refusing a field given in both places and a key that is not a
-// source field.
-func (r nodeReader) flattenSource(entries []keyValue, field string) ([]keyValue, error) {
+// source field. fromSource marks the keys read from the block. A null
+// source: is absent, as runx reads it.
+func (r nodeReader) flattenSource(entries []keyValue, field string) (out []keyValue, fromSource map[string]bool, err error) {
 	var src *keyValue
 	for i := range entries {
 		if entries[i].key == "source" {
@@ -401,31 +436,36 @@ func (r nodeReader) flattenSource(entries []keyValue, field string) ([]keyValue,
 		}
 	}
 	if src == nil {
-		return entries, nil
+		return entries, nil, nil
 	}
-	f := join(field, "source")
-	inner, err := r.mapping(src.value, f)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]keyValue, 0, len(entries)+len(inner))
+	out = make([]keyValue, 0, len(entries))
 	for _, e := range entries {
 		if e.key != "source" {
 			out = append(out, e)
 		}
 	}
+	if isNull(src.value) {
+		return out, nil, nil
+	}
+	f := join(field, "source")
+	inner, err := r.mapping(src.value, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	fromSource = make(map[string]bool, len(inner))
 	for _, e := range inner {
 		if !slices.Contains(sourceFields, e.key) {
-			return nil, r.fail(e.keyAt, join(f, e.key), "is not a known source field (allowed: %s)", strings.Join(sourceFields, ", "))
+			return nil, nil, r.fail(e.keyAt, join(f, e.key), "is not a known source field (allowed: %s)", strings.Join(sourceFields, ", "))
 		}
 		for _, o := range out {
 			if o.key == e.key {
-				return nil, r.fail(e.keyAt, join(f, e.key), "is also given on the runner at line %d; give it once", o.keyAt.Line)
+				return nil, nil, r.fail(e.keyAt, join(f, e.key), "is also given on the runner at line %d; give it once", o.keyAt.Line)
 			}
 		}
 		out = append(out, e)
+		fromSource[e.key] = true
 	}
-	return out, nil
+	return out, fromSource, nil
 }
 
 // parseUnsupportedRunner admits a runner of a type libos does not run: its
@@ -497,7 +537,8 @@ func (r nodeReader) parseGovernance(run *Runner, byKey map[string]keyValue, fiel
 			return err
 		}
 		for _, re := range entries {
-			if re.key == "mutating" {
+			// runx reads risk.mutating null as absent (first_value).
+			if re.key == "mutating" && !isNull(re.value) {
 				b, err := r.boolean(re.value, join(join(field, "risk"), "mutating"))
 				if err != nil {
 					return err
@@ -559,27 +600,27 @@ func (r nodeReader) parseRetry(n *yaml.Node, field string) (*Retry, error) {
 		return nil, err
 	}
 	rt := &Retry{MaxAttempts: 1}
-	for _, e := range entries {
+	for _, e := range withoutNulls(entries, "max_attempts", "backoff_ms") {
 		f := join(field, e.key)
 		switch e.key {
 		case "max_attempts":
-			v, err := r.integer(e.value, f)
+			v, err := r.wholeNumber(e.value, f)
 			if err != nil {
 				return nil, err
 			}
 			if v < 1 || v > 100 {
-				return nil, r.fail(e.value, f, "must be a positive integer of at most 100, got %d", v)
+				return nil, r.fail(e.value, f, "must be a positive integer of at most 100, got %g", v)
 			}
 			rt.MaxAttempts = int(v)
 		case "backoff_ms":
-			v, err := r.integer(e.value, f)
+			v, err := r.wholeNumber(e.value, f)
 			if err != nil {
 				return nil, err
 			}
-			if v < 0 || v > 3_600_000 {
-				return nil, r.fail(e.value, f, "must be a non-negative integer of at most 3600000, got %d", v)
+			if v > 3_600_000 {
+				return nil, r.fail(e.value, f, "must be a non-negative integer of at most 3600000, got %g", v)
 			}
-			rt.BackoffMS = v
+			rt.BackoffMS = int64(v)
 		default:
 			return nil, r.fail(e.keyAt, f, "is not a known field (allowed: max_attempts, backoff_ms)")
 		}
@@ -603,6 +644,8 @@ func (r nodeReader) checkArtifacts(n *yaml.Node, field string, t RunnerType) err
 	var packets *keyValue
 	var packet *keyValue
 	haveWrap := false
+	// Every field of the contract is optional to runx, so null is absent.
+	entries = withoutNulls(entries, "emits", "named_emits", "namedEmits", "packets", "wrap_as", "wrapAs", "packet")
 	for i, e := range entries {
 		f := join(field, e.key)
 		switch e.key {
@@ -731,20 +774,31 @@ func (r nodeReader) parseTimeout(run *Runner, byKey map[string]keyValue, field s
 		return err
 	}
 	if run.Type == TypeJavaScript {
-		if secs < MinJavaScriptTimeout.Seconds() || secs > MaxJavaScriptTimeout.Seconds() {
-			return r.fail(e.value, f, "must be from %g through %g seconds for a javascript runner, got %g",
+		// runx reads timeout_seconds as an unsigned integer and holds a
+		// javascript wall to 1..30 (source.rs, validate_source_timeout).
+		if secs != math.Trunc(secs) || secs < MinJavaScriptTimeout.Seconds() || secs > MaxJavaScriptTimeout.Seconds() {
+			return r.fail(e.value, f, "must be a whole number of seconds from %g through %g for a javascript runner, got %g",
 				MinJavaScriptTimeout.Seconds(), MaxJavaScriptTimeout.Seconds(), secs)
 		}
-	} else if secs < 0 || secs > MaxTimeout.Seconds() {
-		return r.fail(e.value, f, "must be from 0 through %g seconds, got %g", MaxTimeout.Seconds(), secs)
-	} else if secs == 0 {
+		run.Timeout = time.Duration(secs) * time.Second
+		return nil
+	}
+	switch {
+	case secs < 0:
+		return r.fail(e.value, f, "must be 0 or more seconds, got %g", secs)
+	case secs == 0:
 		// runx admits 0 (its parser reads an unsigned integer and checks
 		// only javascript's range) and runs the call with the default wall.
 		if run.Type == TypeCLITool {
 			run.Timeout = DefaultCLIToolTimeout
 		}
 		return nil
+	case secs >= MaxTimeout.Seconds():
+		// runx bounds no other wall; converting a larger one would overflow.
+		run.Timeout = MaxTimeout
+		return nil
 	}
+	// A fraction of a second is libos's: its tests stop runs sooner.
 	run.Timeout = time.Duration(secs * float64(time.Second))
 	if run.Timeout <= 0 {
 		return r.fail(e.value, f, "must be at least one nanosecond, got %g", secs)
@@ -752,34 +806,74 @@ func (r nodeReader) parseTimeout(run *Runner, byKey map[string]keyValue, field s
 	return nil
 }
 
-func (r nodeReader) parseJavaScript(run *Runner, n *yaml.Node, byKey map[string]keyValue, field string) error {
+func (r nodeReader) parseJavaScript(run *Runner, n *yaml.Node, byKey map[string]keyValue, field string, keyField func(string) string) error {
 	e, ok := byKey["module"]
 	if !ok {
 		return r.fail(n, join(field, "module"), "is required for a javascript runner")
 	}
-	mod, err := r.nonEmptyStr(e.value, join(field, "module"))
+	mf := keyField("module")
+	mod, err := r.nonEmptyStr(e.value, mf)
 	if err != nil {
 		err.(*AdmissionError).module = true
 		return err
 	}
-	if !strings.HasSuffix(mod, ".mjs") && !strings.HasSuffix(mod, ".js") {
-		return r.moduleFail(e.value, join(field, "module"), "must name a .mjs or .js file, got %q", mod)
+	if why := unportableModulePath(mod); why != "" {
+		// runx's rule (source.rs, validate_javascript_module).
+		return r.moduleFail(e.value, mf, "must be a portable relative .mjs or .js path without '.', '..', empty or backslash segments; %q %s", mod, why)
 	}
-	if run.Module, err = r.containedPath(e.value, join(field, "module"), run.Base, mod); err != nil {
+	if run.Module, err = r.containedPath(e.value, mf, run.Base, mod); err != nil {
 		err.(*AdmissionError).module = true
 		return err
 	}
+	run.ModuleAt = Location{File: r.file, Line: e.value.Line, Field: mf}
+	run.ExportAt = Location{File: r.file, Field: keyField("export")}
+	if _, declared := byKey["export"]; !declared && strings.HasSuffix(mf, "source.module") {
+		// Not written anywhere yet: name it where the module is, in source.
+		run.ExportAt.Field = strings.TrimSuffix(mf, "module") + "export"
+	}
 	if e, ok := byKey["export"]; ok {
-		if run.Export, err = r.nonEmptyStr(e.value, join(field, "export")); err != nil {
+		if run.Export, err = r.nonEmptyStr(e.value, run.ExportAt.Field); err != nil {
 			return err
 		}
+		if !exportPattern().MatchString(run.Export) {
+			// runx's rule (source.rs, validate_javascript_export); the
+			// worker looks the name up among the module's exports.
+			return r.fail(e.value, run.ExportAt.Field, "must be a JavaScript identifier (ASCII letters, digits, '_' and '$', not starting with a digit), got %q", run.Export)
+		}
+		run.ExportAt.Line = e.value.Line
 	}
 	if e, ok := byKey["pages"]; ok {
-		if run.Pages, err = r.parsePages(e.value, join(field, "pages"), run.Inputs); err != nil {
+		if run.Pages, err = r.parsePages(e.value, keyField("pages"), run.Inputs); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// unportableModulePath applies runx's rule for a javascript module path:
+// slash-separated segments, none of them empty, "." or "..", no backslash,
+// not absolute, naming a .mjs or .js file. It says what breaks the rule, or
+// returns "". A path that reaches its file only once cleaned is refused,
+// not cleaned, as runx refuses it.
+func unportableModulePath(mod string) string {
+	switch {
+	case strings.HasPrefix(mod, "/"):
+		return "is absolute"
+	case strings.Contains(mod, `\`):
+		return "holds a backslash"
+	}
+	for _, seg := range strings.Split(mod, "/") {
+		switch seg {
+		case "":
+			return "has an empty segment"
+		case ".", "..":
+			return fmt.Sprintf("has a %q segment", seg)
+		}
+	}
+	if !strings.HasSuffix(mod, ".mjs") && !strings.HasSuffix(mod, ".js") {
+		return "does not name a .mjs or .js file"
+	}
+	return ""
 }
 
 func (r nodeReader) moduleFail(n *yaml.Node, field, format string, args ...any) error {
@@ -869,6 +963,36 @@ func (r nodeReader) parseCLITool(run *Runner, n *yaml.Node, byKey map[string]key
 			return r.fail(e.value, f, "may hold a placeholder only as the exact value %s", WorkspaceToken)
 		}
 	}
+	return r.checkInputVariables(run.Inputs, join(field, "inputs"))
+}
+
+// checkInputVariables applies the runtime contract's rule for a cli-tool's
+// inputs at admission: each input travels as RUNX_INPUT_<NAME> and
+// RUNX_INPUT_<NAME>_PATH (NormalizeInputName) in a file input_<NAME>, so a
+// name that normalises to nothing, to a file name too long, or to a variable
+// of another input ("a.b" and "a_b"; "s" and "s.path") would fail every
+// call before it starts.
+func (r nodeReader) checkInputVariables(decls []InputDecl, field string) error {
+	const rule = "a cli-tool gets each input as RUNX_INPUT_<NAME> and RUNX_INPUT_<NAME>_PATH, <NAME> being the name with each run of characters other than ASCII letters and digits made one '_', trimmed and uppercased"
+	owner := make(map[string]InputDecl, 2*len(decls))
+	for _, d := range decls {
+		fail := func(format string, args ...any) error {
+			return &AdmissionError{File: r.file, Line: d.line, Field: join(field, d.Name), Rule: fmt.Sprintf(format, args...) + "; " + rule}
+		}
+		norm := NormalizeInputName(d.Name)
+		if norm == "" {
+			return fail("has no ASCII letter or digit, so it names no variable")
+		}
+		if len(norm) > MaxInputVariableName {
+			return fail("normalises to a <NAME> of %d bytes, more than the %d that its file input_<NAME> may take", len(norm), MaxInputVariableName)
+		}
+		for _, v := range []string{InputVariablePrefix + norm, InputVariablePrefix + norm + "_PATH"} {
+			if other, taken := owner[v]; taken {
+				return fail("maps to %s, as input %q (line %d) does; rename one of them", v, other.Name, other.line)
+			}
+			owner[v] = d
+		}
+	}
 	return nil
 }
 
@@ -906,7 +1030,8 @@ func (r nodeReader) parseEnvironment(n *yaml.Node, field, runner string) (Enviro
 	}
 	var env Environment
 	seen := map[string]bool{}
-	for _, e := range entries {
+	// required: null and optional: null are absent, as in runx.
+	for _, e := range withoutNulls(entries, "required", "optional") {
 		f := join(field, e.key)
 		var list []string
 		switch e.key {
@@ -1036,9 +1161,9 @@ func (r nodeReader) parseInputs(n *yaml.Node, field string, defs map[string]Inpu
 		if strings.TrimSpace(e.key) == "" {
 			return nil, r.fail(e.keyAt, field, "input names must not be empty")
 		}
-		d := InputDecl{Name: e.key, Type: TypeString}
+		d := InputDecl{Name: e.key, Type: TypeString, line: e.keyAt.Line}
 		if e.value.Kind == yaml.ScalarNode && e.value.Anchor == "" {
-			if d.Type, err = r.valueType(e.value, f); err != nil {
+			if d.Type, err = r.inputType(e.value, f); err != nil {
 				return nil, err
 			}
 			decls = append(decls, d)
@@ -1057,16 +1182,28 @@ func (r nodeReader) parseInputs(n *yaml.Node, field string, defs map[string]Inpu
 			if !ok {
 				return nil, r.fail(props[0].value, join(f, "definition"), "references unknown input_definitions.%s", ref)
 			}
-			def.Name = e.key
+			def.Name, def.line = e.key, e.keyAt.Line
 			decls = append(decls, def)
 			continue
 		}
 		var defaultNode, schemaNode, packetNode *yaml.Node
 		for _, p := range props {
 			pf := join(f, p.key)
+			if p.key != "default" && isNull(p.value) {
+				// runx reads every other field with an optional_* reader,
+				// which takes null as absent; a null default is a default
+				// of null.
+				if p.key == "definition" {
+					return nil, r.fail(p.keyAt, pf, "is not supported together with other fields; a {definition: NAME} reference takes the shared declaration exactly")
+				}
+				if !slices.Contains(inputDeclFields, p.key) {
+					return nil, r.fail(p.keyAt, pf, "is not a known field (allowed: %s)", strings.Join(inputDeclFields, ", "))
+				}
+				continue
+			}
 			switch p.key {
 			case "type":
-				d.Type, err = r.valueType(p.value, pf)
+				d.Type, err = r.inputType(p.value, pf)
 			case "required":
 				d.Required, err = r.boolean(p.value, pf)
 			case "description":
@@ -1085,7 +1222,7 @@ func (r nodeReader) parseInputs(n *yaml.Node, field string, defs map[string]Inpu
 			case "definition":
 				err = r.fail(p.keyAt, pf, "is not supported together with other fields; a {definition: NAME} reference takes the shared declaration exactly")
 			default:
-				err = r.fail(p.keyAt, pf, "is not a known field (allowed: type, required, default, description, schema, packet, artifact)")
+				err = r.fail(p.keyAt, pf, "is not a known field (allowed: %s)", strings.Join(inputDeclFields, ", "))
 			}
 			if err != nil {
 				return nil, err
@@ -1119,6 +1256,32 @@ func (r nodeReader) parseInputs(n *yaml.Node, field string, defs map[string]Inpu
 		return nil, nil
 	}
 	return decls, nil
+}
+
+// inputDeclFields are the fields of an input declaration.
+var inputDeclFields = []string{"type", "required", "default", "description", "schema", "packet", "artifact"}
+
+// inputTypes are runx's input types (governance.rs, validate_inputs); json
+// takes any JSON value. libos's "any" remains an output type only.
+var inputTypes = []ValueType{TypeArray, TypeBoolean, TypeInteger, TypeJSON, TypeNumber, TypeObject, TypeString}
+
+func (r nodeReader) inputType(n *yaml.Node, field string) (ValueType, error) {
+	s, err := r.str(n, field)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(inputTypes, ValueType(s)) {
+		names := make([]string, len(inputTypes))
+		for i, t := range inputTypes {
+			names[i] = string(t)
+		}
+		hint := ""
+		if ValueType(s) == TypeAny {
+			hint = " (json takes any JSON value)"
+		}
+		return "", r.fail(n, field, "must be one of %s%s, got %q", strings.Join(names, ", "), hint, s)
+	}
+	return ValueType(s), nil
 }
 
 // compileDeclSchema builds a declaration's effective JSON Schema (the
@@ -1264,11 +1427,14 @@ func (r nodeReader) parsePages(n *yaml.Node, field string, inputs []InputDecl) (
 	nodes := map[string]*yaml.Node{}
 	for _, e := range entries {
 		f := join(field, e.key)
+		if isNull(e.value) && (e.key == "path_scope_from" || e.key == "page_bytes") {
+			continue // optional to runx, so null is absent
+		}
 		switch e.key {
 		case "path_from":
-			p.PathFrom, err = r.nonEmptyStr(e.value, f)
+			p.PathFrom, err = r.pageInput(e.value, f)
 		case "path_scope_from":
-			p.PathScopeFrom, err = r.nonEmptyStr(e.value, f)
+			p.PathScopeFrom, err = r.pageInput(e.value, f)
 		case "media_type":
 			p.MediaType, err = r.nonEmptyStr(e.value, f)
 			if err == nil {
@@ -1284,10 +1450,10 @@ func (r nodeReader) parsePages(n *yaml.Node, field string, inputs []InputDecl) (
 				err = r.fail(e.value, f, "must be json_array, got %q", p.Framing)
 			}
 		case "page_bytes":
-			var size int64
-			size, err = r.integer(e.value, f)
+			var size float64
+			size, err = r.wholeNumber(e.value, f)
 			if err == nil && (size < 1 || size > MaxPageBytes) {
-				err = r.fail(e.value, f, "must be from 1 through %d, got %d", MaxPageBytes, size)
+				err = r.fail(e.value, f, "must be from 1 through %d, got %g", MaxPageBytes, size)
 			}
 			p.PageBytes = int(size)
 		default:
@@ -1325,6 +1491,24 @@ func (r nodeReader) parsePages(n *yaml.Node, field string, inputs []InputDecl) (
 		}
 	}
 	return p, nil
+}
+
+// pageInput reads pages.path_from or path_scope_from by runx's rule
+// (source.rs, validate_page_input_name and validate_artifact_pages): the
+// name of an input in letters, digits, '_' and '-', and not runx_page,
+// the field the runtime adds to every paged call.
+func (r nodeReader) pageInput(n *yaml.Node, field string) (string, error) {
+	name, err := r.nonEmptyStr(n, field)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case !pageInputPattern().MatchString(name):
+		return "", r.fail(n, field, "must name one declared input using letters, digits, '_' or '-', got %q", name)
+	case name == "runx_page":
+		return "", r.fail(n, field, "must not name runx_page, the field the runtime reserves for the page it passes to each call")
+	}
+	return name, nil
 }
 
 func findInput(decls []InputDecl, name string) (InputDecl, bool) {

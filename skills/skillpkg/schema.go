@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
 // Schema is a compiled JSON Schema (draft 2020-12, as runx uses) of a runner
@@ -95,7 +99,10 @@ func (s *Schema) ValidateDecoded(v any) error {
 }
 
 // firstViolation picks the deepest, first-reported leaf of a validation
-// error tree: the one rule an author needs to see first.
+// error tree: the one rule an author needs to see first. It names where in
+// the value the leaf is, the keyword and the rule, never the rejected value
+// itself: as runx, a diagnostic does not echo the document it refused, which
+// may hold a secret and may be of any size.
 func firstViolation(ve *jsonschema.ValidationError) string {
 	leaf := ve
 	for len(leaf.Causes) > 0 {
@@ -105,14 +112,144 @@ func firstViolation(ve *jsonschema.ValidationError) string {
 		})
 		leaf = causes[0]
 	}
-	// Error renders "at '<pointer>': <message>" for a leaf.
-	msg := leaf.Error()
-	rule := strings.Join(leaf.ErrorKind.KeywordPath(), "/")
-	if rule == "" {
-		return msg
+	msg := "at '" + instancePointer(leaf.InstanceLocation) + "': "
+	if rule := strings.Join(leaf.ErrorKind.KeywordPath(), "/"); rule != "" {
+		msg += rule + ": "
 	}
-	if i := strings.Index(msg, "': "); i >= 0 {
-		return msg[:i+3] + rule + ": " + msg[i+3:]
+	return msg + ruleOf(leaf.ErrorKind)
+}
+
+// maxPointer bounds the instance location shown: its keys come from the
+// rejected value.
+const maxPointer = 200
+
+// instancePointer renders a JSON Pointer ("/a/0/b"), cut short when long.
+func instancePointer(tokens []string) string {
+	var b strings.Builder
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(t))
 	}
-	return rule + ": " + msg
+	p := b.String()
+	if len(p) > maxPointer {
+		cut := maxPointer
+		for cut > 0 && !utf8.RuneStart(p[cut]) {
+			cut--
+		}
+		p = p[:cut] + "..."
+	}
+	return p
+}
+
+// ruleOf states the rule a leaf broke from the schema's side. The library's
+// own messages quote the value for several kinds (pattern, format, the
+// numeric bounds), so each kind is restated here: counts, type names and the
+// schema's own words (enum, const, required) only.
+func ruleOf(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Type:
+		return fmt.Sprintf("must be of type %s, got %s", strings.Join(k.Want, " or "), k.Got)
+	case *kind.Enum:
+		return "must be one of " + schemaValues(k.Want)
+	case *kind.Const:
+		return "must be " + schemaValues([]any{k.Want})
+	case *kind.Pattern:
+		return fmt.Sprintf("must match the pattern %q", k.Want)
+	case *kind.Format:
+		return fmt.Sprintf("must be a valid %s", k.Want)
+	case *kind.Minimum:
+		return "must be at least " + ratText(k.Want)
+	case *kind.Maximum:
+		return "must be at most " + ratText(k.Want)
+	case *kind.ExclusiveMinimum:
+		return "must be more than " + ratText(k.Want)
+	case *kind.ExclusiveMaximum:
+		return "must be less than " + ratText(k.Want)
+	case *kind.MultipleOf:
+		return "must be a multiple of " + ratText(k.Want)
+	case *kind.MinLength:
+		return fmt.Sprintf("must be at least %d characters long, got %d", k.Want, k.Got)
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d characters long, got %d", k.Want, k.Got)
+	case *kind.MinItems:
+		return fmt.Sprintf("must have at least %d items, got %d", k.Want, k.Got)
+	case *kind.MaxItems:
+		return fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got)
+	case *kind.MinProperties:
+		return fmt.Sprintf("must have at least %d properties, got %d", k.Want, k.Got)
+	case *kind.MaxProperties:
+		return fmt.Sprintf("must have at most %d properties, got %d", k.Want, k.Got)
+	case *kind.Required:
+		return "missing required " + quoteAll(k.Missing)
+	case *kind.Dependency:
+		return fmt.Sprintf("%s required when %q is present", quoteAll(k.Missing), k.Prop)
+	case *kind.DependentRequired:
+		return fmt.Sprintf("%s required when %q is present", quoteAll(k.Missing), k.Prop)
+	case *kind.AdditionalProperties:
+		// The names are the value's keys, which may be of any size.
+		return fmt.Sprintf("%d property name(s) the schema does not allow", len(k.Properties))
+	case *kind.PropertyNames:
+		return "a property name breaks the propertyNames schema"
+	case *kind.AdditionalItems:
+		return fmt.Sprintf("the last %d item(s) are not allowed", k.Count)
+	case *kind.UniqueItems:
+		return fmt.Sprintf("items %d and %d are equal", k.Duplicates[0], k.Duplicates[1])
+	case *kind.Contains:
+		return "no item matches the contains schema"
+	case *kind.MinContains:
+		return fmt.Sprintf("at least %d items must match the contains schema, %d do", k.Want, len(k.Got))
+	case *kind.MaxContains:
+		return fmt.Sprintf("at most %d items may match the contains schema, %d do", k.Want, len(k.Got))
+	case *kind.ContentEncoding:
+		return fmt.Sprintf("must be %s encoded", k.Want)
+	case *kind.ContentMediaType:
+		return fmt.Sprintf("must be of media type %s", k.Want)
+	case *kind.OneOf:
+		if len(k.Subschemas) == 0 {
+			return "must match exactly one subschema, matches none"
+		}
+		return "must match exactly one subschema, matches several"
+	case *kind.AnyOf:
+		return "must match at least one subschema"
+	case *kind.Not:
+		return "must not match the not schema"
+	case *kind.FalseSchema:
+		return "no value is allowed here (false schema)"
+	}
+	return "breaks the schema"
+}
+
+// ratText renders a schema's numeric bound as written: 25, or 0.1 rather
+// than 1/10.
+func ratText(r *big.Rat) string {
+	if r.IsInt() {
+		return r.RatString()
+	}
+	f, _ := r.Float64()
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// schemaValues renders values written in the schema (enum, const) as JSON.
+func schemaValues(vs []any) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		b, err := json.Marshal(v)
+		if err != nil {
+			b = []byte(fmt.Sprint(v))
+		}
+		parts[i] = string(b)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	what := "property "
+	if len(names) > 1 {
+		what = "properties "
+	}
+	return what + strings.Join(q, ", ")
 }

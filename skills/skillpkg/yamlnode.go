@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -173,15 +174,39 @@ func (r nodeReader) number(n *yaml.Node, field string) (float64, error) {
 	return f, nil
 }
 
-func (r nodeReader) integer(n *yaml.Node, field string) (int64, error) {
-	if err := r.scalar(n, field, "!!int", "an integer"); err != nil {
+// wholeNumber reads a number of 0 or more with no fraction, written as an
+// integer or a float (1024.0): runx reads its unsigned fields
+// (timeout_seconds, page_bytes, max_attempts) from a JSON number that way.
+func (r nodeReader) wholeNumber(n *yaml.Node, field string) (float64, error) {
+	f, err := r.number(n, field)
+	if err != nil {
 		return 0, err
 	}
-	var i int64
-	if err := n.Decode(&i); err != nil {
-		return 0, r.fail(n, field, "must be an integer that fits in 64 bits")
+	if f < 0 || f != math.Trunc(f) {
+		return 0, r.fail(n, field, "must be a whole number of 0 or more, got %g", f)
 	}
-	return i, nil
+	return f, nil
+}
+
+// isNull reports whether n is a plain YAML null (null, ~, or no value).
+// runx reads an optional field given as null as absent; an anchored null is
+// left to the field's own reader, which refuses the anchor.
+func isNull(n *yaml.Node) bool {
+	return n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" && n.Anchor == ""
+}
+
+// withoutNulls drops the entries of the known keys whose value is a plain
+// null: the fields runx reads with its optional_* readers, which take null
+// as absent (json_fields.rs: None | Some(Null) => Ok(None)). An unknown key
+// stays, for the caller to refuse.
+func withoutNulls(entries []keyValue, known ...string) []keyValue {
+	out := entries[:0:0]
+	for _, e := range entries {
+		if !isNull(e.value) || !slices.Contains(known, e.key) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // strList reads a list of non-empty strings.

@@ -70,32 +70,10 @@ func startSize(argv, env []string) int {
 // LookupFunc reads a host environment variable, like os.LookupEnv.
 type LookupFunc func(name string) (string, bool)
 
-// NormalizeInputName turns an input name into the <NAME> of RUNX_INPUT_<NAME>:
-// every run of characters other than ASCII letters and digits becomes one
-// '_', separators at either end are trimmed, and letters are uppercased. So
-// "thread.title" becomes "THREAD_TITLE" and " a--b__c " becomes "A_B_C". The
-// result is "" when the name holds no letter or digit.
-func NormalizeInputName(name string) string {
-	var b strings.Builder
-	pendingSep := false
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z':
-			c -= 'a' - 'A'
-		case c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		default:
-			pendingSep = true
-			continue
-		}
-		if pendingSep && b.Len() > 0 {
-			b.WriteByte('_')
-		}
-		pendingSep = false
-		b.WriteByte(c)
-	}
-	return b.String()
-}
+// NormalizeInputName is the <NAME> of RUNX_INPUT_<NAME> for an input name;
+// the rule is admission's (skillpkg.NormalizeInputName), which refuses the
+// names it maps to nothing or onto another's.
+func NormalizeInputName(name string) string { return skillpkg.NormalizeInputName(name) }
 
 // inputFilePrefix starts the name of each input's file, followed by the
 // normalized name; maxFileName is the longest file name Linux and the BSDs

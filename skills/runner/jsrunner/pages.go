@@ -14,8 +14,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"unicode/utf8"
+
+	"github.com/libos/libos/skills/skillpkg"
 )
 
 // inputMember is one top-level member of the inputs object, in order.
@@ -152,22 +153,19 @@ func openArtifact(workspace, pkgDir string, ps *PagesSpec, pathVal, scopeVal str
 	if f != nil {
 		return nil, f
 	}
-	// O_NONBLOCK keeps a FIFO from blocking the open; it is refused below.
-	file, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, failf(CodeInvalidRequest, "inputs.%s: %q does not exist", ps.PathFrom, pathVal)
-		}
+	file, err := skillpkg.OpenRegular(root.OpenFile, rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, failf(CodeInvalidRequest, "inputs.%s: %q does not exist", ps.PathFrom, pathVal)
+	case errors.Is(err, skillpkg.ErrNotRegular):
+		return nil, failf(CodeInvalidRequest, "inputs.%s: %q %v", ps.PathFrom, pathVal, err)
+	case err != nil:
 		return nil, failf(CodeInvalidRequest, "inputs.%s: %q cannot be opened inside its scope: %v", ps.PathFrom, pathVal, err)
 	}
 	info, err := file.Stat()
 	if err != nil {
 		file.Close()
 		return nil, failf(CodeInvalidRequest, "inputs.%s: stat %q: %v", ps.PathFrom, pathVal, err)
-	}
-	if !info.Mode().IsRegular() {
-		file.Close()
-		return nil, failf(CodeInvalidRequest, "inputs.%s: %q is not a regular file", ps.PathFrom, pathVal)
 	}
 	if info.Size() > MaxArtifactBytes {
 		file.Close()
