@@ -15,6 +15,7 @@ import (
 	_ "github.com/evanw/esbuild/pkg/api"
 	_ "github.com/google/uuid"
 	_ "github.com/santhosh-tekuri/jsonschema/v6"
+	_ "github.com/santhosh-tekuri/jsonschema/v6/kind"
 	_ "github.com/sashabaranov/go-openai"
 	_ "golang.org/x/sys/unix"
 	_ "gopkg.in/yaml.v3"
