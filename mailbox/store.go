@@ -528,16 +528,25 @@ func walk(tx *objects.Txn, recipient int64, f Filter, visit func(m *Message) err
 			if err != nil {
 				return err
 			}
-			m, found, err := loadMessage(tx, recipient, seq)
+			m, err := loadUnread(tx, recipient, seq)
 			if err != nil {
 				return err
-			}
-			if !found {
-				return fmt.Errorf("unread index names %s, which does not exist", FormatID(recipient, seq))
 			}
 			return visit(&m)
 		})
 	}
+}
+
+// loadUnread loads the message seq the unread index of recipient names.
+func loadUnread(tx *objects.Txn, recipient int64, seq uint64) (Message, error) {
+	m, found, err := loadMessage(tx, recipient, seq)
+	if err != nil {
+		return Message{}, err
+	}
+	if !found {
+		return Message{}, fmt.Errorf("unread index names %s, which does not exist", FormatID(recipient, seq))
+	}
+	return m, nil
 }
 
 // walkUnreadPage is walk for a filter every unread message matches
@@ -569,12 +578,9 @@ func walkUnreadPage(tx *objects.Txn, recipient int64, visit func(m *Message) err
 			}
 			return nil
 		}
-		m, found, err := loadMessage(tx, recipient, seq)
+		m, err := loadUnread(tx, recipient, seq)
 		if err != nil {
 			return err
-		}
-		if !found {
-			return fmt.Errorf("unread index names %s, which does not exist", FormatID(recipient, seq))
 		}
 		return visit(&m)
 	})

@@ -148,6 +148,30 @@ func Missing(sys Caller, op authority.Op, p authority.Params, target string, not
 	return notFound
 }
 
+// ShowResult decides whether the caller may be shown the result oid (in
+// namespace, of size bytes) of a child it started: showing it is a read of
+// the Object, decided as read_object's is (the kernel lets a parent read
+// its direct child's result without a grant; a deny refuses it). An ask
+// grant does not hold the call that shows it: the result is withheld and
+// read_object on result_oid asks. A withheld result is described in out
+// (result_bytes, result_withheld, and result_readable false when refused).
+func ShowResult(sys Caller, out map[string]any, oid, namespace string, size int) (bool, error) {
+	switch err := sys.Require(authority.ObjectRead, authority.Params{OID: oid, Namespace: namespace}); {
+	case errors.Is(err, ErrApprovalRequired):
+		out["result_bytes"] = size
+		out["result_withheld"] = fmt.Sprintf("reading it needs a Human's approval (%v); this call does not wait for it: read_object on result_oid asks", err)
+		return false, nil
+	case errors.Is(err, ErrDenied):
+		out["result_bytes"] = size
+		out["result_readable"] = false
+		out["result_withheld"] = fmt.Sprintf("not readable by you (%v); read_object on result_oid is refused too", err)
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
+}
+
 // Hide answers err, Require's refusal of op on target, as HiddenDenial
 // does, except a call an ask grant covers: that refusal (wrapping
 // ErrApprovalRequired) is returned unchanged, so the kernel holds the call

@@ -386,21 +386,12 @@ func finishAgentTask(sys agentWaiter, r *skillpkg.Runner, p tools.Pending) (map[
 		return out, nil
 	}
 	// The declared outputs are the runtime's to check; showing the result
-	// is a read of it by the caller, decided as read_object's is (a direct
-	// child's result needs no grant, a deny refuses it), as
-	// wait_child_process decides it. An ask does not hold the finished
-	// call: read_object on result_oid asks.
-	switch err := sys.Require(authority.ObjectRead, authority.Params{OID: child.ResultOID, Namespace: meta.Namespace}); {
-	case errors.Is(err, tools.ErrApprovalRequired):
-		out["result_bytes"] = len(payload)
-		out["result_withheld"] = fmt.Sprintf("reading it needs a Human's approval (%v); read_object on result_oid asks", err)
-	case errors.Is(err, tools.ErrDenied):
-		out["result_bytes"] = len(payload)
-		out["result_readable"] = false
-		out["result_withheld"] = fmt.Sprintf("not readable by you (%v); read_object on result_oid is refused too", err)
-	case err != nil:
+	// is the caller's read of it, as wait_child_process's is.
+	shown, err := tools.ShowResult(sys, out, child.ResultOID, meta.Namespace, len(payload))
+	if err != nil {
 		return nil, err
-	default:
+	}
+	if shown {
 		putBounded(out, "result", payload)
 	}
 	return out, nil

@@ -250,18 +250,12 @@ func readyResult(sys waiter, child tools.ChildStatus) (map[string]any, error) {
 			return out, nil
 		}
 	}
-	switch err := sys.Require(authority.ObjectRead, p); {
-	case errors.Is(err, tools.ErrApprovalRequired):
-		out["result_bytes"] = meta.PayloadBytes
-		out["result_withheld"] = fmt.Sprintf("reading it needs a Human's approval (%v); the wait does not hold for it: read_object on result_oid asks", err)
-		return out, nil
-	case errors.Is(err, tools.ErrDenied):
-		out["result_bytes"] = meta.PayloadBytes
-		out["result_readable"] = false
-		out["result_withheld"] = fmt.Sprintf("not readable by you (%v); read_object on result_oid is refused too", err)
-		return out, nil
-	case err != nil:
+	shown, err := tools.ShowResult(sys, out, child.ResultOID, meta.Namespace, meta.PayloadBytes)
+	if err != nil {
 		return nil, err
+	}
+	if !shown {
+		return out, nil
 	}
 	if inline {
 		out["result"] = json.RawMessage(payload)
