@@ -95,3 +95,33 @@ processes:
 		t.Fatalf("the child after the Host's continue: %s (%s)", info.Status, info.Reason)
 	}
 }
+
+// The descendants a kill ends are let go as the killed process is: what
+// the runtime keeps in memory for them (here the spawn index the replay
+// provider asked for) is released.
+func TestKilledDescendantsAreLetGo(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: spawn_child_process, arguments: {image: base:v0, goal: c}}]
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:nobody"}}]
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: receive_process_messages, arguments: {sender: "human:nobody"}}]
+`)
+	root := h.spawn([]capabilities.Grant{spawnGrant()})
+	h.run()
+	if _, ok := h.rt.spawnIndexes.Load(int64(2)); !ok {
+		t.Fatal("the child's spawn index is not kept before the kill")
+	}
+	if _, err := h.rt.Signal(root, SignalKill); err != nil {
+		t.Fatal(err)
+	}
+	if info := h.info(2); info.Status != process.Killed {
+		t.Fatalf("the child: %s", info.Status)
+	}
+	if _, ok := h.rt.spawnIndexes.Load(int64(2)); ok {
+		t.Fatal("a killed descendant's spawn index is still kept")
+	}
+}

@@ -126,14 +126,7 @@ func (k *Runtime) terminate(tx *txn, r *procRecord, in process.Input) error {
 	if err := k.step(tx, r, in); err != nil {
 		return err
 	}
-	k.forgetContext(tx, r.PID)
-	// An ended process's runtime-local payloads are rarely read again: they
-	// leave memory once the end is durable, readable until a reopen as before.
-	pid, goal, context, result := r.PID, r.GoalOID, r.ContextOID, r.ResultOID
-	tx.AfterCommit(func() {
-		k.store.SpillLocal(goal, context, result)
-		k.spawnIndexes.Delete(pid)
-	})
+	k.letGo(tx, r)
 	if err := k.killDescendants(tx, r.PID, fmt.Sprintf("ancestor pid %d ended (%s)", r.PID, r.State)); err != nil {
 		return err
 	}
@@ -150,6 +143,19 @@ func (k *Runtime) terminate(tx *txn, r *procRecord, in process.Input) error {
 		return k.step(tx, parent, process.Input{Kind: process.Wake, Gen: parent.Gen, WaitKind: process.WaitChild})
 	}
 	return nil
+}
+
+// letGo releases what the runtime keeps in memory for r, which tx ends: an
+// ended process's context and runtime-local payloads are rarely read again,
+// so they leave memory once the end is durable (readable until a reopen,
+// as before), and its spawn index is not asked for again.
+func (k *Runtime) letGo(tx *txn, r *procRecord) {
+	k.forgetContext(tx, r.PID)
+	pid, goal, context, result := r.PID, r.GoalOID, r.ContextOID, r.ResultOID
+	tx.AfterCommit(func() {
+		k.store.SpillLocal(goal, context, result)
+		k.spawnIndexes.Delete(pid)
+	})
 }
 
 // wakeIfChildEnded wakes r, which has just begun to wait for a child, when
@@ -192,6 +198,7 @@ func (k *Runtime) killDescendants(tx *txn, pid int64, reason string) error {
 				if err := k.step(tx, cr, process.Input{Kind: process.Kill, Reason: reason}); err != nil {
 					return err
 				}
+				k.letGo(tx, cr)
 			}
 		}
 		if err := k.killDescendants(tx, c, reason); err != nil {
