@@ -331,6 +331,26 @@ func sameRule(a, b Grant) bool {
 
 // uniqueID is name, or name with "~2", "~3"... (cut to fit maxGrantIDLen),
 // the first not taken; it takes it.
+// WithUniqueIDs returns grants with each id that an earlier grant already
+// took given a "~N" suffix, as InheritedDenies names its own: a list put
+// together from two sources (a fork's grants and its caller's inherited
+// ones) stays a valid grant list. An empty id is left as it is.
+func WithUniqueIDs(grants []Grant) []Grant {
+	taken := make(map[string]bool, len(grants))
+	out := CloneGrants(grants)
+	for i := range out {
+		if out[i].ID == "" {
+			continue
+		}
+		if taken[out[i].ID] {
+			out[i].ID = uniqueID(out[i].ID, taken)
+			continue
+		}
+		taken[out[i].ID] = true
+	}
+	return out
+}
+
 func uniqueID(name string, taken map[string]bool) string {
 	stem := name
 	for n := 2; len(name) > maxGrantIDLen || taken[name]; n++ {

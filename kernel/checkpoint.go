@@ -845,7 +845,8 @@ func (k *Runtime) forkedGrants(old *procRecord, names forkNames, caller *procRec
 		grants = append(grants, g)
 	}
 	if caller != nil {
-		grants = append(grants, capabilities.InheritedDenies(caller.Grants)...)
+		// The source's own inherited grants and the caller's may share ids.
+		grants = capabilities.WithUniqueIDs(append(grants, capabilities.InheritedDenies(caller.Grants)...))
 	}
 	return grants
 }
