@@ -111,8 +111,13 @@ func runSkillTest(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, line)
 		}
 	}
+	matched := false
 	for _, d := range dirs {
-		testPackage(ctx, d, *runner, ws, getPool, emit)
+		matched = testPackage(ctx, d, *runner, ws, getPool, emit) || matched
+	}
+	if *runner != "" && !matched {
+		// A misspelt runner would run nothing and pass.
+		emit(caseResult{Name: "--runner " + *runner, Status: caseFail, Reason: "no package tested has a runner of that name"})
 	}
 	if *asJSON {
 		raw, err := json.Marshal(rep)
@@ -176,18 +181,22 @@ type packageCase struct {
 	skip string
 }
 
-func testPackage(ctx context.Context, dir, runnerFilter, workspace string, getPool func() (*jsrunner.Pool, error), emit func(caseResult)) {
+func testPackage(ctx context.Context, dir, runnerFilter, workspace string, getPool func() (*jsrunner.Pool, error), emit func(caseResult)) (hasRunner bool) {
 	label := filepath.Base(dir)
 	pkg, err := runner.Admit(dir)
 	if err != nil {
 		emit(caseResult{Name: label, Status: caseFail, Reason: "package refused: " + err.Error()})
-		return
+		return false
+	}
+	if runnerFilter != "" {
+		_, err := pkg.Runner(runnerFilter)
+		hasRunner = err == nil
 	}
 	label = pkg.Skill.Name
 	cases, err := packageCases(pkg)
 	if err != nil {
 		emit(caseResult{Name: label, Status: caseFail, Reason: err.Error()})
-		return
+		return hasRunner
 	}
 	for _, c := range cases {
 		name := label + "/" + c.Name
@@ -227,6 +236,7 @@ func testPackage(ctx context.Context, dir, runnerFilter, workspace string, getPo
 		}
 		emit(caseResult{Name: name, Status: casePass})
 	}
+	return hasRunner
 }
 
 // packageCases gathers harness.cases and runx's package fixtures

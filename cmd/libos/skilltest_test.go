@@ -95,6 +95,11 @@ func TestSkillTestLines(t *testing.T) {
 	if code != 0 || out != "pass ghostwrite/ghostwrite-prepares-external-handoff-without-sending\n1 passed, 0 failed, 0 skipped\n" {
 		t.Fatalf("exit %d, stdout %q", code, out)
 	}
+	// A misspelt runner runs nothing, and fails rather than pass.
+	code, out, _ = skillTest(t, filepath.Join(runxSample, "skills", "ghostwrite"), "--runner", "handof", "--workspace", t.TempDir())
+	if code != 1 || out != "fail --runner handof: no package tested has a runner of that name\n0 passed, 1 failed, 0 skipped\n" {
+		t.Fatalf("a runner no package has: exit %d, stdout %q", code, out)
+	}
 }
 
 // TestSkillTestFailures reports the first difference and exits 1.
