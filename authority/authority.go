@@ -117,7 +117,7 @@ var table = []Entry{
 	{Op: ClockSleep, Needs: []Need{{Right: read, Names: []string{capabilities.ClockSleep}}}},
 
 	{Op: ObjectRead, Needs: []Need{{Right: read, Names: anObject}}, Hidden: true,
-		Rule: "a direct child's result, an Object it owns, is readable by its parent without a grant unless one denies it (kernel/syscalls.go, childResult)"},
+		Rule: "the result a direct child exited with (its own, or one it handed up) is readable by its parent without a grant unless one denies it (kernel/syscalls.go, childResult)"},
 	{Op: ObjectWrite, Needs: []Need{{Right: write, Names: anObject}}, Hidden: true,
 		Rule: "Objects of the runtime's kinds (context, transcript, goal, job, result) change only through the kernel (kernel/syscalls.go, kernelKinds)"},
 	{Op: ObjectCreate, Needs: []Need{{Right: write, Names: aNamespace}},
@@ -137,9 +137,9 @@ var table = []Entry{
 	{Op: CheckpointCreate, Needs: []Need{{Right: write, Names: aCheckpoint}}},
 	{Op: CheckpointList, Needs: []Need{{Right: read, Names: aCheckpoint}}},
 	{Op: CheckpointRestore, Needs: []Need{{Right: admin, Names: aCheckpoint}}, Hidden: true,
-		Rule: "the subtree is quiescent and does not hold the caller, and no grant denies the caller a write of an Object the restore rewrites or removes (kernel/checkpoint.go, restoreCheckpoint, unopposed)"},
+		Rule: "the subtree is quiescent and does not hold the caller, and no grant denies the caller a write of an Object the restore rewrites or removes (kernel/checkpoint.go, restoreCheckpoint; kernel/syscalls.go, unopposed)"},
 	{Op: CheckpointFork, Needs: []Need{{Right: execute, Names: aCheckpoint}}, Hidden: true,
-		Rule: "each forked process is a spawn of the caller's (process.spawn), its grants narrowed to the caller's, its wall time to what the caller has left, charged to its children budget; no grant denies the caller a read of an Object the fork copies (kernel/checkpoint.go, forkCheckpoint, unopposed)"},
+		Rule: "each forked process is a spawn of the caller's (process.spawn), its grants narrowed to the caller's, its wall time to what the caller has left, charged to its children budget; no grant denies the caller a read of an Object the fork copies (kernel/checkpoint.go, forkCheckpoint; kernel/syscalls.go, unopposed)"},
 
 	{Op: SkillUse, Rule: "discovering, activating and reading a skill show schemas and files and grant nothing; only the image's skills"},
 	{Op: ScopeUse, Needs: []Need{{Right: execute, Names: []string{"scope:{scope}"}}},

@@ -329,8 +329,6 @@ func sameRule(a, b Grant) bool {
 		(a.ExpiresAt == nil) == (b.ExpiresAt == nil) && (a.ExpiresAt == nil || a.ExpiresAt.Equal(*b.ExpiresAt))
 }
 
-// uniqueID is name, or name with "~2", "~3"... (cut to fit maxGrantIDLen),
-// the first not taken; it takes it.
 // WithUniqueIDs returns grants with each id that an earlier grant already
 // took given a "~N" suffix, as InheritedDenies names its own: a list put
 // together from two sources (a fork's grants and its caller's inherited
@@ -351,6 +349,8 @@ func WithUniqueIDs(grants []Grant) []Grant {
 	return out
 }
 
+// uniqueID is name, or name with "~2", "~3"... (cut to fit maxGrantIDLen),
+// the first not taken; it takes it.
 func uniqueID(name string, taken map[string]bool) string {
 	stem := name
 	for n := 2; len(name) > maxGrantIDLen || taken[name]; n++ {

@@ -37,7 +37,7 @@ func TestEveryBuiltinToolHasAnAuthorityEntry(t *testing.T) {
 // bookkeeping of handing uses down to a child, and the tool fake's own
 // Require and Holding. Everything else goes through the table.
 var authorityDeciders = map[string][]string{
-	"kernel/syscalls.go":       {"check", "permits", "probe", "shows", "unopposed", "decide", "decideOn", "Holding", "handScopeUsesDown"},
+	"kernel/syscalls.go":       {"check", "decideEach", "decide", "decideOn", "handScopeUsesDown"},
 	"kernel/tree.go":           {"transferOneShots"},
 	"tools/toolstest/roles.go": {"Require", "Holding"},
 }

@@ -610,9 +610,11 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 	if err := saveProc(tx, &r); err != nil {
 		return 0, err
 	}
-	if w := r.Wait; r.State == process.Waiting && w != nil && (w.Kind == process.WaitChild || w.Kind == process.WaitCompaction) && ended(w.ChildPID) {
+	waiting := r.State == process.Waiting || r.State == process.Paused && r.PausedFrom == process.Waiting
+	if w := r.Wait; waiting && w != nil && (w.Kind == process.WaitChild || w.Kind == process.WaitCompaction) && ended(w.ChildPID) {
 		// The child it waited for ended since the checkpoint and stays
-		// ended: that exit's wake belongs to the restored wait too.
+		// ended: that exit's wake belongs to the restored wait too, paused
+		// by the Host or not.
 		return superseded, k.step(tx, &r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: w.Kind})
 	}
 	k.tellScheduler(tx, pid, r.State, r.Wait, r.Gen)

@@ -31,11 +31,13 @@ type syscalls struct {
 	// table lets it check.
 	tool string
 	ops  []authority.Op
-	// scopeUses are the uses of one-shot grants this call's scope checks
-	// reserved. Starting an agent task exercises no scope, so the use its
-	// check reserved is the one the child is handed (SpawnChild), and not
-	// a second one taken from the caller's grant.
-	scopeUses []capabilities.Reservation
+	// reserved are the uses of one-shot grants this call's checks reserved:
+	// a probe made after them (what a listing shows, which grant decides)
+	// looks at the grants as the call found them. scopeUses are those of
+	// its scope checks: starting an agent task exercises no scope, so the
+	// use its check reserved is the one the child is handed (SpawnChild),
+	// and not a second one taken from the caller's grant.
+	reserved, scopeUses []capabilities.Reservation
 }
 
 // newSyscalls binds t's call callID, of r in tx, to the kernel.
@@ -76,39 +78,45 @@ func (s *syscalls) Require(op authority.Op, p authority.Params) error {
 	if !slices.Contains(s.ops, op) {
 		return fmt.Errorf("%w: %s checked %s; the table lists %v for it", authority.ErrUndeclared, s.tool, op, s.ops)
 	}
-	reserved, err := s.k.check(s.tx, s.r, s.callID != "" && s.r.ApprovedCall == s.callID, op, p)
+	reserved, err := s.k.check(s.tx, s.r, s.approved(), op, p)
+	s.reserved = append(s.reserved, reserved...)
 	if op == authority.ScopeUse {
 		s.scopeUses = append(s.scopeUses, reserved...)
 	}
 	return err
 }
 
-// withScopeUses is r's grants with the scope uses this call reserved given
-// back: what the call may hand down.
-func (s *syscalls) withScopeUses() []capabilities.Grant {
+// approved reports whether s serves a call a Human approved.
+func (s *syscalls) approved() bool { return s.callID != "" && s.r.ApprovedCall == s.callID }
+
+// asFound is r's grants with the uses this call's checks reserved given
+// back: the grants as the call found them.
+func (s *syscalls) asFound() []capabilities.Grant {
 	grants := s.r.Grants
-	for _, res := range s.scopeUses {
+	for _, res := range s.reserved {
 		grants = capabilities.Restore(grants, res)
 	}
 	return grants
 }
 
 func (s *syscalls) Holding(op authority.Op, p authority.Params) (capabilities.Grant, bool) {
-	reqs, err := authority.Requirements(op, served(s.tx, s.r, p))
-	if err != nil || len(reqs) == 0 || !slices.Contains(s.ops, op) {
+	if !slices.Contains(s.ops, op) {
 		return capabilities.Grant{}, false
 	}
-	grants := s.withScopeUses()
-	d := s.k.decideOn(grants, s.callID != "" && s.r.ApprovedCall == s.callID, reqs[0].Right, reqs[0].Names...)
-	if !d.Allowed && !d.Ask {
-		return capabilities.Grant{}, false
-	}
-	for _, g := range grants {
-		if g.ID == d.GrantID {
-			return g.Clone(), true
+	grants := s.asFound()
+	var held capabilities.Grant
+	found := false
+	err := s.k.decideEach(s.tx, s.r, grants, s.approved(), op, p, func(_ authority.Requirement, d capabilities.Decision) error {
+		if d.Allowed || d.Ask {
+			for _, g := range grants {
+				if g.ID == d.GrantID {
+					held, found = g.Clone(), true
+				}
+			}
 		}
-	}
-	return capabilities.Grant{}, false
+		return errStopDeciding // the first requirement names the grant
+	})
+	return held, found && errors.Is(err, errStopDeciding)
 }
 
 // require checks (and for a one-shot, reserves) op on p for r in tx, for
@@ -123,7 +131,11 @@ func (k *Runtime) require(tx *txn, r *procRecord, op authority.Op, p authority.P
 // reserved before the next is decided). It returns the one-shot uses it
 // reserved.
 func (k *Runtime) check(tx *txn, r *procRecord, approved bool, op authority.Op, p authority.Params) ([]capabilities.Reservation, error) {
-	reqs, err := authority.Requirements(op, served(tx, r, p))
+	p, err := served(tx, r, p)
+	if err != nil {
+		return nil, err
+	}
+	reqs, err := authority.Requirements(op, p)
 	if err != nil {
 		return nil, err
 	}
@@ -152,18 +164,26 @@ func (k *Runtime) check(tx *txn, r *procRecord, approved bool, op authority.Op, 
 // context compressor's: what it holds is the compacted process's context,
 // so a grant on that process's namespace speaks for it too (a process
 // denied that namespace is denied its compressors').
-func served(tx *txn, r *procRecord, p authority.Params) authority.Params {
-	if p.Namespace == "" || p.Namespace == r.Namespace {
-		return p
+func served(tx *txn, r *procRecord, p authority.Params) (authority.Params, error) {
+	if tx == nil || p.Namespace == "" || p.Namespace == r.Namespace {
+		return p, nil
 	}
 	pid, ok := namespacePID(p.Namespace)
 	if !ok {
-		return p
+		return p, nil
 	}
-	if rec, err := loadProc(tx, pid); err == nil && rec.CompactionOf != 0 {
+	rec, err := loadProc(tx, pid)
+	switch {
+	case errors.Is(err, ErrNoProcess):
+		return p, nil
+	case err != nil:
+		// Not knowing whose it is could skip a deny that speaks for it.
+		return p, fmt.Errorf("authority on namespace %s: %w", p.Namespace, err)
+	}
+	if rec.CompactionOf != 0 {
 		p.Served = Namespace(rec.CompactionOf)
 	}
-	return p
+	return p, nil
 }
 
 // childResult reports whether oid is the result of a direct child of r,
@@ -213,40 +233,64 @@ func childResult(tx *txn, r *procRecord, oid string) (int64, bool) {
 // child that handed it up; a deeper one is found among the children.
 const maxResultHandUps = 64
 
-// permits reports whether r holds op on p now, reserving nothing and
-// asking no one (an ask grant does not permit): a stage's probe before
-// anything exists. The refusal reads as check's does.
-func (k *Runtime) permits(r *procRecord, op authority.Op, p authority.Params) error {
+// decideEach decides each requirement of op on p for r, in the table's
+// order, on grants (r's own when nil), with a compressor's served namespace
+// named when tx is given, reserving nothing. visit sees each decision and
+// may stop the walk with an error, which decideEach returns.
+func (k *Runtime) decideEach(tx *txn, r *procRecord, grants []capabilities.Grant, approved bool, op authority.Op, p authority.Params,
+	visit func(authority.Requirement, capabilities.Decision) error) error {
+	p, err := served(tx, r, p)
+	if err != nil {
+		return err
+	}
 	reqs, err := authority.Requirements(op, p)
 	if err != nil {
 		return err
 	}
+	if grants == nil {
+		grants = r.Grants
+	}
 	for _, q := range reqs {
-		if d := k.decide(r, false, q.Right, q.Names...); !d.Allowed {
-			return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, q.Right, q.Names[0], d.Reason)
+		if err := visit(q, k.decideOn(grants, approved, q.Right, q.Names...)); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// errStopDeciding ends a decideEach walk that has what it needs.
+var errStopDeciding = errors.New("stop deciding")
+
+// refusal is the error of a decision that does not allow, as check words it.
+func refusal(q authority.Requirement, d capabilities.Decision) error {
+	return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, q.Right, q.Names[0], d.Reason)
+}
+
+// permits reports whether r holds op on p now, reserving nothing and
+// asking no one (an ask grant does not permit): a stage's probe before
+// anything exists. The refusal reads as check's does.
+func (k *Runtime) permits(r *procRecord, op authority.Op, p authority.Params) error {
+	return k.decideEach(nil, r, nil, false, op, p, func(q authority.Requirement, d capabilities.Decision) error {
+		if !d.Allowed {
+			return refusal(q, d)
+		}
+		return nil
+	})
 }
 
 // probe is permits for a call a Human may approve: an ask grant, unless the
 // call is approved, holds it for approval (an ApprovalRequiredError), as
 // check would. It reserves nothing.
 func (k *Runtime) probe(r *procRecord, approved bool, op authority.Op, p authority.Params) error {
-	reqs, err := authority.Requirements(op, p)
-	if err != nil {
-		return err
-	}
-	for _, q := range reqs {
-		d := k.decide(r, approved, q.Right, q.Names...)
-		if d.Ask {
+	return k.decideEach(nil, r, nil, approved, op, p, func(q authority.Requirement, d capabilities.Decision) error {
+		switch {
+		case d.Ask:
 			return &ApprovalRequiredError{GrantID: d.GrantID, Right: q.Right, Resource: d.Name}
+		case !d.Allowed:
+			return refusal(q, d)
 		}
-		if !d.Allowed {
-			return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, q.Right, q.Names[0], d.Reason)
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // unopposed reports whether no grant of r speaks against op on p: nil,
@@ -256,39 +300,28 @@ func (k *Runtime) probe(r *procRecord, approved bool, op authority.Op, p authori
 // the caller holds the right for (a checkpoint's fork or restore copies or
 // rewrites the subtree's Objects), and only a grant against it stands.
 func (k *Runtime) unopposed(tx *txn, r *procRecord, approved bool, op authority.Op, p authority.Params) error {
-	reqs, err := authority.Requirements(op, served(tx, r, p))
-	if err != nil {
-		return err
-	}
-	for _, q := range reqs {
-		d := k.decide(r, approved, q.Right, q.Names...)
+	return k.decideEach(tx, r, nil, approved, op, p, func(q authority.Requirement, d capabilities.Decision) error {
 		switch {
 		case d.Ask:
 			return &ApprovalRequiredError{GrantID: d.GrantID, Right: q.Right, Resource: d.Name}
 		case !d.Allowed && d.GrantID != "":
-			return fmt.Errorf("%w: %s on %s: %s", tools.ErrDenied, q.Right, q.Names[0], d.Reason)
+			return refusal(q, d)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-// approved reports whether s serves a call a Human approved.
-func (s *syscalls) approved() bool { return s.callID != "" && s.r.ApprovedCall == s.callID }
-
-// shows reports whether r may do op on p now, reserving nothing: whether a
-// listing may show the target. An ask grant shows it only in a call a
-// Human approved (where it allows); the listing itself is not held for it.
-func (k *Runtime) shows(tx *txn, r *procRecord, approved bool, op authority.Op, p authority.Params) bool {
-	reqs, err := authority.Requirements(op, served(tx, r, p))
-	if err != nil {
-		return false
-	}
-	for _, q := range reqs {
-		if d := k.decide(r, approved, q.Right, q.Names...); !d.Allowed {
-			return false
+// shows reports whether r may do op on p, on grants (as the listing call
+// found them), reserving nothing: whether a listing may show the target.
+// An ask grant shows it only in a call a Human approved (where it allows);
+// the listing itself is not held for it.
+func (k *Runtime) shows(tx *txn, r *procRecord, grants []capabilities.Grant, approved bool, op authority.Op, p authority.Params) bool {
+	return k.decideEach(tx, r, grants, approved, op, p, func(q authority.Requirement, d capabilities.Decision) error {
+		if !d.Allowed {
+			return refusal(q, d)
 		}
-	}
-	return true
+		return nil
+	}) == nil
 }
 
 // decide is the one authority decision of the kernel: r's grants in force
@@ -403,7 +436,7 @@ func (s *syscalls) SpawnChild(spec tools.ChildSpec) (tools.ChildStatus, error) {
 // call was, picks its grant again once the use is back. Each reserved use
 // moves at most once.
 func (s *syscalls) handScopeUsesDown(handed []capabilities.Grant) {
-	approved := s.callID != "" && s.r.ApprovedCall == s.callID
+	approved := s.approved()
 	for _, g := range handed {
 		if g.UsesRemaining == nil || g.Effect == capabilities.Deny {
 			continue
@@ -531,9 +564,9 @@ func (s *syscalls) ListObjects(namespace string) ([]objects.Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	approved := s.callID != "" && s.r.ApprovedCall == s.callID
+	grants, approved := s.asFound(), s.approved()
 	return slices.DeleteFunc(metas, func(m objects.Meta) bool {
-		return !s.k.shows(s.tx, s.r, approved, authority.ObjectRead, authority.Params{OID: m.OID, Namespace: m.Namespace})
+		return !s.k.shows(s.tx, s.r, grants, approved, authority.ObjectRead, authority.Params{OID: m.OID, Namespace: m.Namespace})
 	}), nil
 }
 
@@ -573,6 +606,9 @@ func (s *syscalls) ListCheckpoints(root int64) ([]tools.Checkpoint, error) {
 
 func (s *syscalls) RestoreCheckpoint(id string) (tools.RestoreReport, error) {
 	rep, err := s.k.restoreCheckpoint(s.tx, id, s.r, s.approved())
+	if errors.Is(err, tools.ErrDenied) {
+		return tools.RestoreReport{}, err // a refusal keeps its code, as a fork's does
+	}
 	if err != nil {
 		return tools.RestoreReport{}, tools.Errorf(tools.CodeFailed, "%w", err)
 	}

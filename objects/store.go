@@ -491,12 +491,12 @@ func canonicalDir(dir string) (string, error) {
 	return resolved, nil
 }
 
-// isLockHeld tells a held lock apart from other failures to take it (a
-// missing or unwritable directory comes back as *os.PathError).
 // readersWait bounds how long a writer's Open waits for read-only opens to
 // let the directory go.
 const readersWait = 10 * time.Second
 
+// isLockHeld tells a held lock apart from other failures to take it (a
+// missing or unwritable directory comes back as *os.PathError).
 func isLockHeld(err error) bool {
 	var pathErr *os.PathError
 	if errors.As(err, &pathErr) {
