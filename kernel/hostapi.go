@@ -27,7 +27,7 @@ func (k *Runtime) InspectWithArguments(pid int64, known func(CallKey) (json.RawM
 		}
 		d = ProcessDetail{
 			PID: r.PID, Image: r.Image, Status: r.State, Reason: r.Reason, Turn: r.Turn,
-			PauseRequested: r.PauseRequested, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+			PauseRequested: r.PauseRequested, HostHold: r.HostHold, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 			ResultOID: r.ResultOID, Budgets: budgetLines(r.Limits, r.Used), Grants: []GrantView{},
 		}
 		if r.ParentPID != 0 {

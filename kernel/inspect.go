@@ -47,12 +47,15 @@ type ProcessDetail struct {
 	Reason    string        `json:"reason,omitempty"`
 	Turn      int           `json:"turn"`
 	// PauseRequested says a pause waits for the running quantum to end.
-	PauseRequested bool        `json:"pause_requested,omitempty"`
-	CreatedAt      time.Time   `json:"created_at"`
-	UpdatedAt      time.Time   `json:"updated_at"`
-	WaitingOn      *WaitDetail `json:"waiting_on"`
-	Goal           ObjectRef   `json:"goal"`
-	Grants         []GrantView `json:"grants"`
+	PauseRequested bool `json:"pause_requested,omitempty"`
+	// HostHold says the Host paused the process: only its continue lifts
+	// the pause (a parent's resume is refused).
+	HostHold  bool        `json:"host_hold,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
+	WaitingOn *WaitDetail `json:"waiting_on"`
+	Goal      ObjectRef   `json:"goal"`
+	Grants    []GrantView `json:"grants"`
 	// Budgets maps each budget's name to its limit (0: unlimited) and use.
 	Budgets   map[string]BudgetLine `json:"budgets"`
 	Children  []int64               `json:"children"`

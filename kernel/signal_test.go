@@ -87,6 +87,9 @@ processes:
 	if info := h.info(2); info.Status != process.Paused {
 		t.Fatalf("the child: %s, want paused", info.Status)
 	}
+	if d, err := h.rt.Inspect(2); err != nil || !d.HostHold {
+		t.Fatalf("inspect shows no Host hold: %+v %v", d, err)
+	}
 	if _, err := h.rt.Signal(2, SignalContinue); err != nil {
 		t.Fatal(err)
 	}

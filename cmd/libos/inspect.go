@@ -123,6 +123,9 @@ func inspectText(d kernel.ProcessDetail) string {
 	if d.PauseRequested {
 		status += " (pauses when its quantum ends)"
 	}
+	if d.HostHold {
+		status += " (by the Host: only libos continue lets it go on)"
+	}
 	line("status", status)
 	if d.Reason != "" {
 		line("reason", oneLine(d.Reason))
