@@ -21,9 +21,9 @@ func Tools(tools.Config) []*tools.Tool {
 			authority.CheckpointCreate, func(sys tools.Checkpoints, pid int64) (any, error) { return sys.CreateCheckpoint(pid) }),
 		byPID("checkpoint_list", "List the checkpoints of a subtree. Needs read on checkpoint:process:<pid>.",
 			authority.CheckpointList, func(sys tools.Checkpoints, pid int64) (any, error) { return sys.ListCheckpoints(pid) }),
-		byID("checkpoint_restore", "Restore a quiescent subtree to a checkpoint; a process cannot restore its own subtree. External effects since are reported, not undone. Ends the batch. Needs admin on checkpoint:process:<root>.",
+		byID("checkpoint_restore", "Restore a quiescent subtree to a checkpoint; a process cannot restore its own subtree. External effects since are reported, not undone. Ends the batch. Needs admin on checkpoint:process:<root>, and no grant denying you a write of an Object it rewrites or removes.",
 			authority.CheckpointRestore, func(sys tools.Checkpoints, id string) (any, error) { return sys.RestoreCheckpoint(id) }),
-		byID("checkpoint_fork", "Fork a checkpoint into a new subtree with new pids and Objects (no pending actions, waits made runnable, no one-shot grants, no approvals, grants renamed to the fork's own resources). Ends the batch. Needs execute on checkpoint:process:<root>.",
+		byID("checkpoint_fork", "Fork a checkpoint into a new subtree with new pids and Objects (no pending actions, waits made runnable, no one-shot grants, no approvals, grants renamed to the fork's own resources); each forked process is a child you spawn. Ends the batch. Needs execute on checkpoint:process:<root>, write on process:spawn and read on another image, and no grant denying you a read of an Object it copies.",
 			authority.CheckpointFork, func(sys tools.Checkpoints, id string) (any, error) { return sys.ForkCheckpoint(id) }),
 	}
 }
