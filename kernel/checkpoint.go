@@ -547,6 +547,7 @@ func (k *Runtime) restoreRecord(tx *txn, id string, cp Checkpoint, data *checkpo
 	r.Record = restored
 	r.Grants = neverRegain(old.Grants, now.Grants)
 	r.Used, r.Turn, r.ToolCalls, r.RetainSeq = now.Used, now.Turn, now.ToolCalls, now.RetainSeq
+	r.ReservedTokens = 0 // a call in flight at the capture is answered, not resumed
 	// The restored context is the captured one, and so are the statuses of
 	// the messages it was told of (below).
 	r.NotifiedSeq = old.NotifiedSeq
@@ -939,13 +940,14 @@ func (k *Runtime) forkRecord(tx *txn, id string, cp Checkpoint, data *checkpoint
 	r.Used, r.ToolCalls, r.RetainSeq, r.RetainedEntries = capabilities.Budget{}, 0, 0, 0
 	r.ResumePending, r.Dispatch = "", nil
 	r.NotifiedSeq, r.InterruptedTurn, r.PauseRequested, r.HostHold, r.WallMark = 0, false, false, false, time.Time{}
+	r.ReservedTokens = 0 // a call in flight at the capture is not the fork's
 	r.CreatedAt = k.now()
 	if caller != nil {
 		// The fork is the caller's subtree: its wall time passes within the
 		// caller's, as a spawned child's does (createProcess).
 		if left, limited := wallLeft(caller, r.CreatedAt); limited {
 			if left == 0 {
-				return fmt.Errorf("fork %s: %w: pid %d has no wall time left (limit %d s) for a fork", id, capabilities.ErrBudgetExhausted, caller.PID, caller.Limits.WallSeconds)
+				return fmt.Errorf("fork %s: %w", id, wallExhausted(caller))
 			}
 			r.Limits = r.Limits.Min(capabilities.Budget{WallSeconds: left})
 		}

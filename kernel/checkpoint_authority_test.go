@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/llm"
@@ -331,4 +332,67 @@ func TestOneShotLastUseCountsForTheCallsProbes(t *testing.T) {
 	if res := h.toolResults(creator)[0]; res["ok"] != true {
 		t.Fatalf("create_object on a grant's last use: %v", res)
 	}
+}
+
+// A call approved after the process's wall time ran out is refused, naming
+// wall_seconds, as its next provider call would be; a spawn then is refused
+// naming it too.
+func TestApprovedCallAfterTheWallBudgetIsRefused(t *testing.T) {
+	m := &pidModel{}
+	h := modelHarness(t, m)
+	m.set(1,
+		[2]string{"get_current_time", `{}`},
+		[2]string{"process_exit", `{}`})
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: []capabilities.Grant{askClock()}, Budget: capabilities.Budget{WallSeconds: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if info := h.info(pid); info.WaitingOn != process.WaitApproval {
+		t.Fatalf("not held: %+v", info)
+	}
+	h.clock.Advance(time.Hour)
+	list, _ := h.rt.Approvals()
+	if err := h.rt.Approve(ApprovalRef{PID: pid, CallID: list[0].CallID, ID: list[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	res := h.toolResults(pid)
+	if errorCode(res[0]) != tools.CodeBudgetExhausted || !strings.Contains(errorMessage(res[0]), "wall_seconds") {
+		t.Fatalf("the approved call an hour past a 10 s wall budget: %v", res[0])
+	}
+}
+
+// A fork of a capture taken during a provider call holds no reservation:
+// the call in flight was the source's.
+func TestForkOfAMidCallCaptureReservesNothing(t *testing.T) {
+	var h *harness
+	var cpID string
+	first := true
+	h = newHarness(t, "", func(o *Options) {
+		o.Provider = funcProvider(func(req llm.Request) (llm.Response, error) {
+			if req.Process.PID == 1 && first {
+				first = false
+				cp, err := h.rt.CreateCheckpoint(1)
+				if err != nil {
+					return llm.Response{}, err
+				}
+				cpID = cp.ID
+			}
+			return oneCall("w", "receive_process_messages", `{"sender":"human:nobody"}`), nil
+		})
+	})
+	h.spawn(nil)
+	h.run()
+	rep, err := h.rt.ForkCheckpoint(cpID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rt.view(func(tx *txn) error {
+		f, err := loadProc(tx, rep.RootPID)
+		if err == nil && f.ReservedTokens != 0 {
+			t.Errorf("the fork holds a reservation of %d tokens it never made", f.ReservedTokens)
+		}
+		return err
+	})
 }

@@ -380,7 +380,7 @@ func (k *Runtime) createProcess(tx *txn, im *images.Image, parent int64, goal st
 		// longer than the parent has left.
 		if left, limited := wallLeft(pr, now); limited {
 			if left == 0 {
-				return nil, fmt.Errorf("%w: pid %d has no wall time left (limit %d s) for a child", capabilities.ErrBudgetExhausted, parent, pr.Limits.WallSeconds)
+				return nil, wallExhausted(pr)
 			}
 			budget = budget.Min(capabilities.Budget{WallSeconds: left})
 		}

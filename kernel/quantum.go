@@ -999,6 +999,12 @@ func (k *Runtime) invoke(ctx context.Context, tx *txn, r *procRecord, c *llmCont
 		return tools.Outcome{}, err
 	}
 	if !t.Uncharged {
+		// Wall time is charged at provider calls; a call made after it ran
+		// out (an approved one, after its Human took the time) is refused
+		// here, as the next provider call would be.
+		if left, limited := wallLeft(r, k.now()); limited && left == 0 {
+			return tools.Outcome{}, wallExhausted(r)
+		}
 		if err := charge(tx, r, capabilities.Budget{ToolCalls: 1}); err != nil {
 			return tools.Outcome{}, err
 		}

@@ -488,6 +488,12 @@ func wallLeft(r *procRecord, now time.Time) (int64, bool) {
 	return max(r.Limits.WallSeconds-r.Used.WallSeconds-passed, 0), true
 }
 
+// wallExhausted is the refusal of what r may no longer start, its wall
+// time spent: named as every budget refusal is.
+func wallExhausted(r *procRecord) error {
+	return &capabilities.BudgetError{Budget: "wall_seconds", PID: r.PID, Limit: r.Limits.WallSeconds, Used: r.Limits.WallSeconds, Requested: 1}
+}
+
 // charge adds delta to the budgets of r and every ancestor, all or nothing.
 // The caller saves r; ancestors are saved here.
 func charge(tx *txn, r *procRecord, delta capabilities.Budget) error {
