@@ -219,14 +219,7 @@ func TestListObjectsHidesAskGuardedObjects(t *testing.T) {
 	m := &pidModel{}
 	h := modelHarness(t, m)
 	const secret = "11111111-2222-4333-8444-777777777777"
-	err := h.rt.update(func(tx *txn) error {
-		_, err := tx.Create(objects.CreateSpec{OID: secret, Namespace: "shared", Name: "salary", Kind: "data", Owner: "0",
-			Payload: []byte("1"), Tier: objects.TierDurable})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sharedObject(t, h, objects.CreateSpec{OID: secret, Name: "salary", Payload: []byte("1")})
 	m.set(1, [2]string{"list_objects", `{"namespace":"shared"}`})
 	pid := h.spawn([]capabilities.Grant{allowGrant("object_namespace:shared", capabilities.Read),
 		{Resource: "object:" + secret, Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Ask}})
@@ -313,13 +306,7 @@ func TestRestoreOfAHostPausedWaitSeesTheChildsExit(t *testing.T) {
 func TestOneShotLastUseCountsForTheCallsProbes(t *testing.T) {
 	m := &pidModel{}
 	h := modelHarness(t, m)
-	err := h.rt.update(func(tx *txn) error {
-		_, err := tx.Create(objects.CreateSpec{Namespace: "shared", Name: "notes", Kind: "data", Owner: "0", Payload: []byte("1"), Tier: objects.TierDurable})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sharedObject(t, h, objects.CreateSpec{Name: "notes", Payload: []byte("1")})
 	one := func() *int { n := 1; return &n }
 	m.set(1, [2]string{"list_objects", `{"namespace":"shared"}`})
 	lister := h.spawn([]capabilities.Grant{{Resource: "object_namespace:shared", Rights: []capabilities.Right{capabilities.Read}, UsesRemaining: one()}})

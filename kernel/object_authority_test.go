@@ -11,6 +11,29 @@ import (
 	"github.com/libos/libos/tools"
 )
 
+// sharedObject creates an Object as the Host would, in the namespace
+// "shared" unless spec names one: durable, of kind data unless spec says.
+func sharedObject(t *testing.T, h *harness, spec objects.CreateSpec) objects.Meta {
+	t.Helper()
+	if spec.Namespace == "" {
+		spec.Namespace = "shared"
+	}
+	if spec.Kind == "" {
+		spec.Kind = "data"
+	}
+	spec.Owner, spec.Tier = "0", objects.TierDurable
+	var meta objects.Meta
+	err := h.rt.update(func(tx *txn) error {
+		var err error
+		meta, err = tx.Create(spec)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return meta
+}
+
 func objectGrant(resource string, effect capabilities.Effect, rights ...capabilities.Right) capabilities.Grant {
 	return capabilities.Grant{Resource: resource, Rights: rights, Effect: effect}
 }
@@ -29,17 +52,8 @@ processes:
       - tool_calls: [{name: process_exit, arguments: {}}]
 `)
 	const secret, open = "11111111-2222-4333-8444-555555555555", "11111111-2222-4333-8444-666666666666"
-	err := h.rt.update(func(tx *txn) error {
-		for oid, name := range map[string]string{secret: "salary", open: "menu"} {
-			if _, err := tx.Create(objects.CreateSpec{OID: oid, Namespace: "shared", Name: name, Kind: "data", Owner: "0",
-				Labels: map[string]string{"note": name}, Payload: []byte("123456"), Tier: objects.TierDurable}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	for oid, name := range map[string]string{secret: "salary", open: "menu"} {
+		sharedObject(t, h, objects.CreateSpec{OID: oid, Name: name, Labels: map[string]string{"note": name}, Payload: []byte("123456")})
 	}
 	pid := h.spawn([]capabilities.Grant{
 		objectGrant("object_namespace:shared", capabilities.Allow, capabilities.Read),
@@ -143,15 +157,7 @@ processes:
 `)
 	pid := h.spawn(nil)
 	h.run()
-	cp, err := h.rt.CreateCheckpoint(pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := h.rt.ForkCheckpoint(cp.ID)
-	if err != nil {
-		t.Fatalf("fork: %v", err)
-	}
-	fork := rep.PIDs[pid]
+	fork := forkNow(t, h, pid).PIDs[pid]
 	for _, name := range []string{"invoice:1", "invoice:2"} {
 		if _, p := objectPayload(t, h, fork, name); p == "" {
 			t.Errorf("the fork has no %s", name)

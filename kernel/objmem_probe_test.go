@@ -28,14 +28,7 @@ processes:
 `+calls+`
       - tool_calls: [{name: process_exit, arguments: {}}]
 `)
-	err := h.rt.update(func(tx *txn) error {
-		_, err := tx.Create(objects.CreateSpec{OID: probeSecret, Namespace: "shared", Name: "salary", Kind: "ledger", Owner: "0",
-			Labels: map[string]string{"owner": "cfo"}, Payload: []byte("123456"), Tier: objects.TierDurable})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sharedObject(t, h, objects.CreateSpec{OID: probeSecret, Name: "salary", Kind: "ledger", Labels: map[string]string{"owner": "cfo"}, Payload: []byte("123456")})
 	pid := h.spawn(grants)
 	h.run()
 	return h.toolResults(pid)
