@@ -69,6 +69,48 @@ processes:
 	}
 }
 
+// A page of list_objects counts only the Objects its caller may read: a
+// denied one neither takes a place in the page nor makes has_more true, and
+// next_after names a shown Object, never a hidden one.
+func TestListObjectsPageSkipsDeniedObjects(t *testing.T) {
+	h := newHarness(t, `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls:
+          - {name: list_objects, arguments: {namespace: shared, limit: 2}}
+          - {name: list_objects, arguments: {namespace: shared, limit: 2, after: b}}
+      - tool_calls: [{name: process_exit, arguments: {}}]
+`)
+	oids := map[string]string{
+		"a": "11111111-2222-4333-8444-000000000001", "b": "11111111-2222-4333-8444-000000000002",
+		"c": "11111111-2222-4333-8444-000000000003", "d": "11111111-2222-4333-8444-000000000004",
+		"e": "11111111-2222-4333-8444-000000000005"}
+	for name, oid := range oids {
+		sharedObject(t, h, objects.CreateSpec{OID: oid, Name: name, Payload: []byte("1")})
+	}
+	pid := h.spawn([]capabilities.Grant{
+		objectGrant("object_namespace:shared", capabilities.Allow, capabilities.Read),
+		objectGrant("object:"+oids["a"], capabilities.Deny, capabilities.Read),
+		objectGrant("object:"+oids["d"], capabilities.Deny, capabilities.Read),
+		objectGrant("object:"+oids["e"], capabilities.Deny, capabilities.Read)})
+	h.run()
+	res := h.toolResults(pid)
+	names := func(r map[string]any) string {
+		var out []string
+		for _, o := range r["objects"].([]any) {
+			out = append(out, o.(map[string]any)["name"].(string))
+		}
+		return strings.Join(out, ",")
+	}
+	if names(res[0]) != "b,c" || res[0]["has_more"] != false {
+		t.Fatalf("first page: %v, want b,c and no more (d and e are hidden)", res[0])
+	}
+	if names(res[1]) != "c" || res[1]["has_more"] != false || res[1]["next_after"] != nil {
+		t.Fatalf("page after b: %v, want c alone", res[1])
+	}
+}
+
 // A process cannot create an Object under a name the kernel gives its own in
 // a process namespace: the compaction job found by its name, or the goal of
 // a pid to come, whose spawn it would block for good.

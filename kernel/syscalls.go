@@ -556,18 +556,29 @@ func (s *syscalls) LookupObject(namespace, name string) (objects.Meta, error) {
 	return s.tx.Lookup(namespace, name)
 }
 
-// ListObjects lists namespace's Objects less those the caller may not read:
-// the tool's read on the namespace shows its Objects, but a deny on one
-// (object:<oid>) hides it from a listing as it does from read_object.
-func (s *syscalls) ListObjects(namespace string) ([]objects.Meta, error) {
-	metas, err := s.tx.List(namespace)
-	if err != nil {
-		return nil, err
-	}
+// ListObjects lists a page of namespace's Objects less those the caller may
+// not read: the tool's read on the namespace shows its Objects, but a deny
+// on one (object:<oid>) hides it from a listing as it does from
+// read_object, and from the page's count and its has-more answer.
+func (s *syscalls) ListObjects(namespace, after string, limit int) ([]objects.Meta, bool, error) {
 	grants, approved := s.asFound(), s.approved()
-	return slices.DeleteFunc(metas, func(m objects.Meta) bool {
-		return !s.k.shows(s.tx, s.r, grants, approved, authority.ObjectRead, authority.Params{OID: m.OID, Namespace: m.Namespace})
-	}), nil
+	metas := make([]objects.Meta, 0, min(limit, 64))
+	more := false
+	err := s.tx.ListAfter(namespace, after, func(m objects.Meta) (bool, error) {
+		if !s.k.shows(s.tx, s.r, grants, approved, authority.ObjectRead, authority.Params{OID: m.OID, Namespace: m.Namespace}) {
+			return true, nil
+		}
+		if len(metas) == limit {
+			more = true
+			return false, nil
+		}
+		metas = append(metas, m)
+		return true, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return metas, more, nil
 }
 
 func (s *syscalls) CheckpointRoot(id string) (int64, error) {

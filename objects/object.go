@@ -689,31 +689,68 @@ func (tx *Txn) Lookup(namespace, name string) (Meta, error) {
 // List returns the metadata of every object in namespace, ordered by name
 // (byte order).
 func (tx *Txn) List(namespace string) ([]Meta, error) {
+	var metas []Meta
+	err := tx.ListAfter(namespace, "", func(m Meta) (bool, error) {
+		metas = append(metas, m)
+		return true, nil
+	})
+	if metas == nil && err == nil {
+		metas = []Meta{}
+	}
+	return metas, err
+}
+
+// ListAfter calls fn with the metadata of each object in namespace whose
+// name sorts after after (byte order; "" starts at the first), in name
+// order, until fn returns false or an error, which ListAfter returns.
+func (tx *Txn) ListAfter(namespace, after string, fn func(Meta) (bool, error)) error {
 	if err := tx.usable(false); err != nil {
-		return nil, fmt.Errorf("objects: list: %w", err)
+		return fmt.Errorf("objects: list: %w", err)
 	}
 	if err := checkIdent("namespace", namespace); err != nil {
-		return nil, fmt.Errorf("objects: list: %w", err)
+		return fmt.Errorf("objects: list: %w", err)
 	}
 	prefix := namespacePrefix(namespace)
-	var oids []string
-	err := tx.iterate(prefix, prefixEnd(prefix), false, false, func(_, value []byte) error {
-		oids = append(oids, string(value))
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("objects: list %s: %w", namespace, err)
+	lower := prefix
+	if after != "" {
+		// Names hold no NUL byte, so the first name after after is at or
+		// past after+NUL.
+		lower = append(nameKey(namespace, after), 0)
 	}
-	metas := make([]Meta, 0, len(oids))
-	for _, oid := range oids {
-		sm, ok, err := tx.loadMeta(oid)
+	// The index is read a chunk at a time, each chunk before its metadata
+	// is loaded, so a page costs what it shows, not the namespace's size.
+	const chunk = 64
+	upper := prefixEnd(prefix)
+	for {
+		oids := make([]string, 0, chunk)
+		var last []byte
+		err := tx.iterate(lower, upper, false, false, func(key, value []byte) error {
+			oids = append(oids, string(value))
+			if len(oids) == chunk {
+				last = append(last[:0], key...)
+				return ErrStopScan
+			}
+			return nil
+		})
 		if err != nil {
-			return nil, fmt.Errorf("objects: list %s: %w", namespace, err)
+			return fmt.Errorf("objects: list %s: %w", namespace, err)
 		}
-		if !ok {
-			return nil, fmt.Errorf("objects: list %s: index names %s, which has no metadata", namespace, oid)
+		for _, oid := range oids {
+			sm, ok, err := tx.loadMeta(oid)
+			if err != nil {
+				return fmt.Errorf("objects: list %s: %w", namespace, err)
+			}
+			if !ok {
+				return fmt.Errorf("objects: list %s: index names %s, which has no metadata", namespace, oid)
+			}
+			more, err := fn(tx.publicMeta(&sm))
+			if err != nil || !more {
+				return err
+			}
 		}
-		metas = append(metas, tx.publicMeta(&sm))
+		if last == nil {
+			return nil
+		}
+		lower = append(last, 0)
 	}
-	return metas, nil
 }

@@ -845,3 +845,66 @@ func TestWriteDropPayload(t *testing.T) {
 		return nil
 	})
 }
+
+// ListAfter visits a namespace by name from after, across more Objects than
+// one chunk of the index holds, including those the same transaction
+// created and not those another namespace holds, and stops when told.
+func TestListAfter(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	create := func(tx *Txn, ns string, i int) error {
+		_, err := tx.Create(CreateSpec{Namespace: ns, Name: fmt.Sprintf("n%03d", i), Kind: "k", Tier: TierDurable, Payload: []byte("1")})
+		return err
+	}
+	err := s.Update(func(tx *Txn) error {
+		for i := 0; i < 150; i += 2 {
+			if err := create(tx, "ns", i); err != nil {
+				return err
+			}
+			if err := create(tx, "ns2", i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(func(tx *Txn) error {
+		for i := 1; i < 150; i += 2 {
+			if err := create(tx, "ns", i); err != nil {
+				return err
+			}
+		}
+		var names []string
+		if err := tx.ListAfter("ns", "n009", func(m Meta) (bool, error) {
+			names = append(names, m.Name)
+			return true, nil
+		}); err != nil {
+			return err
+		}
+		if len(names) != 140 || names[0] != "n010" || names[139] != "n149" {
+			return fmt.Errorf("listed %d from %v to %v, want n010..n149", len(names), names[0], names[len(names)-1])
+		}
+		for i := 1; i < len(names); i++ {
+			if names[i] <= names[i-1] {
+				return fmt.Errorf("out of order: %s after %s", names[i], names[i-1])
+			}
+		}
+		visited := 0
+		if err := tx.ListAfter("ns", "", func(Meta) (bool, error) {
+			visited++
+			return visited < 70, nil
+		}); err != nil || visited != 70 {
+			return fmt.Errorf("stopped after %d visits (%v), want 70", visited, err)
+		}
+		all, err := tx.List("ns2")
+		if err != nil || len(all) != 75 {
+			return fmt.Errorf("List ns2: %d, %v", len(all), err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -249,7 +249,10 @@ type ObjectStore interface {
 	CreateObject(spec objects.CreateSpec) (objects.Meta, error)
 	WriteObject(oid string, expectedVersion uint64, spec objects.WriteSpec) (objects.Meta, error)
 	LookupObject(namespace, name string) (objects.Meta, error)
-	ListObjects(namespace string) ([]objects.Meta, error)
+	// ListObjects returns, in name order, up to limit of namespace's
+	// Objects whose names sort after after ("" starts at the first) and
+	// that the caller may read, and whether more such Objects follow.
+	ListObjects(namespace, after string, limit int) (metas []objects.Meta, more bool, err error)
 	// CreateResult creates the caller's result Object holding data (JSON),
 	// without an authority check: every process may end itself.
 	CreateResult(data json.RawMessage) (objects.Meta, error)

@@ -376,12 +376,26 @@ func writeObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
 	return tools.Outcome{Result: metaResult(m)}, nil
 }
 
+// List pages: how many Objects a call lists by default and at most, and the
+// bytes of metadata one page holds at most (labels alone may be 64 KiB an
+// Object), so that a large namespace never floods a context.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+	MaxListBytes     = 512 * 1024
+)
+
 func listObjects() *tools.Tool {
 	return &tools.Tool{
-		Name:        "list_objects",
-		Description: "List the Objects of a namespace (default: your own) by name, metadata only. Needs read on object_namespace:<namespace>.",
+		Name: "list_objects",
+		Description: "List the Objects of a namespace (default: your own) by name, metadata only, a page at a time: has_more=true means more follow; " +
+			"ask for them with after=next_after. Needs read on object_namespace:<namespace>.",
 		Schema: schema.Object(map[string]*schema.Schema{
 			"namespace": identSchema(),
+			"after": {Type: "string", MaxLength: schema.Ptr(objects.MaxIdentLen),
+				Description: "List only names after this one (byte order): the next_after of the page before."},
+			"limit": {Type: "integer", Minimum: schema.Ptr(1.0), Maximum: schema.Ptr(float64(MaxListLimit)), Default: DefaultListLimit,
+				Description: fmt.Sprintf("At most this many Objects (a page also stops at %d KiB of metadata).", MaxListBytes/1024)},
 		}),
 		Invoke: func(_ context.Context, sys tools.Syscalls, raw json.RawMessage) (tools.Outcome, error) {
 			return listObj(sys, raw)
@@ -390,26 +404,49 @@ func listObjects() *tools.Tool {
 }
 
 func listObj(sys objectSys, raw json.RawMessage) (tools.Outcome, error) {
-	var args struct{ Namespace string }
+	var args struct {
+		Namespace string
+		After     string
+		Limit     int
+	}
 	if err := decode("list_objects", raw, &args); err != nil {
 		return tools.Outcome{}, err
 	}
 	if args.Namespace == "" {
 		args.Namespace = sys.Self().Namespace
 	}
-	if err := checkIdent("namespace", args.Namespace); err != nil {
+	if err := checkIdents("namespace", args.Namespace, "after", args.After); err != nil {
 		return tools.Outcome{}, err
+	}
+	if args.Limit < 1 || args.Limit > MaxListLimit {
+		return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "limit: must be from 1 through %d, got %d", MaxListLimit, args.Limit)
 	}
 	if err := sys.Require(authority.ObjectList, authority.Params{Namespace: args.Namespace}); err != nil {
 		return tools.Outcome{}, err
 	}
-	metas, err := sys.ListObjects(args.Namespace)
+	metas, more, err := sys.ListObjects(args.Namespace, args.After, args.Limit)
 	if err != nil {
 		return tools.Outcome{}, err
 	}
 	list := make([]map[string]any, 0, len(metas))
-	for _, m := range metas {
-		list = append(list, metaResult(m))
+	size := 0
+	for i, m := range metas {
+		entry := metaResult(m)
+		encoded, err := schema.Marshal(entry)
+		if err != nil {
+			return tools.Outcome{}, fmt.Errorf("list_objects: encode %s: %w", m.OID, err)
+		}
+		// The first entry always fits: one Object's metadata is far
+		// below the bound.
+		if size += len(encoded) + 1; i > 0 && size > MaxListBytes {
+			more = true
+			break
+		}
+		list = append(list, entry)
 	}
-	return tools.Outcome{Result: map[string]any{"namespace": args.Namespace, "objects": list}}, nil
+	out := map[string]any{"namespace": args.Namespace, "objects": list, "has_more": more}
+	if more {
+		out["next_after"] = metas[len(list)-1].Name
+	}
+	return tools.Outcome{Result: out}, nil
 }

@@ -92,6 +92,69 @@ func TestWriteIsCompareAndSwap(t *testing.T) {
 	}
 }
 
+// list_objects lists a page at a time: limit Objects by name after after,
+// has_more and next_after leading to the rest; a page also stops at
+// MaxListBytes of metadata, and a limit out of range is refused by name.
+func TestListObjectsPages(t *testing.T) {
+	sys := toolstest.New(2, grant("object_namespace:proc-2", capabilities.Read))
+	for _, name := range []string{"e", "a", "d", "c", "b"} {
+		sys.Put("proc-2", name, []byte(`1`))
+	}
+	var names []string
+	after, pages := "", 0
+	for {
+		out, e := call(t, sys, "list_objects", `{"limit":2,"after":"`+after+`"}`)
+		if e != nil {
+			t.Fatalf("list after %q: %v", after, e)
+		}
+		pages++
+		for _, o := range out["objects"].([]map[string]any) {
+			names = append(names, o["name"].(string))
+		}
+		if out["has_more"] != true {
+			if _, ok := out["next_after"]; ok {
+				t.Fatalf("last page names a next_after: %v", out)
+			}
+			break
+		}
+		after = out["next_after"].(string)
+	}
+	if strings.Join(names, "") != "abcde" || pages != 3 {
+		t.Fatalf("paged through %v in %d pages, want a..e in 3", names, pages)
+	}
+	out, _ := call(t, sys, "list_objects", `{}`)
+	if len(out["objects"].([]map[string]any)) != 5 || out["has_more"] != false {
+		t.Fatalf("default limit: %v", out)
+	}
+	for _, bad := range []string{`{"limit":0}`, `{"limit":1001}`, `{"limit":1.5}`} {
+		if _, e := call(t, sys, "list_objects", bad); e == nil || e.Code != tools.CodeInvalidArguments || !strings.Contains(e.Message, "limit") {
+			t.Fatalf("list_objects %s: %v, want invalid_arguments naming limit", bad, e)
+		}
+	}
+
+	// Objects whose labels are near their bound: a page of 100 stops at
+	// the byte bound and says where to go on.
+	big := toolstest.New(3, grant("object_namespace:proc-3", capabilities.Read))
+	labels := map[string]string{}
+	for i := range 64 {
+		labels[fmt.Sprintf("l%02d", i)] = strings.Repeat("x", 1000)
+	}
+	for i := range 20 {
+		m := big.Put("proc-3", fmt.Sprintf("o%02d", i), []byte(`1`))
+		m.Labels = labels
+		big.Metas[m.OID] = m
+	}
+	out, e := call(t, big, "list_objects", `{}`)
+	if e != nil {
+		t.Fatal(e)
+	}
+	listed := out["objects"].([]map[string]any)
+	if encoded, _ := json.Marshal(out); len(listed) == 0 || len(listed) >= 20 || out["has_more"] != true ||
+		out["next_after"] != listed[len(listed)-1]["name"] || len(encoded) > MaxListBytes+4096 {
+		t.Fatalf("a page of large metadata: %d listed, has_more %v, next_after %v, %d bytes", len(listed), out["has_more"], out["next_after"], len(encoded))
+	}
+}
+
 // list_objects lists a namespace the caller may read, by name; a read of a
 // payload a reopen lost is reported as lost, never as empty.
 func TestListAndLostPayload(t *testing.T) {

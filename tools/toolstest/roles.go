@@ -190,16 +190,19 @@ func (s *Objects) LookupObject(namespace, name string) (objects.Meta, error) {
 	return objects.Meta{}, fmt.Errorf("%w: %s/%s", objects.ErrNotFound, namespace, name)
 }
 
-// ListObjects lists a namespace by name, as the store does.
-func (s *Objects) ListObjects(namespace string) ([]objects.Meta, error) {
+// ListObjects lists a page of a namespace by name, as the store does.
+func (s *Objects) ListObjects(namespace, after string, limit int) ([]objects.Meta, bool, error) {
 	var out []objects.Meta
 	for _, m := range s.Metas {
-		if m.Namespace == namespace {
+		if m.Namespace == namespace && m.Name > after {
 			out = append(out, m)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
 }
 
 func (s *Objects) CreateObject(spec objects.CreateSpec) (objects.Meta, error) {
