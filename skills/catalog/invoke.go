@@ -71,12 +71,13 @@ func (c *Catalog) runnerTool(pkg *skillpkg.Package, r *skillpkg.Runner, name, de
 			// The broker checked the advertised schema; the runner's own
 			// check runs here too, so a call it would refuse is refused
 			// before its effect starts (see InputSchema).
-			if _, err := skillpkg.ResolveInputs(r.Inputs, args); err != nil {
+			resolved, err := skillpkg.ResolveInputs(r.Inputs, args)
+			if err != nil {
 				return tools.Outcome{}, tools.Errorf(tools.CodeInvalidArguments, "runner %s: %v", r.Name, err)
 			}
 			inputs := append(json.RawMessage(nil), args...)
 			return tools.Outcome{Effect: func(ctx context.Context) (map[string]any, error) {
-				return c.run(ctx, pkg, r, inputs)
+				return c.run(ctx, pkg, r, inputs, resolved)
 			}}, nil
 		}
 	}
@@ -95,10 +96,11 @@ func authorizeScopes(sys tools.Caller, r *skillpkg.Runner) error {
 	return nil
 }
 
-// run executes a javascript or cli-tool runner and turns its envelope into
+// run executes a javascript or cli-tool runner on inputs (resolved, as
+// skillpkg.ResolveInputs made them) and turns its envelope into
 // a tool result, or a failure envelope into a tool error with its code.
-func (c *Catalog) run(ctx context.Context, pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage) (map[string]any, error) {
-	opts := runner.RunOptions{Workspace: c.opts.Workspace, LookupEnv: c.opts.LookupEnv, TempDir: c.opts.TempDir}
+func (c *Catalog) run(ctx context.Context, pkg *skillpkg.Package, r *skillpkg.Runner, inputs json.RawMessage, resolved map[string]json.RawMessage) (map[string]any, error) {
+	opts := runner.RunOptions{Workspace: c.opts.Workspace, LookupEnv: c.opts.LookupEnv, TempDir: c.opts.TempDir, Resolved: resolved}
 	if r.Type == skillpkg.TypeJavaScript {
 		pool, err := c.jsPool()
 		if err != nil {

@@ -124,6 +124,10 @@ type RunOptions struct {
 	// Sleep waits between retry attempts; nil means a timer that honours
 	// ctx. Tests replace it.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Resolved, when set, is what skillpkg.ResolveInputs made of the
+	// runner's inputs (a caller that checked them before the call); the
+	// run uses it instead of resolving them again. Not modified.
+	Resolved map[string]json.RawMessage
 }
 
 // Run runs the runner called runner ("" for the default one) of pkg with the
@@ -286,9 +290,11 @@ func runOnce(ctx context.Context, start time.Time, pkg *skillpkg.Package, r *ski
 	if err != nil {
 		return failure(start, CodeInvalidRequest, err.Error())
 	}
-	resolved, err := skillpkg.ResolveInputs(r.Inputs, inputs)
-	if err != nil {
-		return failure(start, CodeInvalidRequest, fmt.Sprintf("runner %s: %v", r.Name, err))
+	resolved := opts.Resolved
+	if resolved == nil {
+		if resolved, err = skillpkg.ResolveInputs(r.Inputs, inputs); err != nil {
+			return failure(start, CodeInvalidRequest, fmt.Sprintf("runner %s: %v", r.Name, err))
+		}
 	}
 	env, err := skillpkg.ResolveEnvironment(r.Environment, lookup)
 	if err != nil {

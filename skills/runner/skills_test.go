@@ -406,6 +406,14 @@ export async function boom() { throw new Error("exploded"); }
 		t.Fatalf("javascript envelope members = %s", got)
 	}
 
+	// Inputs a caller resolved before the call are the ones the run uses.
+	resolved := opts
+	resolved.Resolved = map[string]json.RawMessage{"a": json.RawMessage(`5`), "b": json.RawMessage(`1`)}
+	env = Run(context.Background(), pkg, "", json.RawMessage(`{"a": 2}`), resolved)
+	if env.Status != StatusSealed || !strings.Contains(string(env.Output), `"sum":6`) {
+		t.Fatalf("add with resolved inputs = %+v (%+v)", env, env.Error)
+	}
+
 	env = Run(context.Background(), pkg, "throws", nil, opts)
 	if env.Status != StatusFailure || env.Error.Code != CodeExecutionFailed || !strings.Contains(env.Error.Message, "exploded") || env.Output != nil {
 		t.Fatalf("throws = %+v (%+v)", env, env.Error)
