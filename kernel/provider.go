@@ -3,7 +3,6 @@ package kernel
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/libos/libos/authority"
@@ -100,8 +99,21 @@ func (k *Runtime) waitForProvider(tx *txn, r *procRecord, until time.Time, reaso
 
 // jitter is a draw in [0, 1) fixed by the process, its request and the
 // attempt: backoffs stay spread across processes, and a run replays the same.
+// Each input goes through a full-avalanche mix (splitmix64's finalizer), so
+// every attempt of a process is its own uniform draw; a plain hash of the
+// three barely moved its top bits from one attempt to the next.
 func jitter(pid int64, replies, attempt int) float64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%d/%d", pid, replies, attempt)
-	return float64(h.Sum64()>>11) / (1 << 53)
+	x := mix64(uint64(pid))
+	x = mix64(x ^ uint64(replies))
+	x = mix64(x ^ uint64(attempt))
+	return float64(x>>11) / (1 << 53)
+}
+
+// mix64 is splitmix64's step: an increment and a finalizer in which each
+// input bit flips each output bit with probability one half.
+func mix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }

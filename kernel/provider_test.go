@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -320,5 +321,39 @@ processes:
 				}
 			}
 		})
+	}
+}
+
+// Each retry attempt of a process draws its own backoff: over a thousand
+// processes, the draws of one process's eight attempts are independent (their
+// sum is about 4 ± 0.8), so no process runs through its attempts in a small
+// fraction of the backoff the policy promises, and draws are uniform.
+func TestJitterDrawsEachAttemptAnew(t *testing.T) {
+	short, total, n := 0, 0.0, 0
+	for pid := int64(1); pid <= 1000; pid++ {
+		sum := 0.0
+		for attempt := 1; attempt <= 8; attempt++ {
+			d := jitter(pid, 0, attempt)
+			if d < 0 || d >= 1 {
+				t.Fatalf("jitter(%d, 0, %d) = %v, outside [0, 1)", pid, attempt, d)
+			}
+			sum += d
+			total += d
+			n++
+		}
+		// Eight independent uniform draws sum below 1.5 with probability
+		// about 0.0003.
+		if sum < 1.5 {
+			short++
+		}
+	}
+	if short > 5 {
+		t.Fatalf("%d of 1000 processes drew eight attempts summing below 1.5", short)
+	}
+	if mean := total / float64(n); mean < 0.47 || mean > 0.53 {
+		t.Fatalf("mean draw %v, want about 0.5", mean)
+	}
+	if a, b := jitter(1, 0, 1), jitter(1, 0, 2); math.Abs(a-b) < 1e-3 {
+		t.Fatalf("pid 1's first two attempts drew %v and %v", a, b)
 	}
 }
