@@ -818,6 +818,9 @@ func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmCo
 				r.Dispatch = b
 				return last.effect, saveProc(tx, r)
 			case quantum.Abandon:
+				if e.Ending != nil && e.Ending.RewindNotified {
+					r.NotifiedSeq = e.Ending.NotifiedSeq
+				}
 				return nil, saveProc(tx, r)
 			case quantum.End:
 				return nil, k.endBatch(tx, r, c, im, b, e.Ending, last.authority)

@@ -78,7 +78,7 @@ func (k *Runtime) recover() error {
 				if err := k.emit(tx, Event{Kind: EventRecovered, PID: pid, Reason: "quantum interrupted; provider call settlement unknown"}); err != nil {
 					return err
 				}
-				return k.step(tx, r, process.Input{Kind: process.Recover})
+				return k.recoverRunning(tx, r)
 			case r.State == process.Waiting, r.State == process.Paused:
 				if r.Wait.Kind == process.WaitProvider {
 					r.ProviderFailures = 0
@@ -177,7 +177,17 @@ func (k *Runtime) recoverEffect(tx *txn, r *procRecord) error {
 	if err := k.settleInterruptedEffect(tx, r); err != nil {
 		return err
 	}
-	return k.step(tx, r, process.Input{Kind: process.Recover})
+	return k.recoverRunning(tx, r)
+}
+
+// recoverRunning makes a process found running runnable again, or paused
+// when a pause was asked for and acknowledged before the runtime stopped: the
+// quantum it would have taken effect at the end of never ended.
+func (k *Runtime) recoverRunning(tx *txn, r *procRecord) error {
+	if err := k.step(tx, r, process.Input{Kind: process.Recover}); err != nil {
+		return err
+	}
+	return k.pauseIfRequested(tx, r)
 }
 
 // settleInterruptedEffect answers r's call whose outside effect was in

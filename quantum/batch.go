@@ -239,7 +239,9 @@ const (
 	// StartEffect: store the batch in the record, commit, and run call
 	// Call's outside effect with no lock held.
 	StartEffect
-	// Abandon: drop the batch; the process stopped running meanwhile.
+	// Abandon: drop the batch; the process stopped running meanwhile. After
+	// a crash, an Ending with RewindNotified sets the told-of watermark back
+	// over the messages the batch had seen and not announced.
 	Abandon
 	// End: the batch is over; Ending says what follows.
 	End
@@ -460,6 +462,8 @@ func (b *Batch) end() *Ending {
 
 // crashed settles a batch whose effect was in flight when the runtime
 // stopped: that call's settlement is unknown and nothing after it starts.
+// Messages the batch had seen and meant to announce after its results are
+// announced by the next call instead: the told-of watermark goes back.
 func (b *Batch) crashed() []Effect {
 	var out []Effect
 	if b.EffectCall >= 0 {
@@ -469,5 +473,9 @@ func (b *Batch) crashed() []Effect {
 		out = append(out, Effect{Kind: NotStarted, Call: b.Next, Reason: "not started: the runtime stopped during this batch"})
 	}
 	b.EffectCall, b.phase = -1, Ended
-	return append(out, Effect{Kind: Abandon})
+	abandon := Effect{Kind: Abandon}
+	if len(b.Notices) > 0 {
+		abandon.Ending = &Ending{Kind: Yield, RewindNotified: true, NotifiedSeq: b.Notices[0].Seq - 1}
+	}
+	return append(out, abandon)
 }
