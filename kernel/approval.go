@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/llm"
+	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/process"
 	"github.com/libos/libos/quantum"
 	"github.com/libos/libos/tools"
@@ -18,6 +20,14 @@ import (
 // ErrNoApproval says no call of the process waits for the decision given:
 // it was answered already, never asked, or the pid has no such call.
 var ErrNoApproval = errors.New("no pending approval")
+
+// ErrInvalidDecision says a decision's own fields break a rule (a deny
+// reason too long or not UTF-8); nothing was decided.
+var ErrInvalidDecision = errors.New("invalid approval decision")
+
+// MaxDenyReasonChars bounds a deny reason, which the model reads in the
+// call's result, as a Human message's body is bounded.
+const MaxDenyReasonChars = mailbox.MaxBodyChars
 
 // EventApproval is an approval asked for, approved or denied.
 const EventApproval = "approval"
@@ -134,6 +144,12 @@ func (k *Runtime) DenyApproval(ref ApprovalRef, reason string) error {
 
 func (k *Runtime) decideApproval(ref ApprovalRef, decision, reason string) error {
 	pid, callID := ref.PID, ref.CallID
+	if !utf8.ValidString(reason) {
+		return fmt.Errorf("%w: reason: must be UTF-8 text", ErrInvalidDecision)
+	}
+	if n := utf8.RuneCountInString(reason); n > MaxDenyReasonChars {
+		return fmt.Errorf("%w: reason: must be at most %d characters, got %d", ErrInvalidDecision, MaxDenyReasonChars, n)
+	}
 	return k.update(func(tx *txn) error {
 		r, err := loadProc(tx, pid)
 		if err != nil {

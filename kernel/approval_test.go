@@ -326,3 +326,35 @@ func TestApprovalIDBindsTheDecisionToOneHold(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A deny reason the model would read is bounded and must be text: a reason
+// over the bound, or not UTF-8, is refused by name and decides nothing; the
+// hold still waits and takes a valid decision afterwards.
+func TestDenyReasonIsBounded(t *testing.T) {
+	p := funcProvider(func(req llm.Request) (llm.Response, error) {
+		if req.Turn == 0 {
+			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "spawn_child_process",
+				Arguments: json.RawMessage(`{"image":"base:v0","goal":"g"}`)}}}, nil
+		}
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c2", Name: "process_exit", Arguments: json.RawMessage(`{}`)}}}, nil
+	})
+	h := newHarness(t, "", func(o *Options) { o.Provider = p })
+	pid := h.spawn(askSpawn())
+	h.run()
+	list, err := h.rt.Approvals()
+	if err != nil || len(list) != 1 {
+		t.Fatalf("approvals %+v, %v", list, err)
+	}
+	ref := ApprovalRef{PID: pid, CallID: list[0].CallID, ID: list[0].ID}
+	for _, reason := range []string{strings.Repeat("é", MaxDenyReasonChars+1), "bad \xff byte"} {
+		if err := h.rt.DenyApproval(ref, reason); !errors.Is(err, ErrInvalidDecision) || !strings.Contains(err.Error(), "reason") {
+			t.Fatalf("deny with a %d-byte reason: %v, want ErrInvalidDecision naming reason", len(reason), err)
+		}
+	}
+	if list, _ := h.rt.Approvals(); len(list) != 1 || list[0].ID != ref.ID {
+		t.Fatalf("after refused decisions: %+v, want the hold still waiting", list)
+	}
+	if err := h.rt.DenyApproval(ref, strings.Repeat("é", MaxDenyReasonChars)); err != nil {
+		t.Fatalf("a reason at the bound: %v", err)
+	}
+}

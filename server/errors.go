@@ -76,7 +76,7 @@ func kernelError(err error) *apiError {
 	switch {
 	case errors.Is(err, kernel.ErrNoProcess), errors.Is(err, kernel.ErrNoCheckpoint), errors.Is(err, objects.ErrNotFound):
 		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: err.Error()}
-	case errors.Is(err, kernel.ErrInvalidSpawn), errors.Is(err, kernel.ErrBadSignal), errors.Is(err, mailbox.ErrInvalid),
+	case errors.Is(err, kernel.ErrInvalidSpawn), errors.Is(err, kernel.ErrBadSignal), errors.Is(err, kernel.ErrInvalidDecision), errors.Is(err, mailbox.ErrInvalid),
 		errors.Is(err, objects.ErrInvalid):
 		return &apiError{Status: http.StatusBadRequest, Code: "invalid_argument", Message: err.Error()}
 	case errors.Is(err, mailbox.ErrTooLarge):
