@@ -48,3 +48,20 @@ func MkdirDurable(fs vfs.FS, dir string, perm os.FileMode) error {
 	}
 	return nil
 }
+
+// ownerOnly takes group and other access away from dir, which holds what
+// the store keeps (goals, contexts, results): one made before the store
+// created its directories 0700, or by hand, may let every local user read
+// it.
+func ownerOnly(dir string) error {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("stat store directory: %w", err)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(dir, perm&^0o077); err != nil {
+			return fmt.Errorf("make the store directory owner-only: %w", err)
+		}
+	}
+	return nil
+}

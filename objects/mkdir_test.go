@@ -1,6 +1,8 @@
 package objects
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -23,4 +25,42 @@ func TestNewDirectorySurvivesACrash(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A store directory is owner-only: made 0700, and one found open to group
+// or others (made by hand, or by an older store) is narrowed at a writable
+// open; a read-only open changes nothing.
+func TestStoreDirectoryIsOwnerOnly(t *testing.T) {
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	s := openTest(t, fresh, nil)
+	closeTest(t, s)
+	wide := filepath.Join(t.TempDir(), "wide")
+	if err := os.Mkdir(wide, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(wide, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, wide, nil)
+	closeTest(t, s)
+	for _, dir := range []string{fresh, wide} {
+		info, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := info.Mode().Perm(); perm != 0o700 {
+			t.Fatalf("%s: mode %v, want 0700", dir, perm)
+		}
+	}
+	if err := os.Chmod(wide, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := Open(wide, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Close()
+	if info, _ := os.Stat(wide); info.Mode().Perm() != 0o750 {
+		t.Fatalf("a read-only open changed the mode to %v", info.Mode().Perm())
+	}
 }

@@ -194,7 +194,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		if _, err := fs.Stat(dir); err != nil {
 			return nil, fmt.Errorf("objects: open %s read-only: %w", dir, err)
 		}
-	} else if err := MkdirDurable(fs, dir, 0o755); err != nil {
+	} else if err := MkdirDurable(fs, dir, 0o700); err != nil {
 		if isDiskFull(err) {
 			err = diskFullError("create directory", dir, err)
 		} else {
@@ -211,6 +211,11 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("objects: open %s: %w", given, err)
 		}
 		dir = canonical
+		if !opts.ReadOnly {
+			if err := ownerOnly(dir); err != nil {
+				return nil, fmt.Errorf("objects: open %s: %w", given, err)
+			}
+		}
 	}
 	release, err := holdDir(dir)
 	if err != nil {
