@@ -394,9 +394,12 @@ processes:
 }
 
 func TestAutomaticMaintenanceOncePerEpisode(t *testing.T) {
-	small := &images.Image{Name: "small", Version: "v0", SystemPrompt: "test", Tools: []string{images.BuiltinTools},
+	// Two tools only: a request carries its tool table, which counts
+	// against the window, and the whole built-in table alone is about
+	// twice this window; twenty chatty turns fill it twice.
+	small := &images.Image{Name: "small", Version: "v0", SystemPrompt: "test", Tools: []string{"get_current_time", "process_exit"},
 		CompletionGate: images.GateOnePhase, ToolProjection: images.ProjectionAll,
-		Context: images.ContextConfig{Object: true, WindowTokens: 2000, MaxOutputTokens: 100}}
+		Context: images.ContextConfig{Object: true, WindowTokens: 2200, MaxOutputTokens: 100}}
 	script := `
 processes:
   - image: small:v0

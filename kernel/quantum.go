@@ -566,8 +566,10 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, r *procRecord, cont
 		return nil, nil, err
 	}
 	goal := pg.text
+	shown := k.selectedTools(im, r.ActiveSkills, r.ToolTable)
 	if prelude.Maintain {
-		prompt := quantum.Prompt{Context: c.tokens, System: k.tokens.Estimate(im.SystemPrompt), Goal: k.tokens.Estimate(goal), MaxOutput: im.Context.MaxOutputTokens}
+		prompt := quantum.Prompt{Context: c.tokens, System: k.tokens.Estimate(im.SystemPrompt), Goal: k.tokens.Estimate(goal), Tools: shown.tokens,
+			MaxOutput: im.Context.MaxOutputTokens}
 		pressure := prompt.Pressure(im.Context.WindowTokens, begin.ServerRefused)
 		if prelude.NewPressureEpisode {
 			r.ForceMaintenance, r.PressureEpisode = false, false
@@ -582,13 +584,14 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, r *procRecord, cont
 		Process:   llm.ProcessInfo{PID: r.PID, ParentPID: r.ParentPID, Image: r.Image, GoalOID: r.GoalOID},
 		Turn:      r.Replies,
 		Attempt:   r.ProviderFailures + 1,
-		Tools:     k.toolSchemas(im, r),
+		Tools:     shown.schemas,
 		MaxTokens: im.Context.MaxOutputTokens,
 	}}
 	// Reserve the call and its worst-case tokens up the ancestor chain
 	// before the call starts, and charge wall time at each call: a process
 	// past its wall budget makes no more calls.
-	start.reserved = quantum.Prompt{Context: c.tokens, System: k.tokens.Estimate(system), Goal: k.tokens.Estimate(goal), MaxOutput: im.Context.MaxOutputTokens}.Reservation()
+	start.reserved = quantum.Prompt{Context: c.tokens, System: k.tokens.Estimate(system), Goal: k.tokens.Estimate(goal), Tools: shown.tokens,
+		MaxOutput: im.Context.MaxOutputTokens}.Reservation()
 	var wall int64
 	wall, r.WallMark = quantum.WallCharge(r.WallMark, r.CreatedAt, k.now())
 	if err := charge(tx, r, capabilities.Budget{LLMCalls: 1, LLMTokens: start.reserved, WallSeconds: wall}); err != nil {
@@ -1289,11 +1292,6 @@ func (k *Runtime) readGoal(tx *txn, r *procRecord) (text string, meta objects.Me
 	return "Goal:\n" + string(payload), meta, true, nil
 }
 
-// toolSchemas renders an image's tool table for the provider, sorted by name.
-func (k *Runtime) toolSchemas(im *images.Image, r *procRecord) []llm.ToolSchema {
-	return k.selectedTools(im, r.ActiveSkills, r.ToolTable).schemas
-}
-
 // batchTable returns the tools b's calls may run, by name: the table the
 // model was shown for the reply (selected with the skills active when it
 // came), less the tools of any skill a call of the batch unloaded since. A
@@ -1317,6 +1315,8 @@ func (k *Runtime) batchTable(im *images.Image, r *procRecord, b *quantum.Batch) 
 type selectedTools struct {
 	table   map[string]*tools.Tool
 	schemas []llm.ToolSchema
+	// tokens estimates what schemas add to a request.
+	tokens int
 }
 
 // selectedTools returns the tool table of image im with skills active (or
@@ -1330,6 +1330,9 @@ func (k *Runtime) selectedTools(im *images.Image, skills, fixed []string) *selec
 	}
 	table := k.buildToolTable(im, skills, fixed)
 	sel := &selectedTools{table: table, schemas: k.renderSchemas(table)}
+	for _, ts := range sel.schemas {
+		sel.tokens += k.tokens.Estimate(ts.Name) + k.tokens.Estimate(ts.Description) + k.tokens.Estimate(string(ts.Parameters))
+	}
 	k.toolTables.Store(key, sel)
 	return sel
 }

@@ -6,6 +6,9 @@ import "time"
 // may receive.
 type Prompt struct {
 	Context, System, Goal int
+	// Tools is the tool table the request carries (names, descriptions,
+	// schemas): often as large as a young context.
+	Tools int
 	// MaxOutput is the most the reply may hold.
 	MaxOutput int
 }
@@ -14,7 +17,7 @@ type Prompt struct {
 // chain before it starts: the whole prompt plus the most the reply may hold.
 // A crash after the reservation leaves it charged, never an uncharged call.
 func (p Prompt) Reservation() int64 {
-	return int64(p.Context + p.System + p.Goal + p.MaxOutput)
+	return int64(p.Context + p.System + p.Goal + p.Tools + p.MaxOutput)
 }
 
 // Pressure is what context maintenance is asked to judge: the projected size
@@ -28,7 +31,7 @@ type Pressure struct {
 // image's: the window is taken to be what the context holds now, and the
 // projection is at least that, so maintenance aims well under it.
 func (p Prompt) Pressure(window int, serverRefused bool) Pressure {
-	projected := p.Context + p.System + p.Goal + p.MaxOutput
+	projected := p.Context + p.System + p.Goal + p.Tools + p.MaxOutput
 	if serverRefused {
 		window = min(window, max(p.Context, 1))
 		projected = max(projected, window)
