@@ -357,3 +357,37 @@ func TestJitterDrawsEachAttemptAnew(t *testing.T) {
 		t.Fatalf("pid 1's first two attempts drew %v and %v", a, b)
 	}
 }
+
+// A call reserves the tool table its request carries: the reservation is at
+// least the reply's maximum and the estimate of every schema shown.
+func TestReservationCountsTheToolTable(t *testing.T) {
+	var shown []llm.ToolSchema
+	p := funcProvider(func(req llm.Request) (llm.Response, error) {
+		if shown == nil {
+			shown = req.Tools
+		}
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "process_exit", Arguments: json.RawMessage(`{}`)}}}, nil
+	})
+	h := newHarness(t, "", func(o *Options) { o.Provider = p })
+	pid := h.spawn(clockGrants())
+	h.run()
+	tools := 0
+	for _, ts := range shown {
+		tools += byteEstimator{}.Estimate(ts.Name) + byteEstimator{}.Estimate(ts.Description) + byteEstimator{}.Estimate(string(ts.Parameters))
+	}
+	var cr callRecord
+	err := h.rt.view(func(tx *txn) error {
+		b, err := tx.Get(callKey(pid, 0))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &cr)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, _ := h.rt.image("base:v0")
+	if tools < 1000 || cr.ReservedTokens < int64(tools+im.Context.MaxOutputTokens) {
+		t.Fatalf("reserved %d tokens, want at least the tool table's %d and the reply's %d", cr.ReservedTokens, tools, im.Context.MaxOutputTokens)
+	}
+}

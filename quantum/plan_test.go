@@ -25,6 +25,15 @@ func TestPromptArithmetic(t *testing.T) {
 	if got := (Prompt{}).Pressure(8000, true); got.Window != 1 || got.Projected != 1 {
 		t.Errorf("pressure of an empty context after a refusal = %+v", got)
 	}
+	// The tool table a request carries is reserved and counts against
+	// the window.
+	tooled := Prompt{Context: 1000, System: 200, Goal: 50, Tools: 3900, MaxOutput: 500}
+	if got := tooled.Reservation(); got != 5650 {
+		t.Errorf("reservation with a tool table = %d, want 5650", got)
+	}
+	if got := tooled.Pressure(8000, false); got.Projected != 5650 {
+		t.Errorf("pressure with a tool table = %+v", got)
+	}
 }
 
 func TestWallCharge(t *testing.T) {
