@@ -93,11 +93,17 @@ type Usage struct {
 
 // Response is the model's answer to one Request.
 type Response struct {
-	Text         string
-	ToolCalls    []ToolCall
-	Usage        Usage
+	Text      string
+	ToolCalls []ToolCall
+	Usage     Usage
+	// FinishReason is the server's, as it gave it: "stop", "tool_calls", "length" (cut at
+	// the token limit), "content_filter" (cut or withheld by the provider's filter), or "".
 	FinishReason string
 	Model        string
+	// Reasoning is the model's reasoning when the server returns it apart from the answer
+	// (reasoning_content, or reasoning), or "". It is not part of Text and no request sends
+	// it back; a caller may log it or ignore it.
+	Reasoning string
 }
 
 // Provider is a model the Host supplies to the kernel.

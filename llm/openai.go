@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -102,7 +103,7 @@ func (c OpenAIConfig) Validate() error {
 	}
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return bad("base_url", "must be an absolute http or https URL (%s), got %q", EnvOpenAIBaseURL, c.BaseURL)
+		return bad("base_url", "must be an absolute http or https URL (%s), got %q", EnvOpenAIBaseURL, redactedURL(c.BaseURL))
 	}
 	if strings.TrimRight(base, "/") == DefaultOpenAIBaseURL && c.APIKey == "" {
 		return bad("api_key", "required for %s (set %s)", DefaultOpenAIBaseURL, EnvOpenAIAPIKey)
@@ -125,6 +126,20 @@ func (c OpenAIConfig) Validate() error {
 		return bad("temperature", "must be 0..2 (got %g)", *c.Temperature)
 	}
 	return nil
+}
+
+// redactedURL is a URL as errors and hints show it: a password in it (sent as Basic auth)
+// replaced, as url.URL.Redacted does, also when it does not parse.
+func redactedURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Opaque == "" {
+		return u.Redacted()
+	}
+	// Unparsed, or read as an opaque URL ("user:pass@host" reads as scheme "user"): what
+	// comes before an @ may be a password.
+	if at := strings.LastIndex(s, "@"); at >= 0 {
+		return "xxxxx" + s[at:]
+	}
+	return s
 }
 
 // The request fields a token limit can travel in.
@@ -158,17 +173,25 @@ func (c OpenAIConfig) maxTokensField() string {
 // Failures are classified:
 //   - nothing reached the server (DNS failure, refused connection, request not fully
 //     written): SettlementNotStarted, retried;
-//   - the server answered with an error status: SettlementRejected, retried for 429 and 5xx,
-//     permanent for other statuses;
+//   - the server answered with an error status, or with a 200 answer holding an error
+//     instead of choices: SettlementRejected, retried for 429 and 5xx (or the status the
+//     error names), permanent for other statuses; settings the Host can fix (key, model,
+//     tool support, quota) wait for it, and a prompt over the window asks for compaction;
 //   - the request was sent and then the attempt timed out or the connection broke, or the
-//     answer was unreadable: SettlementUnknown, never retried, since the call may have
-//     happened.
+//     answer was unreadable: SettlementUnknown, never retried by the adapter, since the call
+//     may have happened; an answer that is not JSON, or not a chat completion, waits for
+//     the Host.
 //
-// Tool call arguments the model produced that are not JSON are passed on as a JSON string
-// holding the raw text, so Response stays encodable and the tool layer can reject the call.
+// Answers are read as compatible servers give them: tool call arguments sent as a JSON
+// value rather than a string, content sent as parts, a legacy function_call (one call), and
+// reasoning apart from the content (Response.Reasoning). Tool call arguments the model
+// produced that are not JSON are passed on as a JSON string holding the raw text, so
+// Response stays encodable and the tool layer can reject the call.
 type OpenAI struct {
 	cfg    OpenAIConfig
 	client *openai.Client
+	// base is the base URL as errors and hints show it: no trailing slash, no password.
+	base string
 	// traced is true when the transport is net/http's, which reports connection and write
 	// progress through httptrace; a custom RoundTripper may report nothing.
 	traced     bool
@@ -204,6 +227,7 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	p := &OpenAI{
 		cfg:         cfg,
 		client:      openai.NewClientWithConfig(oc),
+		base:        redactedURL(oc.BaseURL),
 		traced:      stdTransport,
 		maxRetries:  cfg.MaxRetries,
 		timeout:     cfg.Timeout,
@@ -429,6 +453,10 @@ type attemptRecord struct {
 	writeState int // 0: not finished, 1: written, 2: write failed
 	status     int
 	header     http.Header
+	// body is a 2xx answer as it came, read whole (bodyRead) before go-openai decodes it:
+	// what go-openai cannot read, or reads as an answer without choices, is read again here.
+	body     []byte
+	bodyRead bool
 }
 
 func (r *attemptRecord) trace() *httptrace.ClientTrace {
@@ -458,8 +486,8 @@ func (r *attemptRecord) trace() *httptrace.ClientTrace {
 }
 
 // recordingDoer is the go-openai HTTP client: it tells the attemptRecord of the request's
-// context what the server answered, turns a redirect it did not follow into an error, and
-// bounds the body it hands on to MaxAnswerBytes.
+// context what the server answered and, for a 2xx answer, its body; turns a redirect it did
+// not follow into an error; and bounds the body it hands on to MaxAnswerBytes.
 type recordingDoer struct{ client *http.Client }
 
 func (d *recordingDoer) Do(req *http.Request) (*http.Response, error) {
@@ -481,9 +509,25 @@ func (d *recordingDoer) Do(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		// go-openai would read a redirect's body as an answer.
 		_ = resp.Body.Close()
-		return nil, &redirectError{status: resp.StatusCode, location: resp.Header.Get("Location")}
+		// The address it names may hold the base URL's password: it is shown redacted.
+		return nil, &redirectError{status: resp.StatusCode, location: redactedURL(resp.Header.Get("Location"))}
 	}
 	resp.Body = http.MaxBytesReader(nil, resp.Body, MaxAnswerBytes)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// go-openai reads an error status's body itself, and keeps it.
+		return resp, err
+	}
+	body, rerr := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if rerr != nil {
+		return nil, rerr
+	}
+	if rec != nil {
+		rec.mu.Lock()
+		rec.body, rec.bodyRead = body, true
+		rec.mu.Unlock()
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, err
 }
 
@@ -506,11 +550,11 @@ func (p *OpenAI) attempt(ctx context.Context, req *Request, chatReq openai.ChatC
 	actx = httptrace.WithClientTrace(actx, rec.trace())
 
 	resp, err := p.client.CreateChatCompletion(actx, chatReq)
-	if err == nil {
-		return p.mapResponse(req, &resp)
-	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	if err == nil {
+		return p.answer(req, &resp, rec, rec.body)
+	}
 	var redirect *redirectError
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -530,6 +574,8 @@ func (p *OpenAI) attempt(ctx context.Context, req *Request, chatReq openai.ChatC
 	case errors.As(err, &tooLarge):
 		return Response{}, &CallError{Settlement: SettlementUnknown, StatusCode: rec.status, Transient: true,
 			Err: fmt.Errorf("openai: the answer (status %d) is larger than %d bytes: %w", rec.status, tooLarge.Limit, err)}
+	case rec.bodyRead:
+		return p.undecodable(req, rec, err)
 	case rec.status != 0:
 		return Response{}, &CallError{Settlement: SettlementUnknown, StatusCode: rec.status,
 			Err: fmt.Errorf("openai: unreadable answer (status %d): %w", rec.status, err)}
@@ -559,45 +605,75 @@ func (p *OpenAI) attempt(ctx context.Context, req *Request, chatReq openai.ChatC
 }
 
 // statusError classifies an error status the server answered with, keeping one shortened
-// copy of what it said. What a status does not settle, the server's words do: servers
-// answer an unknown model, a bad key or a prompt over the window with 400 as often as with
-// their own statuses.
+// copy of what it said.
 func (p *OpenAI) statusError(status int, header http.Header, err error) *CallError {
-	detail, code := serverDetail(err, p.cfg.APIKey)
+	detail, words := serverDetail(err, p.cfg.APIKey)
+	return p.refusal(status, status, header, &statusErr{status: status, detail: detail}, words)
+}
+
+// refusal classifies a refusal by the status the server meant (0 when it gave none) and by
+// its words; answered is the HTTP status it came with, which differs from status for an
+// error sent as a 200 answer. What a status does not settle, the words do: servers answer
+// an unknown model, a bad key or a prompt over the window with 400 as often as with their
+// own statuses.
+func (p *OpenAI) refusal(answered, status int, header http.Header, err error, words string) *CallError {
 	ce := &CallError{
 		Settlement: SettlementRejected,
-		StatusCode: status,
+		StatusCode: answered,
 		Transient:  transientStatus(status),
-		Err:        &statusErr{status: status, detail: detail},
+		Err:        err,
 	}
-	ce.Permanent = !ce.Transient
-	if after, ok := retryAfterOf(header, time.Now()); ok && ce.Transient {
-		ce.RetryAfter = after
-		ce.Err = &retryAfterError{after: after, err: ce.Err}
-	}
-	base := strings.TrimRight(p.cfg.BaseURL, "/")
-	lower := strings.ToLower(detail + " " + code)
-	modelHint := fmt.Sprintf("model %q not found at %s: check %s / --model", p.cfg.Model, base, EnvModel)
+	// Without a status, only the words can say that asking again is useless.
+	ce.Permanent = status != 0 && !ce.Transient
+	lower := strings.ToLower(words)
+	// Words are read where the status leaves the cause open: the statuses most servers
+	// refuse a request with, and none.
+	refused := status == 0 || status == http.StatusBadRequest || status == http.StatusUnprocessableEntity
+	modelHint := fmt.Sprintf("model %q not found at %s: check %s / --model", p.cfg.Model, p.base, EnvModel)
 	keyHint := "authentication failed: check " + EnvOpenAIAPIKey
+	payHint := "the account cannot pay for the call: add credit, or check " + EnvOpenAIAPIKey
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		ce.NeedsHost, ce.Hint = true, keyHint
 	case status == http.StatusPaymentRequired:
-		ce.NeedsHost, ce.Hint = true, "the account cannot pay for the call: add credit, or check "+EnvOpenAIAPIKey
+		ce.NeedsHost, ce.Hint = true, payHint
+	case (status == http.StatusTooManyRequests || status == 0) && strings.Contains(lower, "insufficient_quota"):
+		// OpenAI's exhausted quota is a 429 that waiting does not end. Only its code is
+		// read: Gemini says "exceeded your current quota" of a per-minute limit too.
+		ce.NeedsHost, ce.Hint = true, payHint
 	case status == http.StatusRequestEntityTooLarge:
 		// Often a proxy's limit on the body, answered with its own page: a smaller
 		// context is the remedy either way.
 		ce.ContextTooLong, ce.Hint = true, "the request is larger than the server accepts"
-	case (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) && contextTooLong(lower):
-		ce.ContextTooLong, ce.Hint = true, "the prompt is longer than the model's context window"
+	case refused && contextTooLong(lower):
+		if hint, ok := completionLimitTooLarge(lower); ok {
+			ce.NeedsHost, ce.Hint = true, hint
+		} else {
+			ce.ContextTooLong, ce.Hint = true, "the prompt is longer than the model's context window"
+		}
+	case (refused || status == http.StatusNotFound) && noToolSupport(lower):
+		ce.NeedsHost, ce.Hint = true, fmt.Sprintf("model %q cannot call tools on this server: choose a model that can (%s / --model), "+
+			"or enable tool calling on the server (vLLM: --enable-auto-tool-choice and --tool-call-parser)", p.cfg.Model, EnvModel)
+	case status == http.StatusNotFound && (strings.Contains(lower, "deploymentnotfound") ||
+		strings.Contains(lower, "deployment") && strings.Contains(lower, "does not exist")):
+		ce.NeedsHost, ce.Hint = true, fmt.Sprintf("no deployment %q at %s: with Azure OpenAI the model is a deployment's name: check %s / --model and the base URL",
+			p.cfg.Model, p.base, EnvModel)
 	case status == http.StatusNotFound && strings.Contains(lower, "model"):
 		ce.NeedsHost, ce.Hint = true, modelHint
 	case status == http.StatusNotFound:
-		ce.NeedsHost, ce.Hint = true, fmt.Sprintf("no chat-completions endpoint at %s: the base URL usually ends in /v1", base)
-	case (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) && unknownModel(lower):
+		ce.NeedsHost, ce.Hint = true, fmt.Sprintf("no chat-completions endpoint at %s: the base URL usually ends in /v1", p.base)
+	case refused && unknownModel(lower):
 		ce.NeedsHost, ce.Hint = true, modelHint
-	case status == http.StatusBadRequest && badKey(lower):
+	case (status == http.StatusBadRequest || status == 0) && badKey(lower):
 		ce.NeedsHost, ce.Hint = true, keyHint
+	}
+	if ce.NeedsHost || ce.ContextTooLong {
+		// The same request would be refused the same way, whatever the status said.
+		ce.Transient, ce.Permanent = false, true
+	}
+	if after, ok := retryAfterOf(header, time.Now()); ok && ce.Transient {
+		ce.RetryAfter = after
+		ce.Err = &retryAfterError{after: after, err: ce.Err}
 	}
 	return ce
 }
@@ -653,65 +729,171 @@ func parseReset(v string) (time.Duration, bool) {
 type statusErr struct {
 	status int
 	detail string
+	// inAnswer marks an error a server sent as the body of a 2xx answer; code is the status
+	// it named, or 0.
+	inAnswer bool
+	code     int
 }
 
 func (e *statusErr) Error() string {
-	if e.detail == "" {
-		return fmt.Sprintf("openai: server answered %d %s", e.status, http.StatusText(e.status))
+	msg := fmt.Sprintf("openai: server answered %d %s", e.status, http.StatusText(e.status))
+	switch {
+	case e.inAnswer && e.code != 0:
+		msg += fmt.Sprintf(" with error %d", e.code)
+	case e.inAnswer:
+		msg += " with an error"
 	}
-	return fmt.Sprintf("openai: server answered %d %s: %s", e.status, http.StatusText(e.status), e.detail)
+	if e.detail == "" {
+		return msg
+	}
+	return msg + ": " + e.detail
 }
 
 // maxDetail bounds the server's words kept in an error: an HTML error page is shown once, short.
 const maxDetail = 300
 
+// maxPrefix bounds the start of an unreadable answer shown to say what it was.
+const maxPrefix = 80
+
 // minRedactedKey is the shortest API key taken out of what a server says:
 // a shorter one could stand for ordinary words.
 const minRedactedKey = 8
 
-// serverDetail extracts the server's message (and error code) from a go-openai error,
-// whitespace collapsed, apiKey taken out and shortened. Servers echo a rejected key
-// ("Invalid API key: sk-..."), and what they say is logged and shown: the key never is.
-func serverDetail(err error, apiKey string) (detail, code string) {
+// serverDetail extracts the server's message from a go-openai error, whitespace collapsed,
+// apiKey taken out and shortened, and the words a refusal is classified by: the message,
+// the error's code and type, or the whole body. Servers echo a rejected key ("Invalid API
+// key: sk-..."), and what they say is logged and shown: the key never is.
+func serverDetail(err error, apiKey string) (detail, words string) {
 	var apiErr *openai.APIError
 	var reqErr *openai.RequestError
 	switch {
 	case errors.As(err, &apiErr) && apiErr.Message != "":
-		detail = apiErr.Message
+		detail, words = apiErr.Message, apiErr.Type
 		if apiErr.Code != nil {
-			code = fmt.Sprint(apiErr.Code)
+			words += " " + fmt.Sprint(apiErr.Code)
 		}
 	case errors.As(err, &reqErr) && len(reqErr.Body) > 0:
-		// A body go-openai could not read as {"error": {...}}, such as {"error": "..."} or
-		// an HTML page: its text is what the server said.
-		detail = string(reqErr.Body)
+		// A body go-openai could not read as {"error": {...}}: what the server said is
+		// its message, or the body itself (an HTML page).
+		detail, words = bodyMessage(reqErr.Body), string(reqErr.Body)
 	default:
 		detail = err.Error()
 	}
-	detail = strings.Join(strings.Fields(detail), " ")
-	if len(apiKey) >= minRedactedKey {
-		detail = strings.ReplaceAll(detail, apiKey, "[the API key]")
-	}
-	if len(detail) > maxDetail {
-		cut := maxDetail
-		for cut > 0 && !utf8.RuneStart(detail[cut]) {
-			cut--
+	return shorten(redactKey(detail, apiKey), maxDetail), strings.Join(strings.Fields(detail), " ") + " " + words
+}
+
+// bodyMessage is the message of an error body in the forms go-openai does not read:
+// {"error": "..."}, vLLM's {"message": "..."}, FastAPI's {"detail": "..."}; else the body.
+// The string is decoded, so that what it holds (a key included) reads as sent.
+func bodyMessage(body []byte) string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) == nil {
+		for _, key := range []string{"error", "message", "detail"} {
+			var s string
+			if json.Unmarshal(members[key], &s) == nil && strings.TrimSpace(s) != "" {
+				return s
+			}
 		}
-		detail = detail[:cut] + "…"
 	}
-	return detail, code
+	return string(body)
+}
+
+// redactKey takes apiKey out of s, also as JSON escapes it: encoding/json's escapes, and
+// "\/" for "/", which PHP and some gateways write.
+func redactKey(s, apiKey string) string {
+	if len(apiKey) < minRedactedKey {
+		return s
+	}
+	forms := []string{apiKey, strings.ReplaceAll(apiKey, "/", `\/`)}
+	if quoted, err := json.Marshal(apiKey); err == nil {
+		forms = append(forms, string(quoted[1:len(quoted)-1]))
+	}
+	for _, form := range forms {
+		s = strings.ReplaceAll(s, form, "[the API key]")
+	}
+	return s
+}
+
+// shorten collapses the whitespace of s and cuts it to at most limit bytes, on a rune's start.
+func shorten(s string, limit int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// prefix is how an unreadable answer starts, short and without the key, to say what it was.
+func (p *OpenAI) prefix(body []byte) string {
+	// Redacted whole before the cut, so that no part of a key is left at its end.
+	s := redactKey(string(body), p.cfg.APIKey)
+	return shorten(s[:min(len(s), 4*maxPrefix)], maxPrefix)
 }
 
 // contextTooLong reports whether a refusal's words say the prompt exceeds the window, as
-// OpenAI, vLLM, llama.cpp, Ollama, Gemini and TGI phrase it.
+// OpenAI, vLLM, llama.cpp, Ollama, Gemini, TGI and Anthropic phrase it.
 func contextTooLong(lower string) bool {
 	if containsAny(lower, "context_length_exceeded", "maximum context length", "context length", "context window",
 		"too many tokens", "prompt is too long", "exceeds the available context", "input is too long",
-		"exceeds the maximum number of tokens") {
+		"exceeds the maximum number of tokens", "exceed context limit") {
 		return true
 	}
-	// TGI: "`inputs` tokens + `max_new_tokens` must be <= 4096".
-	return strings.Contains(lower, "max_new_tokens") && strings.Contains(lower, "must be <=")
+	// TGI: "`inputs` tokens + `max_new_tokens` must be <= 4096", and "`inputs` must have
+	// less than 4095 tokens".
+	return strings.Contains(lower, "max_new_tokens") && strings.Contains(lower, "must be <=") ||
+		strings.Contains(lower, "must have less than") && strings.Contains(lower, "tokens")
+}
+
+// windowSplit is a refusal's account of the window, in the words of vLLM (older and newer),
+// Anthropic and TGI: which submatches hold the prompt's tokens, the completion limit and
+// the window.
+type windowSplit struct {
+	re                         *regexp.Regexp
+	prompt, completion, window int
+}
+
+// windowSplits are compiled on first use, as toolNamePattern is.
+var windowSplits = sync.OnceValue(func() []windowSplit {
+	return []windowSplit{
+		{regexp.MustCompile(`maximum context length is (\d+) tokens\. however, you requested \d+ tokens \((\d+) in the messages, (\d+) in the completion\)`), 2, 3, 1},
+		{regexp.MustCompile(`is too large: (\d+)\. this model's maximum context length is (\d+) tokens and your request has (\d+) input tokens`), 3, 1, 2},
+		{regexp.MustCompile("exceed context limit: (\\d+) \\+ (\\d+) > (\\d+)"), 1, 2, 3},
+		{regexp.MustCompile("must be <= (\\d+)\\. given: (\\d+) `inputs` tokens and (\\d+) `max_new_tokens`"), 2, 3, 1},
+	}
+})
+
+// completionLimitTooLarge reads a refusal over the window that counts its parts, and gives
+// a hint when the completion limit is what does not fit: it takes half the window or more,
+// and the prompt alone fits. Compaction would then have to keep the context under what the
+// limit leaves, every time; lowering the limit is the remedy. A refusal without the counts
+// is left to compaction.
+func completionLimitTooLarge(lower string) (string, bool) {
+	for _, ws := range windowSplits() {
+		m := ws.re.FindStringSubmatch(lower)
+		if m == nil {
+			continue
+		}
+		prompt, err1 := strconv.Atoi(m[ws.prompt])
+		completion, err2 := strconv.Atoi(m[ws.completion])
+		window, err3 := strconv.Atoi(m[ws.window])
+		if err1 != nil || err2 != nil || err3 != nil || prompt >= window || completion*2 < window {
+			return "", false
+		}
+		return fmt.Sprintf("the completion limit of %d tokens takes half or more of the model's %d-token window, and the prompt (%d tokens) "+
+			"fits without it: lower --max-tokens (or the image's context.max_output_tokens), or serve the model with a larger window",
+			completion, window, prompt), true
+	}
+	return "", false
+}
+
+// noToolSupport reports whether a refusal's words say the model or the server cannot call
+// tools, as vLLM (started without a tool parser), Ollama and OpenRouter phrase it.
+func noToolSupport(lower string) bool {
+	return containsAny(lower, "does not support tools", "support tool use", "tool choice requires", "enable-auto-tool-choice")
 }
 
 // unknownModel reports whether a refusal's words say the model is unknown or cannot serve
@@ -746,31 +928,193 @@ func isDialError(err error) bool {
 	return errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
-// mapResponse converts a successful answer. An answer without choices is unusable although
-// the call happened, so it is unknown rather than rejected.
-func (p *OpenAI) mapResponse(req *Request, resp *openai.ChatCompletionResponse) (Response, *CallError) {
-	if len(resp.Choices) == 0 {
-		return Response{}, &CallError{Settlement: SettlementUnknown, StatusCode: http.StatusOK,
-			Err: errors.New("openai: the answer has no choices")}
+// answer maps an answer go-openai read; body is the answer as it came. An answer without
+// choices is unusable although the call happened: unknown rather than rejected, unless it
+// carries an error instead (as OpenRouter reports a failure during generation), which is
+// classified as the status it names would be.
+func (p *OpenAI) answer(req *Request, resp *openai.ChatCompletionResponse, rec *attemptRecord, body []byte) (Response, *CallError) {
+	if len(resp.Choices) > 0 {
+		return p.mapResponse(req, resp, body), nil
 	}
+	if apiErr := errorInAnswer(body); apiErr != nil {
+		detail, words := serverDetail(apiErr, p.cfg.APIKey)
+		code := 0
+		switch c := apiErr.Code.(type) {
+		case int:
+			code = c
+		case string:
+			code, _ = strconv.Atoi(c)
+		}
+		if code < 400 || code > 599 {
+			// Not a status: the words alone classify it.
+			code = 0
+		}
+		return Response{}, p.refusal(rec.status, code, rec.header,
+			&statusErr{status: rec.status, detail: detail, inAnswer: true, code: code}, words)
+	}
+	return Response{}, &CallError{Settlement: SettlementUnknown, StatusCode: rec.status,
+		Err: fmt.Errorf("openai: the answer has no choices (it starts with %q)", p.prefix(body))}
+}
+
+// errorInAnswer is the error an answer carries in place of a completion, {"error": {...}}
+// as go-openai reads an error status's body, or {"error": "..."}; nil when it has none.
+func errorInAnswer(body []byte) *openai.APIError {
+	var answer struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &answer) != nil || len(answer.Error) == 0 || string(answer.Error) == "null" {
+		return nil
+	}
+	var apiErr openai.APIError
+	if err := json.Unmarshal(answer.Error, &apiErr); err == nil && apiErr.Message != "" {
+		return &apiErr
+	}
+	var text string
+	if json.Unmarshal(answer.Error, &text) != nil {
+		text = string(answer.Error)
+	}
+	return &openai.APIError{Message: text}
+}
+
+// undecodable answers for a 2xx answer go-openai could not read. Calls whose arguments came
+// as JSON values rather than as the string holding them are read again with the values
+// re-encoded. Otherwise the answer is described by what it is: one that is not JSON, or is
+// JSON of another shape, comes from a server that does not speak chat completions at this
+// address and would come the same every time, so the Host is asked; empty or incomplete
+// JSON may be a transfer that broke, and may be asked again.
+func (p *OpenAI) undecodable(req *Request, rec *attemptRecord, err error) (Response, *CallError) {
+	body := bytes.TrimSpace(rec.body)
+	ce := &CallError{Settlement: SettlementUnknown, StatusCode: rec.status}
+	switch {
+	case len(body) == 0:
+		ce.Err = fmt.Errorf("openai: unreadable answer (status %d): the body is empty: %w", rec.status, err)
+	case body[0] != '{' && body[0] != '[':
+		start := p.prefix(body)
+		ce.NeedsHost = true
+		ce.Hint = fmt.Sprintf("the server at %s answers with something other than JSON (it starts with %q): check %s / --base-url: the API root usually ends in /v1",
+			p.base, start, EnvOpenAIBaseURL)
+		ce.Err = fmt.Errorf("openai: unreadable answer (status %d): not JSON; it starts with %q: %w", rec.status, start, err)
+	case !json.Valid(body):
+		ce.Err = fmt.Errorf("openai: unreadable answer (status %d): not complete JSON (%d bytes): %w", rec.status, len(body), err)
+	default:
+		if mended, ok := stringifyArguments(body); ok {
+			var resp openai.ChatCompletionResponse
+			if json.Unmarshal(mended, &resp) == nil {
+				return p.answer(req, &resp, rec, mended)
+			}
+		}
+		ce.NeedsHost = true
+		ce.Hint = fmt.Sprintf("the server at %s answers in a format other than chat completions: check %s / --base-url names an OpenAI-compatible API",
+			p.base, EnvOpenAIBaseURL)
+		ce.Err = fmt.Errorf("openai: unreadable answer (status %d): not a chat completion: %w", rec.status, err)
+	}
+	return Response{}, ce
+}
+
+// stringifyArguments re-encodes the arguments of each call (tool_calls, and a legacy
+// function_call) that a server sent as a JSON value, an object mostly, as the string the
+// format holds there. It reports whether it changed anything; other members keep their
+// values.
+func stringifyArguments(body []byte) ([]byte, bool) {
+	stringify := func(v json.RawMessage) (json.RawMessage, bool) {
+		if len(v) == 0 || v[0] == '"' || string(v) == "null" {
+			return v, false
+		}
+		var compact bytes.Buffer
+		if json.Compact(&compact, v) != nil {
+			return v, false
+		}
+		s, err := json.Marshal(compact.String())
+		return s, err == nil
+	}
+	arguments := func(v json.RawMessage) (json.RawMessage, bool) { return editMember(v, "arguments", stringify) }
+	call := func(v json.RawMessage) (json.RawMessage, bool) { return editMember(v, "function", arguments) }
+	message := func(v json.RawMessage) (json.RawMessage, bool) {
+		v, calls := editMember(v, "tool_calls", func(v json.RawMessage) (json.RawMessage, bool) { return editEach(v, call) })
+		v, legacy := editMember(v, "function_call", arguments)
+		return v, calls || legacy
+	}
+	choice := func(v json.RawMessage) (json.RawMessage, bool) { return editMember(v, "message", message) }
+	return editMember(body, "choices", func(v json.RawMessage) (json.RawMessage, bool) { return editEach(v, choice) })
+}
+
+// editMember applies edit to the member key of the JSON object v, if it has one, and
+// reports whether that changed v.
+func editMember(v json.RawMessage, key string, edit func(json.RawMessage) (json.RawMessage, bool)) (json.RawMessage, bool) {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(v, &members) != nil {
+		return v, false
+	}
+	member, ok := members[key]
+	if !ok {
+		return v, false
+	}
+	if members[key], ok = edit(member); !ok {
+		return v, false
+	}
+	out, err := json.Marshal(members)
+	if err != nil {
+		return v, false
+	}
+	return out, true
+}
+
+// editEach applies edit to each element of the JSON array v, and reports whether that
+// changed v.
+func editEach(v json.RawMessage, edit func(json.RawMessage) (json.RawMessage, bool)) (json.RawMessage, bool) {
+	var elems []json.RawMessage
+	if json.Unmarshal(v, &elems) != nil {
+		return v, false
+	}
+	changed := false
+	for i := range elems {
+		var c bool
+		elems[i], c = edit(elems[i])
+		changed = changed || c
+	}
+	if !changed {
+		return v, false
+	}
+	out, err := json.Marshal(elems)
+	if err != nil {
+		return v, false
+	}
+	return out, true
+}
+
+// mapResponse converts an answer with choices; body is the answer as it came.
+func (p *OpenAI) mapResponse(req *Request, resp *openai.ChatCompletionResponse, body []byte) Response {
 	choice := resp.Choices[0]
 	out := Response{
 		Text:         choice.Message.Content,
 		FinishReason: string(choice.FinishReason),
 		Model:        resp.Model,
 		Usage:        Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens},
+		Reasoning:    choice.Message.ReasoningContent,
+	}
+	if out.Text == "" {
+		// Content sent as parts, which go-openai keeps apart.
+		out.Text = partsText(choice.Message.MultiContent)
 	}
 	if out.Text == "" && choice.Message.Refusal != "" {
 		out.Text = choice.Message.Refusal
 	}
+	if out.Reasoning == "" {
+		out.Reasoning = reasoningIn(body)
+	}
 	if out.Model == "" {
 		out.Model = p.cfg.Model
+	}
+	calls := choice.Message.ToolCalls
+	if fc := choice.Message.FunctionCall; len(calls) == 0 && fc != nil && (strings.TrimSpace(fc.Name) != "" || strings.TrimSpace(fc.Arguments) != "") {
+		// The legacy form of one call, which some servers still answer with.
+		calls = []openai.ToolCall{{Type: openai.ToolTypeFunction, Function: *fc}}
 	}
 	// The calls become history the next request carries, which Request.Validate and servers
 	// hold to one id per call and a name for each: an answer breaking that is mended here,
 	// where the model's mistake can still be answered, instead of failing every later call.
-	seen := make(map[string]bool, len(choice.Message.ToolCalls))
-	for i, tc := range choice.Message.ToolCalls {
+	seen := make(map[string]bool, len(calls))
+	for i, tc := range calls {
 		id := tc.ID
 		for n := 0; id == "" || seen[id]; n++ {
 			// Some compatible servers omit ids, or repeat one in a message.
@@ -793,7 +1137,39 @@ func (p *OpenAI) mapResponse(req *Request, resp *openai.ChatCompletionResponse) 
 		out.Usage = estimatedUsage(req, &out)
 		out.Usage.Estimated = true
 	}
-	return out, nil
+	return out
+}
+
+// partsText joins the text of content parts, one part a line.
+func partsText(parts []openai.ChatMessagePart) string {
+	var texts []string
+	for _, part := range parts {
+		if part.Text != "" {
+			texts = append(texts, part.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// reasoningIn reads the first choice's "reasoning", the field OpenRouter and newer vLLM
+// put the model's reasoning in (go-openai reads only reasoning_content), or "".
+func reasoningIn(body []byte) string {
+	if !bytes.Contains(body, []byte(`"reasoning"`)) {
+		return ""
+	}
+	var answer struct {
+		Choices []struct {
+			Message struct {
+				Reasoning json.RawMessage `json:"reasoning"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	var text string
+	if json.Unmarshal(body, &answer) != nil || len(answer.Choices) == 0 ||
+		json.Unmarshal(answer.Choices[0].Message.Reasoning, &text) != nil {
+		return ""
+	}
+	return text
 }
 
 // MissingToolName stands for the name of a tool call the model gave none: the call is kept,

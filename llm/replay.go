@@ -182,7 +182,8 @@ func (r *Replay) Complete(ctx context.Context, req Request) (Response, error) {
 
 // estimatedUsage estimates the tokens of req and of its answer resp from their sizes.
 func estimatedUsage(req *Request, resp *Response) Usage {
-	completion := len(resp.Text)
+	// Reasoning is generated, and billed, as completion tokens.
+	completion := len(resp.Text) + len(resp.Reasoning)
 	for _, c := range resp.ToolCalls {
 		completion += len(c.Name) + len(c.Arguments)
 	}
