@@ -398,6 +398,14 @@ func (p *OpenAI) buildRequest(req *Request) (openai.ChatCompletionRequest, error
 		}
 	}
 	for _, m := range req.Messages {
+		if n := len(out.Messages); m.Role == RoleUser && n > 0 && out.Messages[n-1].Role == string(RoleTool) {
+			// The runtime's notices (a reply cut off, messages arrived) follow a
+			// batch's tool results; Mistral's API and the chat templates that
+			// hold roles to alternate refuse a user message there, so the
+			// notice ends the last result instead.
+			out.Messages[n-1].Content += "\n\n" + m.Content
+			continue
+		}
 		msg := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content}
 		switch m.Role {
 		case RoleAssistant:

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -158,5 +159,49 @@ func TestOpenAIRequestSettings(t *testing.T) {
 		if _, has := cs.body(0)[tc.want]; !has {
 			t.Fatalf("%s with field %q: %s not sent", tc.model, tc.field, tc.want)
 		}
+	}
+}
+
+// A user message right after tool results (the runtime's notices) ends the
+// last tool result instead: Mistral's API refuses a user message after a
+// tool message ("Unexpected role 'user' after role 'tool'").
+func TestOpenAINoUserMessageAfterAToolMessage(t *testing.T) {
+	mistral := func(w http.ResponseWriter, _ *http.Request, body []byte) {
+		var req struct {
+			Messages []struct{ Role string } `json:"messages"`
+		}
+		_ = json.Unmarshal(body, &req)
+		for i := 1; i < len(req.Messages); i++ {
+			if req.Messages[i].Role == "user" && req.Messages[i-1].Role == "tool" {
+				replyJSON(400, `{"object":"error","message":"Unexpected role 'user' after role 'tool'","type":"invalid_request_message_order"}`)(w, nil, nil)
+				return
+			}
+		}
+		replyJSON(200, textCompletion("ok"))(w, nil, nil)
+	}
+	cs := newChatServer(t, mistral)
+	p := newTestOpenAI(t, cs.srv.URL)
+	req := simpleRequest()
+	req.Messages = append(req.Messages,
+		Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "get_current_time", Arguments: json.RawMessage(`{}`)}}},
+		Message{Role: RoleTool, ToolCallID: "c1", Name: "get_current_time", Content: `{"ok":true}`},
+		Message{Role: RoleUser, Content: "(runtime notice) your reply was cut off"},
+		Message{Role: RoleUser, Content: "(runtime notice) new messages"})
+	if _, err := p.Complete(context.Background(), req); err != nil {
+		t.Fatalf("a notice after a tool result: %v", err)
+	}
+	var sent struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+	}
+	if err := json.Unmarshal(cs.bodies[0], &sent); err != nil {
+		t.Fatal(err)
+	}
+	last := sent.Messages[len(sent.Messages)-1]
+	if last.Role != "tool" || !strings.HasPrefix(last.Content, `{"ok":true}`) || !strings.Contains(last.Content, "cut off") || !strings.HasSuffix(last.Content, "new messages") {
+		t.Fatalf("last message sent: %+v", last)
+	}
+	// A user message that follows anything else stays one.
+	if first := sent.Messages[1]; first.Role != "user" || first.Content != "hello" {
+		t.Fatalf("the first user message: %+v", first)
 	}
 }
