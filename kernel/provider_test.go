@@ -391,3 +391,21 @@ func TestReservationCountsTheToolTable(t *testing.T) {
 		t.Fatalf("reserved %d tokens, want at least the tool table's %d and the reply's %d", cr.ReservedTokens, tools, im.Context.MaxOutputTokens)
 	}
 }
+
+// Replies without a tool call that were all cut off at the output token
+// limit fail the process naming the limit, not tool support.
+func TestTextOnlyRepliesCutOffNameTheLimit(t *testing.T) {
+	for _, finish := range []string{"length", "stop"} {
+		p := funcProvider(func(llm.Request) (llm.Response, error) {
+			return llm.Response{Text: "thinking...", FinishReason: finish}, nil
+		})
+		h := newHarness(t, "", func(o *Options) { o.Provider = p })
+		pid := h.spawn(clockGrants())
+		h.run()
+		info := h.info(pid)
+		cutOff := strings.Contains(info.Reason, "output token limit")
+		if info.Status != process.Failed || cutOff != (finish == "length") || strings.Contains(info.Reason, "tool calling") == (finish == "length") {
+			t.Fatalf("finish %s: %s (%s)", finish, info.Status, info.Reason)
+		}
+	}
+}

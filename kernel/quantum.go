@@ -919,6 +919,13 @@ func (k *Runtime) endBatch(tx *txn, r *procRecord, c *llmContext, im *images.Ima
 func (k *Runtime) textOnlyReply(tx *txn, r *procRecord, c *llmContext, im *images.Image, truncated bool) error {
 	r.TextOnlyTurns++
 	if limit := im.TextOnlyTurnLimit(); quantum.TextOnlyFails(r.TextOnlyTurns, limit) {
+		if truncated {
+			// A reasoning model can spend the whole limit before it calls a
+			// tool: the cause is the limit, not tool support.
+			return k.failProcess(tx, r, fmt.Sprintf("the model answered %d turns in a row without a tool call, the last cut off at the output "+
+				"token limit (%d tokens): raise --max-tokens or the image's context.max_output_tokens (a reasoning model may spend the "+
+				"limit on reasoning)", limit, im.Context.MaxOutputTokens))
+		}
 		return k.failProcess(tx, r, fmt.Sprintf("the model answered %d turns in a row without a tool call; only tool calls act "+
 			"(the model or server may not support tool calling: check that the server enables tools for this model)", limit))
 	}
