@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -71,17 +73,75 @@ func (k *Runtime) emit(tx *txn, ev Event) error {
 	if err != nil {
 		return fmt.Errorf("append %s event: %w", ev.Kind, err)
 	}
-	if k.opts.OnEvent != nil {
-		tx.AfterCommit(func() {
-			done := le.ev
-			done.Seq = seq
-			if le.refused != nil {
-				done.Detail = le.refused
-			}
-			k.opts.OnEvent(done)
-		})
+	if k.events != nil {
+		qe := &queuedEvent{le: le, seq: seq}
+		// Queued under the write lock, so in commit order; delivered once
+		// durable.
+		tx.OnApplied(func() { k.events.add(qe) })
+		tx.AfterCommit(func() { k.events.ready(qe) })
 	}
 	return nil
+}
+
+// eventQueue hands committed events to OnEvent one call at a time and in
+// commit order. Commits finish on their own goroutines, so the one that
+// committed second may run its hooks first: each event takes its place when
+// its commit is handed on (in commit order) and is delivered when it and
+// every event before it are durable. Whichever goroutine finds the head
+// ready delivers, without a lock held, so an OnEvent that commits (a Host
+// call from the hook) queues its own events behind and never waits on
+// itself.
+type eventQueue struct {
+	deliver func(Event)
+
+	mu       sync.Mutex
+	queued   []*queuedEvent // in commit order; the head is delivered next
+	draining bool           // a goroutine is delivering
+}
+
+type queuedEvent struct {
+	le    *loggedEvent
+	seq   uint64
+	ready bool
+}
+
+func (q *eventQueue) add(qe *queuedEvent) {
+	q.mu.Lock()
+	q.queued = append(q.queued, qe)
+	q.mu.Unlock()
+}
+
+func (q *eventQueue) ready(qe *queuedEvent) {
+	q.mu.Lock()
+	qe.ready = true
+	if q.draining {
+		q.mu.Unlock()
+		return
+	}
+	q.draining = true
+	for {
+		n := 0
+		for n < len(q.queued) && q.queued[n].ready {
+			n++
+		}
+		if n == 0 {
+			q.draining = false
+			q.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(q.queued[:n])
+		q.queued = slices.Delete(q.queued, 0, n)
+		q.mu.Unlock()
+		for _, qe := range batch {
+			done := qe.le.ev
+			done.Seq = qe.seq
+			if qe.le.refused != nil {
+				done.Detail = qe.le.refused
+			}
+			q.deliver(done)
+		}
+		q.mu.Lock()
+	}
 }
 
 // loggedEvent is an event emitted in a transaction, encoded when the

@@ -64,8 +64,11 @@ type Options struct {
 	DisableFullIO bool
 	// MaxSleepSeconds is sleep's maximum, shown in its schema (default 60).
 	MaxSleepSeconds float64
-	// OnEvent, when set, is called after each committed event, in commit
-	// order per process. It must not block for long.
+	// OnEvent, when set, is called with each event once it is durable, in
+	// commit order (Event.Seq ascending), one call at a time: it runs on the
+	// goroutine of a commit, so it must not block for long. It may call the
+	// Runtime; the events of a commit it makes are delivered after it
+	// returns.
 	OnEvent func(Event)
 	// Images resolves image references beyond the built-ins.
 	Images map[string]*images.Image
@@ -107,6 +110,8 @@ type Runtime struct {
 	records *recordCache
 
 	sched *scheduler
+	// events delivers to OnEvent; nil without one.
+	events *eventQueue
 
 	provMu sync.Mutex
 
@@ -185,6 +190,9 @@ func Open(dir string, opts Options) (*Runtime, error) {
 		closed:       make(chan struct{}),
 	}
 	k.sched = newScheduler(k)
+	if opts.OnEvent != nil {
+		k.events = &eventQueue{deliver: opts.OnEvent}
+	}
 	if opts.ReadOnly {
 		// Recovery writes; what it would change is shown as stored.
 		return k, nil
