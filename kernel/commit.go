@@ -170,22 +170,31 @@ func (k *Runtime) update(fn func(tx *txn) error) error {
 			failpoint.Hit("after-commit:" + kind)
 		}
 	}
+	return closedErr(err)
+}
+
+// closedErr makes the store's refusal after Close the runtime's too: a Host
+// tells it apart with errors.Is(err, ErrClosed), whichever call it made.
+func closedErr(err error) error {
+	if errors.Is(err, objects.ErrClosed) && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 	return err
 }
 
 // view runs fn in a read-only transaction.
 func (k *Runtime) view(fn func(tx *txn) error) error {
-	return k.store.View(func(otx *objects.Txn) error {
+	return closedErr(k.store.View(func(otx *objects.Txn) error {
 		return fn(&txn{Txn: otx, readOnly: true})
-	})
+	}))
 }
 
 // peek is view without waiting for other commits' syncs (objects.Peek):
 // for hints an Update checks before it uses them.
 func (k *Runtime) peek(fn func(tx *txn) error) error {
-	return k.store.Peek(func(otx *objects.Txn) error {
+	return closedErr(k.store.Peek(func(otx *objects.Txn) error {
 		return fn(&txn{Txn: otx, readOnly: true})
-	})
+	}))
 }
 
 // onFlush runs fn once tx's contexts are written (their versions final).

@@ -23,7 +23,8 @@ const (
 	// EventMessage is a mailbox change: a message posted, read or acknowledged.
 	EventMessage = "message"
 	// EventSignal is a signal that changed no state: a pause requested of a
-	// running process (it pauses when its quantum ends), or withdrawn.
+	// running process (it pauses when its quantum ends), or withdrawn; or
+	// the Host's retry of a provider wait (RetryProvider).
 	EventSignal = "process.signal"
 )
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
@@ -51,14 +52,36 @@ const prefixHostMeta = "k/host/"
 // PutMeta stores a Host value (JSON) in the runtime directory, for example
 // the provider settings a later resume continues with. Secrets do not belong here.
 func (k *Runtime) PutMeta(key string, v any) error {
-	if key == "" || strings.ContainsRune(key, 0) {
-		return errors.New("meta key: must be non-empty without NUL bytes")
+	if err := checkMetaKey(key); err != nil {
+		return fmt.Errorf("meta key: %w", err)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("meta %s: %w", key, err)
 	}
 	return k.update(func(tx *txn) error { return tx.Set([]byte(prefixHostMeta+key), b) })
+}
+
+// checkMetaKey holds a Host metadata key to the store's rule for raw keys.
+func checkMetaKey(key string) error {
+	if key == "" || strings.ContainsRune(key, 0) {
+		return errors.New("must be non-empty without NUL bytes")
+	}
+	return nil
+}
+
+// checkGoal holds a goal the Host gives to what the model can read: text,
+// not blank.
+func checkGoal(goal string) error {
+	switch {
+	case strings.TrimSpace(goal) == "":
+		return errors.New("goal: required (not blank)")
+	case !utf8.ValidString(goal):
+		return errors.New("goal: must be UTF-8 text")
+	case strings.ContainsRune(goal, 0):
+		return errors.New("goal: must not hold NUL bytes")
+	}
+	return nil
 }
 
 // GetMeta loads a Host value stored with PutMeta; objects.ErrNotFound when absent.
@@ -210,8 +233,8 @@ func (k *Runtime) emitRead(tx *txn, pid int64, page mailbox.Page) error {
 // changes the completion review's token). It is how a Host answers a goal
 // lost to a reopen.
 func (k *Runtime) SetGoal(pid int64, goal string) (objects.Meta, error) {
-	if strings.TrimSpace(goal) == "" {
-		return objects.Meta{}, errors.New("goal: required")
+	if err := checkGoal(goal); err != nil {
+		return objects.Meta{}, err
 	}
 	var meta objects.Meta
 	err := k.update(func(tx *txn) error {
@@ -220,7 +243,7 @@ func (k *Runtime) SetGoal(pid int64, goal string) (objects.Meta, error) {
 			return err
 		}
 		if r.State.Terminal() {
-			return fmt.Errorf("pid %d has ended (%s); its goal cannot change", pid, r.State)
+			return fmt.Errorf("pid %d (%s): %w; its goal cannot change", pid, r.State, ErrEnded)
 		}
 		cur, err := tx.Stat(r.GoalOID)
 		if err != nil {

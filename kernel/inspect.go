@@ -517,7 +517,7 @@ func (k *Runtime) EventLog(q EventQuery) (EventPage, error) {
 	for scanned := 0; scanned < maxEventScan; {
 		evs, err := k.store.Events(page.LastSeq, 256)
 		if err != nil {
-			return EventPage{}, fmt.Errorf("read the event log after seq %d: %w", page.LastSeq, err)
+			return EventPage{}, fmt.Errorf("read the event log after seq %d: %w", page.LastSeq, closedErr(err))
 		}
 		if len(evs) == 0 {
 			return page, nil

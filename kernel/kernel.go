@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -39,9 +40,12 @@ var (
 	ErrClosed       = errors.New("runtime is closed")
 	ErrRunning      = errors.New("the scheduler is already running")
 	ErrInvalidSpawn = errors.New("invalid spawn request")
-	// ErrEnded reports a message posted to a process that has ended: its
-	// mailbox is closed.
-	ErrEnded = errors.New("the process has ended; its mailbox is closed")
+	// ErrInvalidOptions reports Options that break a rule; Open opened
+	// nothing.
+	ErrInvalidOptions = errors.New("invalid runtime options")
+	// ErrEnded reports a change asked of a process that has ended: a
+	// message to its closed mailbox, a new goal.
+	ErrEnded = errors.New("the process has ended")
 	// ErrReadOnly reports a change asked of a runtime opened with
 	// Options.ReadOnly.
 	ErrReadOnly = errors.New("the runtime directory was opened read-only")
@@ -133,13 +137,22 @@ func StorePath(dir string) string { return filepath.Join(dir, "store") }
 // A directory held by another runtime fails with an error wrapping
 // objects.ErrInUse.
 func Open(dir string, opts Options) (*Runtime, error) {
+	switch {
+	case opts.Workers < 0:
+		return nil, fmt.Errorf("%w: workers: must be 0 (the default) or more, got %d", ErrInvalidOptions, opts.Workers)
+	case opts.MaxSleepSeconds < 0 || math.IsNaN(opts.MaxSleepSeconds) || math.IsInf(opts.MaxSleepSeconds, 0):
+		return nil, fmt.Errorf("%w: max_sleep_seconds: must be 0 (the default) or a finite number of seconds, got %v", ErrInvalidOptions, opts.MaxSleepSeconds)
+	}
+	if err := opts.ProviderRetry.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: provider_retry: %w", ErrInvalidOptions, err)
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
-	if opts.Workers <= 0 {
+	if opts.Workers == 0 {
 		opts.Workers = 16
 	}
-	if opts.MaxSleepSeconds <= 0 {
+	if opts.MaxSleepSeconds == 0 {
 		opts.MaxSleepSeconds = session.DefaultMaxSleepSeconds
 	}
 	if opts.Tokens == nil {
@@ -264,11 +277,54 @@ func BuiltinTools(cfg tools.Config) []*tools.Tool {
 }
 
 // SetProvider sets the provider before RunUntilIdle (a Host that opened the
-// runtime to read its recorded settings first).
+// runtime to read its recorded settings first), or replaces it; processes
+// waiting on the provider for the Host ask it again after RetryProvider.
 func (k *Runtime) SetProvider(p llm.Provider) {
 	k.provMu.Lock()
 	k.opts.Provider = p
 	k.provMu.Unlock()
+}
+
+// RetryProvider makes every process that waits on its provider for the Host
+// (a refused key, an unknown model, a server to fix) ask it again in its
+// next quantum, with its failures counted from zero, as a reopen does; a
+// backoff keeps its time. It returns the pids it woke, in order.
+func (k *Runtime) RetryProvider() ([]int64, error) {
+	var held []int64
+	err := k.view(func(tx *txn) error {
+		return scanLive(tx, func(e liveEntry) error {
+			if e.State == process.Waiting && e.Wait == process.WaitProvider && e.Until.IsZero() {
+				held = append(held, e.PID)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	var woken []int64
+	for _, pid := range held {
+		still := false
+		err := k.update(func(tx *txn) error {
+			r, err := loadProc(tx, pid)
+			if err != nil {
+				return err
+			}
+			// It may have been killed, paused or woken since the scan.
+			still = r.State == process.Waiting && r.Wait != nil && r.Wait.Kind == process.WaitProvider && r.Wait.Until.IsZero()
+			if !still {
+				return nil
+			}
+			return k.askProviderAgain(tx, r, EventSignal)
+		})
+		if err != nil {
+			return woken, fmt.Errorf("retry the provider of pid %d: %w", pid, err)
+		}
+		if still {
+			woken = append(woken, pid)
+		}
+	}
+	return woken, nil
 }
 
 func (k *Runtime) provider() llm.Provider {
@@ -324,8 +380,13 @@ func (k *Runtime) Spawn(spec SpawnSpec) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: image: %w", ErrInvalidSpawn, err)
 	}
-	if spec.Goal == "" {
-		return 0, fmt.Errorf("%w: goal: required", ErrInvalidSpawn)
+	if err := checkGoal(spec.Goal); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidSpawn, err)
+	}
+	if spec.RecordPIDAs != "" {
+		if err := checkMetaKey(spec.RecordPIDAs); err != nil {
+			return 0, fmt.Errorf("%w: record_pid_as: %w", ErrInvalidSpawn, err)
+		}
 	}
 	if err := spec.Budget.Validate(); err != nil {
 		return 0, fmt.Errorf("%w: budget: %w", ErrInvalidSpawn, err)

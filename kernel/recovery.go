@@ -81,11 +81,7 @@ func (k *Runtime) recover() error {
 				return k.recoverRunning(tx, r)
 			case r.State == process.Waiting, r.State == process.Paused:
 				if r.Wait.Kind == process.WaitProvider {
-					r.ProviderFailures = 0
-					if err := k.emit(tx, Event{Kind: EventRecovered, PID: pid, Reason: "provider wait: asking the provider again"}); err != nil {
-						return err
-					}
-					return k.step(tx, r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: process.WaitProvider})
+					return k.askProviderAgain(tx, r, EventRecovered)
 				}
 				p, err := loadPending(tx, pid, r.Wait.PendingID)
 				if err != nil {
@@ -107,6 +103,17 @@ func (k *Runtime) recover() error {
 		}
 	}
 	return nil
+}
+
+// askProviderAgain ends r's provider wait so that its next quantum asks the
+// provider again, with its count of failures reset: what a reopen does, and
+// what RetryProvider does for a Host that fixed what the wait was for.
+func (k *Runtime) askProviderAgain(tx *txn, r *procRecord, kind string) error {
+	r.ProviderFailures = 0
+	if err := k.emit(tx, Event{Kind: kind, PID: r.PID, Reason: "provider wait: asking the provider again"}); err != nil {
+		return err
+	}
+	return k.step(tx, r, process.Input{Kind: process.Wake, Gen: r.Gen, WaitKind: process.WaitProvider})
 }
 
 // rebuildContext reconstructs a context whose runtime-local payload was lost

@@ -3,6 +3,7 @@ package kernel
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -250,7 +251,13 @@ func (s *scheduler) run(ctx context.Context, untilTimers bool) error {
 			return pool.fatal
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			select {
+			case <-s.k.closed:
+				// Close stopped the run, not the caller's context.
+				return fmt.Errorf("%w: %w", ErrClosed, err)
+			default:
+				return err
+			}
 		}
 		var due []timer
 		var next *timer

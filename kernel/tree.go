@@ -286,7 +286,7 @@ func (k *Runtime) post(tx *txn, m mailbox.Message) (mailbox.Message, error) {
 		return mailbox.Message{}, tools.Errorf(tools.CodeNotFound, "recipient_pid %d: %w", m.Recipient, err)
 	}
 	if rec.State.Terminal() {
-		return mailbox.Message{}, tools.Errorf(tools.CodeFailed, "recipient_pid %d (%s): %w", m.Recipient, rec.State, ErrEnded)
+		return mailbox.Message{}, tools.Errorf(tools.CodeFailed, "recipient_pid %d (%s): %w; its mailbox is closed", m.Recipient, rec.State, ErrEnded)
 	}
 	stored, err := mailbox.Post(tx.Txn, m, k.now())
 	if err != nil {

@@ -1,0 +1,133 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libos/libos/llm"
+)
+
+// Open refuses options that break a rule, naming the field, instead of
+// reading a negative count as the default or a bad retry policy as "give
+// up at once".
+func TestOpenRefusesInvalidOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		field string
+	}{
+		{"negative workers", Options{Workers: -1}, "workers"},
+		{"negative sleep maximum", Options{MaxSleepSeconds: -5}, "max_sleep_seconds"},
+		{"NaN sleep maximum", Options{MaxSleepSeconds: math.NaN()}, "max_sleep_seconds"},
+		{"negative retry attempts", Options{ProviderRetry: llm.RetryPolicy{Attempts: -5}}, "provider_retry"},
+		{"negative backoff", Options{ProviderRetry: llm.RetryPolicy{FirstBackoff: -time.Second}}, "provider_retry"},
+	} {
+		dir := t.TempDir()
+		rt, err := Open(dir, tc.opts)
+		if err == nil {
+			rt.Close()
+			t.Fatalf("%s: opened", tc.name)
+		}
+		if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tc.field) {
+			t.Fatalf("%s: %v, want ErrInvalidOptions naming %s", tc.name, err, tc.field)
+		}
+	}
+}
+
+// A goal must be text a model can read: not blank, UTF-8, no NUL; the same
+// rule for Spawn and SetGoal. RecordPIDAs follows PutMeta's key rule.
+func TestHostGoalsAndKeysAreChecked(t *testing.T) {
+	h := newHarness(t, "")
+	for _, goal := range []string{"", "  \n\t", "bad \xff", "nul \x00 byte"} {
+		if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: goal}); !errors.Is(err, ErrInvalidSpawn) || !strings.Contains(err.Error(), "goal") {
+			t.Fatalf("spawn with goal %q: %v", goal, err)
+		}
+	}
+	if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", RecordPIDAs: "a\x00b"}); !errors.Is(err, ErrInvalidSpawn) || !strings.Contains(err.Error(), "record_pid_as") {
+		t.Fatalf("spawn recording its pid under a NUL key: %v", err)
+	}
+	if ps, _ := h.rt.Processes(); len(ps) != 0 {
+		t.Fatalf("refused spawns left %d processes", len(ps))
+	}
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.SetGoal(pid, "bad \xff"); err == nil || !strings.Contains(err.Error(), "goal") {
+		t.Fatalf("SetGoal with invalid UTF-8: %v", err)
+	}
+	if _, err := h.rt.Signal(pid, SignalKill); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.SetGoal(pid, "new goal"); !errors.Is(err, ErrEnded) {
+		t.Fatalf("SetGoal on an ended process: %v, want ErrEnded", err)
+	}
+}
+
+// After Close every Host call answers ErrClosed, and a run Close stops
+// says so too.
+func TestCallsAfterCloseAnswerErrClosed(t *testing.T) {
+	bp := &blockingProvider{started: make(chan struct{})}
+	h := newHarness(t, "", func(o *Options) { o.Provider = bp })
+	pid := h.spawn(clockGrants())
+	done := make(chan error, 1)
+	go func() { done <- h.rt.RunUntilIdle(context.Background()) }()
+	<-bp.started
+	h.rt.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("a run Close stopped: %v, want ErrClosed", err)
+	}
+	calls := map[string]error{}
+	_, calls["Spawn"] = h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g"})
+	_, calls["Processes"] = h.rt.Processes()
+	_, calls["PostHumanMessage"] = h.rt.PostHumanMessage(HumanMessage{To: pid, Body: "hi"})
+	_, calls["Signal"] = h.rt.Signal(pid, SignalPause)
+	_, calls["Approvals"] = h.rt.Approvals()
+	_, calls["EventLog"] = h.rt.EventLog(EventQuery{})
+	calls["PutMeta"] = h.rt.PutMeta("k", 1)
+	for name, err := range calls {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// A process waiting on its provider for the Host asks again after the Host
+// fixed it (SetProvider) and called RetryProvider, with no reopen.
+func TestRetryProviderWakesHostHeldWaits(t *testing.T) {
+	refusing := funcProvider(func(llm.Request) (llm.Response, error) {
+		return llm.Response{}, &llm.CallError{Settlement: llm.SettlementRejected, NeedsHost: true, Permanent: true, Hint: "check the key",
+			Err: errors.New("401 Unauthorized")}
+	})
+	h := newHarness(t, "", func(o *Options) { o.Provider = refusing })
+	pid := h.spawn(clockGrants())
+	h.run()
+	if info := h.info(pid); info.Wait == nil || info.Wait.Kind != "provider" {
+		t.Fatalf("before the fix: %+v, want a provider wait", info)
+	}
+	if woken, err := h.rt.RetryProvider(); err != nil || len(woken) != 1 || woken[0] != pid {
+		t.Fatalf("RetryProvider with the broken provider: %v, %v", woken, err)
+	}
+	h.run()
+	if info := h.info(pid); info.Wait == nil || info.Wait.Kind != "provider" {
+		t.Fatalf("after a retry that failed again: %+v, want the provider wait back", info)
+	}
+	h.rt.SetProvider(funcProvider(func(llm.Request) (llm.Response, error) {
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "process_exit", Arguments: []byte(`{}`)}}}, nil
+	}))
+	woken, err := h.rt.RetryProvider()
+	if err != nil || len(woken) != 1 {
+		t.Fatalf("RetryProvider: %v, %v", woken, err)
+	}
+	h.run()
+	if info := h.info(pid); info.Status != "exited" {
+		t.Fatalf("after SetProvider and RetryProvider: %+v, want exited", info)
+	}
+	if woken, err := h.rt.RetryProvider(); err != nil || len(woken) != 0 {
+		t.Fatalf("nothing left to retry: %v, %v", woken, err)
+	}
+}
