@@ -543,9 +543,20 @@ type Broker struct {
 // NewBroker builds a catalog from tools; a duplicate name is an error.
 func NewBroker(ts ...*Tool) (*Broker, error) {
 	b := &Broker{tools: map[string]*Tool{}}
-	for _, t := range ts {
+	for i, t := range ts {
+		if t == nil {
+			return nil, fmt.Errorf("tools: tool %d is nil", i)
+		}
 		if t.Name == "" || t.Schema == nil || t.Invoke == nil {
 			return nil, fmt.Errorf("tools: tool %q lacks a name, schema or Invoke", t.Name)
+		}
+		if !validToolName(t.Name) {
+			return nil, fmt.Errorf("tools: tool %q: a name is 1 to 64 letters, digits, '_' or '-', as chat-completions servers hold them", t.Name)
+		}
+		for _, op := range t.Ops {
+			if _, ok := authority.Lookup(op); !ok {
+				return nil, fmt.Errorf("tools: tool %q: ops: %q is no operation of the authority table", t.Name, op)
+			}
 		}
 		if _, dup := b.tools[t.Name]; dup {
 			return nil, fmt.Errorf("tools: tool %q registered twice", t.Name)
@@ -555,6 +566,21 @@ func NewBroker(ts ...*Tool) (*Broker, error) {
 	}
 	sort.Strings(b.names)
 	return b, nil
+}
+
+// validToolName reports whether name is 1 to 64 ASCII letters, digits, '_'
+// or '-': the names a model can be shown and call through any
+// chat-completions server.
+func validToolName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // Names lists every tool name, sorted.
