@@ -5,10 +5,13 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libos/libos/images"
 	"github.com/libos/libos/llm"
+	"github.com/libos/libos/tools"
 )
 
 // Open refuses options that break a rule, naming the field, instead of
@@ -129,5 +132,29 @@ func TestRetryProviderWakesHostHeldWaits(t *testing.T) {
 	}
 	if woken, err := h.rt.RetryProvider(); err != nil || len(woken) != 0 {
 		t.Fatalf("nothing left to retry: %v, %v", woken, err)
+	}
+}
+
+// A Host's own tool (Options.Tools) is shown to the images that name it and
+// runs through the same broker as the built-ins.
+func TestHostToolsJoinTheBroker(t *testing.T) {
+	var runs atomic.Int32
+	h := newHarness(t, refusedThenEffectScript, func(o *Options) {
+		o.Tools = []*tools.Tool{effectTool(&runs, nil)}
+		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+	})
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	if got := h.result(pid); got["echo"] != "hello" || runs.Load() != 1 {
+		t.Fatalf("result %v after %d runs, want the Host tool's result once", got, runs.Load())
+	}
+	// One name, one tool: a Host tool may not take a built-in's name.
+	clash := effectTool(&runs, nil)
+	clash.Name = "sleep"
+	if _, err := Open(t.TempDir(), Options{Tools: []*tools.Tool{clash}}); err == nil || !strings.Contains(err.Error(), "sleep") {
+		t.Fatalf("a Host tool named as a built-in: %v", err)
 	}
 }

@@ -74,7 +74,9 @@ type Options struct {
 	// Runtime; the events of a commit it makes are delivered after it
 	// returns.
 	OnEvent func(Event)
-	// Images resolves image references beyond the built-ins.
+	// Images resolves image references beyond the built-ins; an entry
+	// named as a built-in (context-compressor:v0, say) replaces it. A reopen
+	// must be given the images its live processes run.
 	Images map[string]*images.Image
 	// Tokens estimates tokens (default: four bytes a token).
 	Tokens TokenEstimator
@@ -83,6 +85,15 @@ type Options struct {
 	// Skills is the skill catalog processes discover and activate; its tools
 	// join the ToolBroker beside the built-ins.
 	Skills tools.SkillCatalog
+	// Tools are the Host's own tools, beside the built-ins and the skills':
+	// an image names them in its tools to show them. A tool decides its
+	// authority through Caller.Require on operations of the authority table
+	// it lists in Tool.Ops (a Host tool guarded by a scope of its own uses
+	// authority.ScopeUse with Params.Scope, which an execute grant on
+	// scope:<name> allows). Invoke runs with the store's write lock held: it
+	// must not call the Runtime (that waits for the lock for good); an
+	// outside effect belongs in Outcome.Effect, which runs without it.
+	Tools []*tools.Tool
 	// ProviderRetry is how transient provider failures are retried: a
 	// process backs off on a durable provider wait, holding no worker (zero
 	// fields take llm's defaults).
@@ -96,7 +107,9 @@ type Options struct {
 	ReadOnly bool
 }
 
-// Runtime is an open runtime directory. Its methods are safe for concurrent use.
+// Runtime is an open runtime directory. Its methods are safe for concurrent
+// use, except from inside a tool's Invoke or Resume, which run with the
+// store's write lock held (see Options.Tools).
 type Runtime struct {
 	dir    string
 	opts   Options
@@ -170,8 +183,12 @@ func Open(dir string, opts Options) (*Runtime, error) {
 		builtinNames = append(builtinNames, t.Name)
 	}
 	all := builtins
-	if opts.Skills != nil {
-		all = append(slices.Clone(builtins), opts.Skills.Tools()...)
+	if opts.Skills != nil || len(opts.Tools) > 0 {
+		all = slices.Clone(builtins)
+		if opts.Skills != nil {
+			all = append(all, opts.Skills.Tools()...)
+		}
+		all = append(all, opts.Tools...)
 	}
 	broker, err := tools.NewBroker(all...)
 	if err != nil {
