@@ -27,6 +27,9 @@ func providerEvent(pid int64, turn, attempt int, cr callRecord, perr error, resp
 	if perr != nil {
 		detail["settlement"] = cr.Settlement
 		detail["disposition"] = string(llm.DispositionOf(perr))
+		if stack := panicStack(perr); stack != "" {
+			detail["panic_stack"] = stack
+		}
 		ev.Reason = perr.Error()
 		return ev
 	}

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -150,8 +152,68 @@ func (p phaseStart) run(ctx context.Context, k *Runtime, _ bool) (quantumPhase, 
 func (p phaseCall) run(ctx context.Context, k *Runtime, _ bool) (quantumPhase, error) {
 	req := p.start.req
 	req.Messages = materialize(p.start.system, p.start.goal, p.start.entries)
-	resp, perr := k.provider().Complete(ctx, req)
+	prov := k.provider()
+	resp, perr := callHost("", "Complete", func() (llm.Response, error) { return prov.Complete(ctx, req) })
+	var hp *hostPanic
+	switch {
+	case errors.As(perr, &hp):
+		// The request may have reached the model, and asking again may
+		// panic again: the Host decides when it is asked again.
+		perr = &llm.CallError{Settlement: llm.SettlementUnknown, NeedsHost: true, Hint: "a defect of the Host's Provider", Err: perr}
+	case perr == nil:
+		// Every provider's reply, not only the adapters': its calls become
+		// history every later request carries, and its usage is charged.
+		resp.Mend(&req)
+	}
 	return phaseResult{pid: p.pid, start: p.start, resp: resp, perr: perr}, nil
+}
+
+// hostPanic is a panic of Host code the kernel called (a tool's Invoke,
+// Resume or outside effect, the provider's Complete), recovered by callHost:
+// it fails that call, not the Host's process, which would die with the
+// store's write lock held and, at every reopen, ask for the call again.
+type hostPanic struct {
+	tool  string // "" for the provider
+	call  string // "Invoke", "Resume", "its outside effect", "Complete"
+	value string // the panic's value, bounded (maxPanicValue)
+	stack string // the panicking goroutine's stack, bounded (maxPanicStack)
+}
+
+// Bounds of what a hostPanic keeps of its value (in the call's error, which
+// the model or the process's reason shows) and of its stack (in the event
+// log only).
+const (
+	maxPanicValue = 200
+	maxPanicStack = 8 << 10
+)
+
+func (e *hostPanic) Error() string {
+	if e.tool == "" {
+		return fmt.Sprintf("the provider panicked in %s: %s", e.call, e.value)
+	}
+	return fmt.Sprintf("tool %s panicked in %s: %s", e.tool, e.call, e.value)
+}
+
+// callHost runs f, Host code of tool (or of the provider, "") doing call,
+// and returns a panic in it as a *hostPanic error.
+func callHost[T any](tool, call string, f func() (T, error)) (out T, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			stack := debug.Stack()
+			err = &hostPanic{tool: tool, call: call, value: summarize(fmt.Sprint(v), maxPanicValue),
+				stack: string(stack[:min(len(stack), maxPanicStack)])}
+		}
+	}()
+	return f()
+}
+
+// panicStack is the stack of the hostPanic in err's chain, or "".
+func panicStack(err error) string {
+	var hp *hostPanic
+	if errors.As(err, &hp) {
+		return hp.stack
+	}
+	return ""
 }
 
 func (p phaseResult) run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error) {
@@ -651,7 +713,9 @@ func (k *Runtime) finishCall(ctx context.Context, tx *txn, r *procRecord, start 
 	}
 	attempt := r.ProviderFailures + 1
 	r.ProviderFailures, r.WindowRetried = 0, false
-	settle := quantum.SettleReply(reserved, int64(resp.Usage.PromptTokens+resp.Usage.CompletionTokens))
+	// Mend (phaseCall) made each count of the usage at least 0 and bounded
+	// it, and estimated a usage reported as none: the sum cannot overflow.
+	settle := quantum.SettleReply(reserved, int64(resp.Usage.PromptTokens)+int64(resp.Usage.CompletionTokens))
 	cr.Status, cr.Usage, cr.ToolCalls = "completed", &usage{resp.Usage.PromptTokens, resp.Usage.CompletionTokens}, len(resp.ToolCalls)
 	if err := putRecord(tx, callKey(pid, turn), &cr); err != nil {
 		return nil, err
@@ -743,8 +807,8 @@ func adjustUsage(tx *txn, r *procRecord, delta capabilities.Budget) error {
 	}
 	for i, rec := range recs {
 		u := &rec.Used
-		u.LLMCalls = max(0, u.LLMCalls+delta.LLMCalls)
-		u.LLMTokens = max(0, u.LLMTokens+delta.LLMTokens)
+		u.LLMCalls = settleUsed(u.LLMCalls, delta.LLMCalls)
+		u.LLMTokens = settleUsed(u.LLMTokens, delta.LLMTokens)
 		if i > 0 {
 			if err := saveProc(tx, rec); err != nil {
 				return err
@@ -754,6 +818,15 @@ func adjustUsage(tx *txn, r *procRecord, delta capabilities.Budget) error {
 	return nil
 }
 
+// settleUsed is used+delta, no less than 0 and, instead of wrapping around
+// to less, no more than the most an int64 holds.
+func settleUsed(used, delta int64) int64 {
+	if delta > 0 && used > math.MaxInt64-delta {
+		return math.MaxInt64
+	}
+	return max(0, used+delta)
+}
+
 // effectFunc is a call's outside effect, run without any lock.
 type effectFunc func(ctx context.Context) (map[string]any, error)
 
@@ -761,11 +834,46 @@ type effectFunc func(ctx context.Context) (map[string]any, error)
 // (or, for a call that blocked, for its pending action).
 type answer struct {
 	result map[string]any
+	// body is result's encoding when it was made already (checkedAnswer).
+	body   []byte
 	ok     bool
 	code   string
 	effect effectFunc
 	// authority is the call's authority decisions, for its tool record.
 	authority []string
+	// stack is the stack of a panic that failed the call, for its event.
+	stack string
+}
+
+// startedError is the answer of a call that failed once its effect started:
+// its outside effect, or a Resume of its pending action.
+func startedError(err error) answer {
+	te := *tools.AsError(err) // a copy: a Host's error value may be shared
+	te.EffectStarted = true
+	return answer{result: tools.ErrorResult(&te), code: te.Code, stack: panicStack(err)}
+}
+
+// maxToolResultBytes bounds the encoding of a tool's result, which the
+// context keeps and every later request carries. No built-in tool's result
+// comes near it (read_object's payload is at most 1 MiB, escaped at most
+// six times over; a skill runner's output past 64 KiB is described): only a
+// Host's tool can reach it.
+const maxToolResultBytes = 8 << 20
+
+// checkedAnswer is the answer of a call whose tool returned result, encoded
+// here once, or the tool error that refuses a result that cannot be
+// recorded: one JSON cannot encode (NaN, a channel, a func), or one over
+// maxToolResultBytes. Nothing of it is kept.
+func checkedAnswer(tool string, result map[string]any) (answer, error) {
+	res := tools.SuccessResult(result)
+	body, err := encodeResult(res)
+	switch {
+	case err != nil:
+		return answer{}, tools.Errorf(tools.CodeFailed, "the result of %s cannot be encoded as JSON: %w", tool, err)
+	case len(body) > maxToolResultBytes:
+		return answer{}, tools.Errorf(tools.CodeFailed, "the result of %s is %d bytes of JSON, over the %d bytes a result may have", tool, len(body), maxToolResultBytes)
+	}
+	return answer{result: res, body: body, ok: true}, nil
 }
 
 // dispatch feeds b the input in and applies what the core returns, in tx,
@@ -807,7 +915,7 @@ func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmCo
 					return nil, err
 				}
 			case quantum.Record:
-				err = k.recordCall(tx, r, c, b.Turn, call, last.result, last.ok, last.code, last.authority)
+				err = k.recordAnswer(tx, r, c, b.Turn, call, last)
 			case quantum.NotStarted:
 				// No decision was made for a call that never started.
 				err = k.recordCall(tx, r, c, b.Turn, call, tools.NotStarted(e.Reason), false, tools.CodeCancelled, nil)
@@ -819,7 +927,11 @@ func (k *Runtime) dispatch(ctx context.Context, tx *txn, r *procRecord, c *llmCo
 				// Durable before the effect starts: a crash from here on
 				// leaves the call's settlement unknown, and recovery says so.
 				r.Dispatch = b
-				return last.effect, saveProc(tx, r)
+				// Its panic fails the call, not the Host (callHost).
+				effect := last.effect
+				return func(ctx context.Context) (map[string]any, error) {
+					return callHost(call.Name, "its outside effect", func() (map[string]any, error) { return effect(ctx) })
+				}, saveProc(tx, r)
 			case quantum.Abandon:
 				if e.Ending != nil && e.Ending.RewindNotified {
 					r.NotifiedSeq = e.Ending.NotifiedSeq
@@ -848,6 +960,11 @@ func (k *Runtime) invokeCall(ctx context.Context, tx *txn, r *procRecord, c *llm
 	saved := r.snapshot()
 	r.decisions = nil
 	out, terr := k.invoke(ctx, tx, r, c, table, call)
+	var done answer
+	if terr == nil && out.Effect == nil && out.Block == nil {
+		// A result that cannot be recorded refuses the call as a panic does.
+		done, terr = checkedAnswer(call.Name, out.Result)
+	}
 	authority := r.decisions
 	r.decisions = nil
 	if terr != nil {
@@ -864,10 +981,10 @@ func (k *Runtime) invokeCall(ctx context.Context, tx *txn, r *procRecord, c *llm
 		}
 		k.shrinkRefusedCall(tx, r, c, call.ID)
 		te := tools.AsError(terr)
-		return invoked(quantum.Outcome{Kind: quantum.Refused}), answer{result: tools.ErrorResult(te), code: te.Code, authority: authority}, nil
+		return invoked(quantum.Outcome{Kind: quantum.Refused}), answer{result: tools.ErrorResult(te), code: te.Code, authority: authority, stack: panicStack(terr)}, nil
 	}
 	r.ApprovedCall = ""
-	done := answer{result: tools.SuccessResult(out.Result), ok: true, authority: authority}
+	done.authority = authority
 	switch {
 	case out.Effect != nil:
 		return invoked(quantum.Outcome{Kind: quantum.OutsideEffect, Authority: authority}), answer{effect: out.Effect}, nil
@@ -956,14 +1073,15 @@ func (k *Runtime) finishEffect(ctx context.Context, tx *txn, r *procRecord, res 
 	if err != nil {
 		return nil, err
 	}
-	if effErr != nil {
-		te := tools.AsError(effErr)
-		te.EffectStarted = true
-		err = k.recordCall(tx, r, c, b.Turn, call, tools.ErrorResult(te), false, te.Code, b.EffectAuthority)
-	} else {
-		err = k.recordCall(tx, r, c, b.Turn, call, tools.SuccessResult(res), true, "", b.EffectAuthority)
+	var a answer
+	if effErr == nil {
+		a, effErr = checkedAnswer(call.Name, res)
 	}
-	if err != nil {
+	if effErr != nil {
+		a = startedError(effErr)
+	}
+	a.authority = b.EffectAuthority
+	if err := k.recordAnswer(tx, r, c, b.Turn, call, a); err != nil {
 		return nil, err
 	}
 	// A process killed meanwhile invokes nothing more, so it needs no image.
@@ -1022,15 +1140,25 @@ func (k *Runtime) invoke(ctx context.Context, tx *txn, r *procRecord, c *llmCont
 			return tools.Outcome{}, err
 		}
 	}
-	return t.Invoke(ctx, k.newSyscalls(tx, r, c, t, call.ID), args)
+	sys := k.newSyscalls(tx, r, c, t, call.ID)
+	return callHost(t.Name, "Invoke", func() (tools.Outcome, error) { return t.Invoke(ctx, sys, args) })
 }
 
 // recordCall appends a tool result to the context and records the call with
 // the authority decisions that allowed or refused it.
 func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, call llm.ToolCall, result map[string]any, ok bool, code string, authority []string) error {
-	body, err := encodeResult(result)
-	if err != nil {
-		return fmt.Errorf("encode result of %s: %w", call.Name, err)
+	return k.recordAnswer(tx, r, c, turn, call, answer{result: result, ok: ok, code: code, authority: authority})
+}
+
+// recordAnswer is recordCall of a call's answer a.
+func (k *Runtime) recordAnswer(tx *txn, r *procRecord, c *llmContext, turn int, call llm.ToolCall, a answer) error {
+	result, ok, code, authority := a.result, a.ok, a.code, a.authority
+	body := a.body
+	if body == nil {
+		var err error
+		if body, err = encodeResult(result); err != nil {
+			return fmt.Errorf("encode result of %s: %w", call.Name, err)
+		}
 	}
 	if k.records.check {
 		if want, _ := schema.Marshal(result); !bytes.Equal(body, want) {
@@ -1057,6 +1185,9 @@ func (k *Runtime) recordCall(tx *txn, r *procRecord, c *llmContext, turn int, ca
 	detail := map[string]any{"result": json.RawMessage(body)}
 	if len(authority) > 0 {
 		detail["authority"] = authority
+	}
+	if a.stack != "" {
+		detail["panic_stack"] = a.stack
 	}
 	ev := Event{Kind: EventToolDone, PID: r.PID, Turn: turn, Tool: call.Name, CallID: call.ID, OK: boolPtr(ok), Code: code, Summary: summarize(summary, 160),
 		Detail: detail}
@@ -1141,10 +1272,26 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 	sys := k.newSyscalls(tx, r, c, t, p.CallID)
 	// A resume's staged writes persist even when it reports an error: a
 	// multi-stage action records its own failure (a failed compaction job).
+	// Not when it panics or returns a result that cannot be recorded: then
+	// nothing of it stays, as nothing of a refused call does (invokeCall).
 	r.decisions = nil
-	out, rerr := t.Resume(ctx, sys, tools.Pending{ID: p.ID, Tool: p.Tool, CallID: p.CallID, Data: p.Data, StartedAt: p.StartedAt, Recovered: p.Recovered})
+	sp, saved := tx.savepoint(), r.snapshot()
+	out, rerr := callHost(t.Name, "Resume", func() (tools.Outcome, error) {
+		return t.Resume(ctx, sys, tools.Pending{ID: p.ID, Tool: p.Tool, CallID: p.CallID, Data: p.Data, StartedAt: p.StartedAt, Recovered: p.Recovered})
+	})
+	var hp *hostPanic
+	discard := errors.As(rerr, &hp)
+	var a answer
+	if rerr == nil && out.Block == nil {
+		a, rerr = checkedAnswer(p.Tool, out.Result)
+		discard = rerr != nil
+	}
 	// The call's record keeps the decisions of its start and of each resume.
 	p.Authority = append(slices.Clip(p.Authority), r.decisions...)
+	if discard {
+		tx.rollbackTo(sp)
+		r.restore(saved)
+	}
 	r.decisions = nil
 	if rerr == nil && out.Block != nil {
 		// A multi-stage action waits again under the same pending action.
@@ -1162,16 +1309,10 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 		}
 		return k.wakeIfChildEnded(tx, r)
 	}
-	var result map[string]any
-	ok = rerr == nil
-	code := ""
 	if rerr != nil {
-		te := tools.AsError(rerr)
-		te.EffectStarted = true
-		result, code = tools.ErrorResult(te), te.Code
-	} else {
-		result = tools.SuccessResult(out.Result)
+		a = startedError(rerr)
 	}
+	a.authority = p.Authority
 	p.State = pendingStateCompleted
 	if err := savePending(tx, p); err != nil {
 		return err
@@ -1182,10 +1323,10 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 	if p.CallID == "" {
 		// A runtime-started action (automatic maintenance) answers no call:
 		// its outcome is a notice.
-		body, _ := json.Marshal(result)
+		body, _ := json.Marshal(a.result)
 		return k.appendEntries(tx, r, c, Entry{Role: llm.RoleUser, Kind: "notice", Content: "(runtime notice) " + p.Tool + " ran automatically: " + string(body)})
 	}
-	if err := k.recordCall(tx, r, c, r.Turn-1, llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}, result, ok, code, p.Authority); err != nil {
+	if err := k.recordAnswer(tx, r, c, r.Turn-1, llm.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.Args}, a); err != nil {
 		return err
 	}
 	return saveProc(tx, r)

@@ -40,8 +40,8 @@ type Message struct {
 	Name       string     `json:"name,omitempty"`         // tool messages: the tool's name
 }
 
-// ToolCall is one call the model asked for. Arguments is always valid JSON when it comes
-// from a provider (normally an object; see the adapter docs for malformed model output).
+// ToolCall is one call the model asked for. Arguments is valid JSON once the reply is mended
+// (Response.Mend): normally an object, or a JSON string carrying text that was not JSON.
 type ToolCall struct {
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
@@ -111,7 +111,23 @@ type Response struct {
 // Implementations must be safe for concurrent use by many goroutines: the kernel runs quanta
 // for different processes in parallel. Complete does not retain or modify req after it
 // returns. Every error Complete returns is a *CallError (possibly wrapped) so that
-// SettlementOf can classify it.
+// SettlementOf can classify it; any other error counts as a call of unknown settlement that
+// may be asked again (DispositionOf).
+//
+// Complete must return soon after ctx is done: the kernel runs it with no lock held but
+// cannot interrupt it, and the runtime's Close and RunUntilIdle wait for every call in
+// flight, so a call that ignores ctx holds them up for as long as it runs.
+//
+// A Provider need not mend what a model answers: the kernel applies Response.Mend to every
+// reply before it records it, so a call without an id or with one the reply repeats, a call
+// without a name, and arguments that are empty or not JSON are answered to the model as tool
+// errors instead of failing its process. Usage may be left zero when the server reports
+// none: the call is then charged at an estimate (Usage.Estimated); a negative count counts
+// as 0, and an absurdly large one is bounded.
+//
+// A panic in Complete fails that call with its settlement unknown (the request may have
+// reached the model), and the process waits for the Host, its reason naming the panic; the
+// stack is in the provider.call event.
 type Provider interface {
 	Complete(ctx context.Context, req Request) (Response, error)
 	Name() string // "replay", "openai"

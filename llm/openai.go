@@ -1118,33 +1118,12 @@ func (p *OpenAI) mapResponse(req *Request, resp *openai.ChatCompletionResponse, 
 		// The legacy form of one call, which some servers still answer with.
 		calls = []openai.ToolCall{{Type: openai.ToolTypeFunction, Function: *fc}}
 	}
-	// The calls become history the next request carries, which Request.Validate and servers
-	// hold to one id per call and a name for each: an answer breaking that is mended here,
-	// where the model's mistake can still be answered, instead of failing every later call.
-	seen := make(map[string]bool, len(calls))
-	for i, tc := range calls {
-		id := tc.ID
-		for n := 0; id == "" || seen[id]; n++ {
-			// Some compatible servers omit ids, or repeat one in a message.
-			id = fmt.Sprintf("call_%d_%d_%d", req.Process.PID, req.Turn, i)
-			if n > 0 {
-				id += fmt.Sprintf("_%d", n)
-			}
-		}
-		seen[id] = true
-		name := tc.Function.Name
-		if strings.TrimSpace(name) == "" {
-			// No tool has this name, so the call is answered as one of an unknown tool.
-			name = MissingToolName
-		}
-		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: id, Name: name, Arguments: normalizeArguments(tc.Function.Arguments)})
+	for _, tc := range calls {
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: json.RawMessage(tc.Function.Arguments)})
 	}
-	if out.Usage.PromptTokens == 0 && out.Usage.CompletionTokens == 0 {
-		// No prompt is free: the server reported no usage, and the call is charged at an
-		// estimate rather than at nothing.
-		out.Usage = estimatedUsage(req, &out)
-		out.Usage.Estimated = true
-	}
+	// The kernel mends every provider's reply; the adapter's other callers get a reply as safe,
+	// and mending it again changes nothing.
+	out.Mend(req)
 	return out
 }
 
@@ -1178,24 +1157,6 @@ func reasoningIn(body []byte) string {
 		return ""
 	}
 	return text
-}
-
-// MissingToolName stands for the name of a tool call the model gave none: the call is kept,
-// and answered as a call of a tool that does not exist.
-const MissingToolName = "missing_tool_name"
-
-// normalizeArguments makes model-written arguments valid JSON: empty means {}, and text that
-// is not JSON is carried as a JSON string.
-func normalizeArguments(s string) json.RawMessage {
-	trimmed := strings.TrimSpace(s)
-	if trimmed == "" {
-		return json.RawMessage("{}")
-	}
-	if json.Valid([]byte(trimmed)) {
-		return json.RawMessage(trimmed)
-	}
-	quoted, _ := json.Marshal(s)
-	return quoted
 }
 
 // strictKeywords are the JSON Schema keywords strict mode accepts.
