@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/llm"
 	"github.com/libos/libos/tools"
+	"github.com/libos/libos/tools/schema"
 )
 
 // Open refuses options that break a rule, naming the field, instead of
@@ -156,5 +158,94 @@ func TestHostToolsJoinTheBroker(t *testing.T) {
 	clash.Name = "sleep"
 	if _, err := Open(t.TempDir(), Options{Tools: []*tools.Tool{clash}}); err == nil || !strings.Contains(err.Error(), "sleep") {
 		t.Fatalf("a Host tool named as a built-in: %v", err)
+	}
+}
+
+// A runtime reopened without an image its live processes run holds them on
+// a wait for the Host, naming the image, instead of failing them for good;
+// reopened with it, they run on.
+func TestReopenWithoutAnImageHoldsItsProcesses(t *testing.T) {
+	exit := funcProvider(func(llm.Request) (llm.Response, error) {
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "process_exit", Arguments: []byte(`{}`)}}}, nil
+	})
+	plain := &images.Image{Name: "plain", Version: "v0", SystemPrompt: "test", Tools: []string{images.BuiltinTools},
+		CompletionGate: images.GateOnePhase, ToolProjection: images.ProjectionAll}
+	withImage := func(o *Options) { o.Provider, o.Images = exit, map[string]*images.Image{"plain:v0": plain} }
+	h := newHarness(t, "", withImage)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "plain:v0", Goal: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Close()
+	h.open("", func(o *Options) { o.Provider = exit })
+	h.run()
+	info := h.info(pid)
+	if info.Status != "waiting" || info.Wait == nil || !strings.Contains(info.Wait.Reason, "plain:v0") {
+		t.Fatalf("without its image: %+v, want a wait naming the image", info)
+	}
+	h.rt.Close()
+	h.open("", withImage)
+	h.run()
+	if info := h.info(pid); info.Status != "exited" {
+		t.Fatalf("reopened with its image: %+v, want exited", info)
+	}
+}
+
+// An outside effect the Host's stop interrupts (it gave up when its context
+// ended) is answered as after a crash: its settlement is unknown, the calls
+// after it never start, and the process runs on at the next run.
+func TestEffectCutShortByAStopIsOfUnknownSettlement(t *testing.T) {
+	started := make(chan struct{}, 1)
+	waiting := &tools.Tool{
+		Name:   "slow_echo",
+		Schema: schema.Object(map[string]*schema.Schema{"text": {Type: "string"}}, "text"),
+		Scopes: []string{"echo"},
+		Invoke: func(context.Context, tools.Syscalls, json.RawMessage) (tools.Outcome, error) {
+			return tools.Outcome{Effect: func(ctx context.Context) (map[string]any, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}}, nil
+		},
+	}
+	script := `
+processes:
+  - image: echo:v0
+    turns:
+      - tool_calls:
+          - {name: slow_echo, arguments: {text: a}}
+          - {name: get_current_time, arguments: {}}
+      - tool_calls: [{name: process_exit, arguments: {}}]
+`
+	h := newHarness(t, script, func(o *Options) {
+		o.Tools = []*tools.Tool{waiting}
+		o.Images = map[string]*images.Image{"echo:v0": echoImage()}
+	})
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.rt.RunUntilIdle(ctx) }()
+	<-started
+	cancel()
+	<-done
+	res := h.toolResults(pid)
+	if len(res) != 2 {
+		t.Fatalf("results %v", res)
+	}
+	if e, _ := res[0]["error"].(map[string]any); e["code"] != tools.CodeSettlementUnknown || res[0]["effect_started"] != true {
+		t.Fatalf("the interrupted effect: %v, want settlement_unknown", res[0])
+	}
+	if res[1]["cancelled"] != true || res[1]["effect_started"] != false {
+		t.Fatalf("the call after it: %v, want not started", res[1])
+	}
+	if info := h.info(pid); info.Status != "runnable" {
+		t.Fatalf("after the stop: %+v, want runnable", info)
+	}
+	h.run()
+	if info := h.info(pid); info.Status != "exited" {
+		t.Fatalf("after the next run: %+v", info)
 	}
 }

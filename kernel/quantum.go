@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/libos/libos/capabilities"
 	"github.com/libos/libos/images"
@@ -269,6 +270,8 @@ func (k *Runtime) prepare(tx *txn, call llm.ToolCall) (*tools.Tool, json.RawMess
 func (p phaseEffect) run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error) {
 	failpoint.Hit("effect:started")
 	res, effErr := p.effect(ctx)
+	// A run that is stopping goes on into nothing.
+	goOn = goOn && ctx.Err() == nil
 	return k.commitResult(ctx, p.pid, goOn, func(tx *txn, r *procRecord) (effectFunc, error) {
 		return k.finishEffect(ctx, tx, r, res, effErr)
 	})
@@ -593,7 +596,14 @@ func (k *Runtime) startQuantum(ctx context.Context, tx *txn, r *procRecord, cont
 	}
 	im, err := k.image(r.Image)
 	if err != nil {
-		return nil, nil, k.failProcess(tx, r, fmt.Sprintf("image %s: %v", r.Image, err))
+		// A Host that reopened without the image can reopen with it: its
+		// process waits for that, as for a provider only the Host can fix.
+		if r.State == process.Runnable {
+			if err := k.step(tx, r, process.Input{Kind: process.Dispatch}); err != nil {
+				return nil, nil, err
+			}
+		}
+		return nil, nil, k.waitForProvider(tx, r, time.Time{}, fmt.Sprintf("image %s: %v; open the runtime with it, then resume", r.Image, err))
 	}
 	if begin.Open() == quantum.Resume {
 		p, err := loadPending(tx, r.PID, r.ResumePending)
@@ -1066,6 +1076,15 @@ func (k *Runtime) finishEffect(ctx context.Context, tx *txn, r *procRecord, res 
 	b := r.Dispatch
 	if b == nil || b.EffectCall < 0 {
 		return nil, fmt.Errorf("pid %d: no outside effect in flight", r.PID)
+	}
+	if effErr != nil && ctx.Err() != nil && r.State == process.Running {
+		// The Host stopped the runtime (Close, or the run's context) while
+		// the effect ran, and the effect gave up: as after a crash, it may
+		// or may not have happened, and nothing after it starts.
+		if err := k.settleInterruptedEffect(tx, r); err != nil {
+			return nil, err
+		}
+		return nil, k.recoverRunning(tx, r)
 	}
 	r.Dispatch = nil
 	call := llm.ToolCall(b.Calls[b.EffectCall])
