@@ -58,6 +58,7 @@ var apiRoutes = []route{
 	handleAction("POST", "/processes/{pid}/checkpoints", (*Server).createCheckpoint),
 	handle("GET", "/objects/{oid}", (*Server).object),
 	handle("GET", "/approvals", (*Server).approvals),
+	handleBody("POST", "/approvals", (*Server).decideHold),
 	handleBody("POST", "/approvals/{pid}/{call_id}", (*Server).decide),
 	handle("GET", "/checkpoints", (*Server).checkpoints).reads("pid"),
 	handle("GET", "/checkpoints/{id}", (*Server).inspectCheckpoint),
@@ -640,6 +641,18 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request) (int, any, *a
 	return result(http.StatusOK, list, err)
 }
 
+// HoldDecisionRequest is the body of POST /approvals: a decision naming the
+// held call in the body. A call id is the model's choice, and one such as
+// "." or ".." cannot be a path segment (clients and servers collapse it).
+type HoldDecisionRequest struct {
+	PID    int64  `json:"pid"`
+	CallID string `json:"call_id"`
+	// ApprovalID is the id GET /approvals listed (see DecisionRequest).
+	ApprovalID string `json:"approval_id,omitempty"`
+	Decision   string `json:"decision"`
+	Reason     string `json:"reason,omitempty"`
+}
+
 // DecisionRequest is the body of POST /approvals/{pid}/{call_id}.
 type DecisionRequest struct {
 	Decision string `json:"decision"`
@@ -662,22 +675,35 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, req DecisionRequ
 	if e != nil {
 		return 0, nil, e
 	}
-	callID := r.PathValue("call_id")
-	ref := kernel.ApprovalRef{PID: pid, CallID: callID, ID: req.ApprovalID}
-	switch req.Decision {
+	return s.decideRef(kernel.ApprovalRef{PID: pid, CallID: r.PathValue("call_id"), ID: req.ApprovalID}, req.Decision, req.Reason)
+}
+
+func (s *Server) decideHold(w http.ResponseWriter, r *http.Request, req HoldDecisionRequest) (int, any, *apiError) {
+	switch {
+	case req.PID <= 0:
+		return 0, nil, errInvalid("pid: required: a positive integer")
+	case req.CallID == "":
+		return 0, nil, errInvalid("call_id: required: the call id GET /approvals lists")
+	}
+	return s.decideRef(kernel.ApprovalRef{PID: req.PID, CallID: req.CallID, ID: req.ApprovalID}, req.Decision, req.Reason)
+}
+
+// decideRef approves or denies the held call ref names.
+func (s *Server) decideRef(ref kernel.ApprovalRef, decision, reason string) (int, any, *apiError) {
+	switch decision {
 	case "approve":
-		if req.Reason != "" {
+		if reason != "" {
 			return 0, nil, errInvalid("reason: only a deny takes a reason")
 		}
 		err := s.rt.Approve(ref)
-		return s.changed(http.StatusOK, Decision{PID: pid, CallID: callID, Decision: "approved"}, err)
+		return s.changed(http.StatusOK, Decision{PID: ref.PID, CallID: ref.CallID, Decision: "approved"}, err)
 	case "deny":
-		err := s.rt.DenyApproval(ref, req.Reason)
-		return s.changed(http.StatusOK, Decision{PID: pid, CallID: callID, Decision: "denied", Reason: req.Reason}, err)
+		err := s.rt.DenyApproval(ref, reason)
+		return s.changed(http.StatusOK, Decision{PID: ref.PID, CallID: ref.CallID, Decision: "denied", Reason: reason}, err)
 	case "":
 		return 0, nil, errInvalid("decision: required: approve or deny")
 	}
-	return 0, nil, errInvalid("decision %q: must be approve or deny", req.Decision)
+	return 0, nil, errInvalid("decision %q: must be approve or deny", decision)
 }
 
 func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
@@ -686,6 +712,11 @@ func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request) (int, any, 
 		pid, e := parsePID(v)
 		if e != nil {
 			return 0, nil, e
+		}
+		// The list only filters by root: a pid no process has would
+		// answer an empty success.
+		if _, err := s.rt.Process(pid); err != nil {
+			return 0, nil, kernelError(err)
 		}
 		root = pid
 	}

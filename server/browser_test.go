@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -99,8 +100,10 @@ func TestMain(m *testing.M) {
 }
 
 // tab opens a new tab on the shared browser that fails the test on any
-// uncaught exception or console error (a CSP violation included).
-func tab(t *testing.T) context.Context {
+// uncaught exception or console error (a CSP violation included), but the
+// failed loads of URLs holding one of expected (an error answer a test
+// asks for).
+func tab(t *testing.T, expected ...string) context.Context {
 	t.Helper()
 	// A browser context of its own: no cookie of another test leaks in.
 	ctx, cancel := chromedp.NewContext(browser(t), chromedp.WithNewBrowserContext())
@@ -114,7 +117,8 @@ func tab(t *testing.T) context.Context {
 		case *runtime.EventExceptionThrown:
 			problems = append(problems, "exception: "+e.ExceptionDetails.Text+" "+describeException(e))
 		case *log.EventEntryAdded:
-			if e.Entry.Level == log.EntryLevelError && !strings.Contains(e.Entry.URL, "favicon") {
+			if e.Entry.Level == log.EntryLevelError && !strings.Contains(e.Entry.URL, "favicon") &&
+				!slices.ContainsFunc(expected, func(u string) bool { return e.Entry.URL != "" && strings.Contains(e.Entry.URL, u) }) {
 				problems = append(problems, "console error: "+e.Entry.Text+" "+e.Entry.URL)
 			}
 		}
@@ -260,8 +264,8 @@ func TestBrowserTreeTranscriptAndMessage(t *testing.T) {
 	}
 }
 
-// A call held for approval shows in the console; Approve, naming the hold
-// it showed, lets the process finish.
+// A call held for approval shows in the console; Approve, naming the call
+// and the hold it showed in the body, lets the process finish.
 func TestBrowserApproval(t *testing.T) {
 	chromiumPath(t)
 	f := newFixture(t, approvalScript)
@@ -269,7 +273,7 @@ func TestBrowserApproval(t *testing.T) {
 	var mu sync.Mutex
 	var decisions []string
 	console := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == "POST" && strings.HasPrefix(r.URL.Path, APIPrefix+"/approvals/") {
+		if r.Method == "POST" && strings.HasPrefix(r.URL.Path, APIPrefix+"/approvals") {
 			b, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			mu.Lock()
@@ -298,7 +302,7 @@ func TestBrowserApproval(t *testing.T) {
 	until(t, ctx, "no approval is left", `document.getElementById("approval-count").textContent === "0"`)
 	mu.Lock()
 	defer mu.Unlock()
-	want := fmt.Sprintf(`{"decision":"approve","approval_id":%q}`, held[0].ID)
+	want := fmt.Sprintf(`{"pid":1,"call_id":%q,"approval_id":%q,"decision":"approve"}`, held[0].CallID, held[0].ID)
 	if len(decisions) != 1 || decisions[0] != want {
 		t.Fatalf("the console sent %q, want %s", decisions, want)
 	}
@@ -400,4 +404,78 @@ func saveScreenshot(t *testing.T, ctx context.Context, sel, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot of %s: %s", sel, path)
+}
+
+// The console link serve prints carries the token in its fragment: the
+// console logs in with it and takes it out of the address bar, and no
+// request carries it in a URL or a Referer. A wrong one ends at the login
+// form.
+func TestBrowserTokenLink(t *testing.T) {
+	chromiumPath(t)
+	const token = "link-t0ken_0123456789"
+	f := newFixture(t, clockScript, func(o *Options) { o.Token = token })
+	var mu sync.Mutex
+	var seen []string
+	console := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.String()+" referer "+r.Header.Get("Referer"))
+		mu.Unlock()
+		f.srv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(console.Close)
+	ctx := tab(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(console.URL+"/#token="+token)); err != nil {
+		t.Fatal(err)
+	}
+	until(t, ctx, "the console, live, logged in, the token out of the address bar", `location.pathname === "/" && location.hash === "" &&
+		document.getElementById("conn").textContent === "live" && !document.querySelector("form.logout").hidden`)
+	if href, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + " " + document.referrer`)); err != nil || strings.Contains(href, token) {
+		t.Fatalf("the page still shows the token: %q %v", href, err)
+	}
+	mu.Lock()
+	for _, r := range seen {
+		if strings.Contains(r, token) {
+			t.Errorf("a request carried the token in its URL or Referer: %s", r)
+		}
+	}
+	mu.Unlock()
+
+	wrong := tab(t)
+	if err := chromedp.Do(wrong, chromedp.Navigate(console.URL+"/#token=wrong")); err != nil {
+		t.Fatal(err)
+	}
+	until(t, wrong, "the login form says the token is wrong", `location.pathname === "/login" && location.search === "?failed=1" &&
+		location.hash === "" && !document.getElementById("failed").hidden`)
+}
+
+// A decision the server refuses (a deny reason over the bound) says why
+// beside the hold, and neither the message nor the reason typed is lost
+// when the list is drawn again for another approval.
+func TestBrowserRefusedDecisionStays(t *testing.T) {
+	chromiumPath(t)
+	f := newFixture(t, approvalScript)
+	f.runLive()
+	ctx := tab(t, APIPrefix+"/approvals")
+	f.must(http.StatusCreated, "POST", "/processes", askSpawn, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(f.ts.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	until(t, ctx, "the held call is listed", `document.querySelector('#approvals li[data-pid="1"] button.deny') !== null`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](fmt.Sprintf(
+		`document.querySelector('#approvals li[data-pid="1"] input.reason').value = "é".repeat(%d); true`, kernel.MaxDenyReasonChars+1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#approvals li[data-pid="1"] button.deny`))); err != nil {
+		t.Fatal(err)
+	}
+	says := fmt.Sprintf("reason: must be at most %d characters", kernel.MaxDenyReasonChars)
+	until(t, ctx, "the refusal is shown", fmt.Sprintf(`((document.querySelector('#approvals li[data-pid="1"] .err') || {}).textContent || "").includes(%q)`, says))
+	// Another hold draws the list again.
+	f.must(http.StatusCreated, "POST", "/processes", askSpawn, nil)
+	until(t, ctx, "the second hold is listed", `document.querySelector('#approvals li[data-pid="2"] button.deny') !== null`)
+	until(t, ctx, "the refusal and the reason are still there", fmt.Sprintf(`((document.querySelector('#approvals li[data-pid="1"] .err') || {}).textContent || "").includes(%q) &&
+		document.querySelector('#approvals li[data-pid="1"] input.reason').value.length === %d`, says, kernel.MaxDenyReasonChars+1))
+	if held, _ := f.rt.Approvals(); len(held) != 2 {
+		t.Fatalf("the refused deny decided a call: %+v", held)
+	}
 }

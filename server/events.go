@@ -635,6 +635,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			writeError(w, e)
 			return
 		}
+		// A stream of a pid no process has would show nothing for ever.
+		if _, err := s.rt.Process(n); err != nil {
+			writeError(w, kernelError(err))
+			return
+		}
 		pid = n
 	}
 	select {

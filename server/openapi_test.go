@@ -130,14 +130,15 @@ func TestOpenAPIListsEveryAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	bodies := map[string]string{"/processes": `{"image": "base:v0", "goal": "x"}`, "/processes/{pid}/messages": `{"body": "hi"}`,
-		"/processes/{pid}/signal": `{"signal": "kill"}`, "/processes/{pid}/goal": `{"goal": "x"}`, "/approvals/{pid}/{call_id}": `{"decision": "approve"}`}
+		"/processes/{pid}/signal": `{"signal": "kill"}`, "/processes/{pid}/goal": `{"goal": "x"}`, "/approvals/{pid}/{call_id}": `{"decision": "approve"}`,
+		"/approvals": `{"pid": 1, "call_id": "c1", "decision": "approve"}`}
 	for _, r := range apiRoutes {
 		if r.path == "/events" || r.path == "/openapi.json" {
 			continue
 		}
 		path := strings.NewReplacer("{pid}", "1", "{call_id}", "c1", "{id}", cp.ID, "{oid}", "obj-1").Replace(r.path)
 		var body any
-		if b, ok := bodies[r.path]; ok {
+		if b, ok := bodies[r.path]; ok && r.method != "GET" {
 			body = b
 		}
 		if got := f.do(r.method, path, body); got.status != http.StatusServiceUnavailable {

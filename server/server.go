@@ -73,7 +73,8 @@ type Options struct {
 	// Token, when set, is required of every API call and console page:
 	// "Authorization: Bearer TOKEN", or the session cookie the login form
 	// sets. Without a token only requests whose Host is a loopback name are
-	// served (a DNS-rebinding page cannot reach the API).
+	// served (a DNS-rebinding page cannot reach the API), but to every
+	// local user that can connect to the port: libos serve always sets one.
 	Token string
 	// Notifier is told of each committed event (wire its OnEvent into
 	// kernel.Options.OnEvent); it wakes the scheduler loop and the event

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/libos/libos/control"
 	"github.com/libos/libos/kernel"
+	"github.com/libos/libos/process"
 )
 
 // approvalsCommand lists the calls waiting for a Human's decision.
@@ -32,8 +34,9 @@ func approvalsCommand(args []string, stdout, stderr io.Writer) int {
 		tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "PID\tCALL\tID\tTOOL\tNEEDS\tREQUESTED\tARGUMENTS")
 		for _, a := range list {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s on %s\t%s\t%s\n", a.PID, a.CallID, a.ID, a.Tool, strings.Join(a.Rights, ","), a.Resource,
-				a.RequestedAt.UTC().Format(time.RFC3339), shorten(string(a.Arguments), 60))
+			// The call id, the tool and the arguments are the model's.
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s on %s\t%s\t%s\n", a.PID, termText(a.CallID), termText(a.ID), termText(a.Tool),
+				termText(strings.Join(a.Rights, ",")), termText(a.Resource), a.RequestedAt.UTC().Format(time.RFC3339), termText(shorten(string(a.Arguments), 60)))
 		}
 		tw.Flush()
 		return strings.TrimRight(sb.String(), "\n")
@@ -62,13 +65,49 @@ func decideCommand(op string) func(args []string, stdout, stderr io.Writer) int 
 		}
 		req := control.Request{Op: op, PID: pid, CallID: pos[1], ApprovalID: *id}
 		if reason != nil {
+			// Refused here in the flag's words; the kernel refuses it too.
+			if n := utf8.RuneCountInString(*reason); n > kernel.MaxDenyReasonChars {
+				return usageError(stderr, f.fs.Name(), "--reason: must be at most %d characters, got %d", kernel.MaxDenyReasonChars, n)
+			}
 			req.Reason = *reason
 		}
-		return controlCommand(*f.dir, req, *f.asJSON, stdout, stderr, op, func(json.RawMessage) string {
+		c, err := connect(*f.dir, false)
+		if err != nil {
+			return printControl(control.Response{}, err, *f.asJSON, stdout, stderr, op, nil)
+		}
+		defer c.Close()
+		resp, err := c.do(req)
+		return printControl(resp, err, *f.asJSON, stdout, stderr, op, func(json.RawMessage) string {
+			call := termText(pos[1])
 			if op == "approve" {
-				return fmt.Sprintf("pid %d: call %s approved; it runs in the process's next quantum", pid, pos[1])
+				return fmt.Sprintf("pid %d: call %s approved; %s", pid, call, whenItRuns(c, pid))
 			}
-			return fmt.Sprintf("pid %d: call %s denied", pid, pos[1])
+			return fmt.Sprintf("pid %d: call %s denied", pid, call)
 		})
 	}
+}
+
+// whenItRuns says when an approved call of pid runs: a paused process runs
+// it once continued, and an idle directory once a runtime runs it, not in a
+// next quantum that nothing schedules.
+func whenItRuns(c *runtimeConn, pid int64) string {
+	paused := false
+	if resp, err := c.do(control.Request{Op: "inspect", PID: pid}); err == nil && resp.Error == "" {
+		var d kernel.ProcessDetail
+		if json.Unmarshal(resp.Result, &d) == nil {
+			paused = d.Status == process.Paused
+		}
+	}
+	dir := shellQuote(c.dir)
+	// A directory a run made resumes; one serve made is served again.
+	runtime := fmt.Sprintf("a runtime runs the directory (libos resume --dir %s, or libos serve --dir %s)", dir, dir)
+	switch {
+	case paused && !c.live():
+		return fmt.Sprintf("it runs once the process is continued (libos continue %d --dir %s) and %s", pid, dir, runtime)
+	case paused:
+		return fmt.Sprintf("it runs once the process is continued (libos continue %d --dir %s)", pid, dir)
+	case !c.live():
+		return "it runs when " + runtime
+	}
+	return "it runs in the process's next quantum"
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/libos/libos/kernel"
 )
 
 // The operator's approval loop on an idle directory: run stops with the
@@ -80,4 +83,85 @@ func TestApproveAndDenyHeldCalls(t *testing.T) {
 			t.Fatalf("a denied spawn ran: %s", ps)
 		}
 	})
+}
+
+// An approval says when the call runs: in the next quantum of a process a
+// runtime runs, once a paused process is continued, and once a runtime runs
+// an idle directory; it never promises a next quantum nothing schedules.
+func TestApprovalSaysWhenTheCallRuns(t *testing.T) {
+	t.Parallel()
+	script := filepath.Join("..", "..", "testdata", "replay", "approval.yaml")
+	held := func(t *testing.T) (dir, callID string) {
+		t.Helper()
+		dir = t.TempDir()
+		if _, stderr, code := runBin(t, "run", "base:v0", "--goal", "g", "--dir", dir, "--script", script,
+			"--grant", "process:spawn=write", "--ask", "process:spawn=write"); code != exitWaiting {
+			t.Fatalf("run: exit %d\n%s", code, stderr)
+		}
+		var list []struct {
+			CallID string `json:"call_id"`
+		}
+		out, _, _ := runBin(t, "approvals", "--json", "--dir", dir)
+		decodeJSON(t, "approvals", out, &list)
+		return dir, list[0].CallID
+	}
+	approve := func(t *testing.T, dir, call, want string) {
+		t.Helper()
+		out, stderr, code := runBin(t, "approve", "1", call, "--dir", dir)
+		if code != 0 || !strings.Contains(out, want) || (!strings.Contains(want, "next quantum") && strings.Contains(out, "next quantum")) {
+			t.Fatalf("approve: exit %d %q %s; want %q", code, out, stderr, want)
+		}
+	}
+
+	dir, call := held(t)
+	approve(t, dir, call, "approved; it runs when a runtime runs the directory (libos resume --dir "+shellQuote(dir)+", or libos serve --dir "+shellQuote(dir)+")")
+
+	dir, call = held(t)
+	if _, stderr, code := runBin(t, "pause", "1", "--dir", dir); code != 0 {
+		t.Fatalf("pause: %s", stderr)
+	}
+	approve(t, dir, call, "it runs once the process is continued (libos continue 1 --dir "+shellQuote(dir)+") and a runtime runs the directory")
+
+	// Served, the directory is live.
+	dir, call = held(t)
+	s := startServe(t, "--dir", dir, "--quiet")
+	if _, stderr, code := runBin(t, "pause", "1", "--dir", dir); code != 0 {
+		t.Fatalf("pause: %s", stderr)
+	}
+	approve(t, dir, call, "approved; it runs once the process is continued (libos continue 1 --dir "+shellQuote(dir)+")")
+	if code := s.stop(); code != 0 {
+		t.Fatalf("serve: exit %d\n%s", code, s.stderr)
+	}
+	dir, call = held(t)
+	s = startServe(t, "--dir", dir, "--quiet")
+	approve(t, dir, call, "approved; it runs in the process's next quantum")
+	s.stop()
+}
+
+// A deny reason has the kernel's bound; the CLI says so in its flag's words
+// and decides nothing.
+func TestDenyReasonIsBounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	script := filepath.Join("..", "..", "testdata", "replay", "approval.yaml")
+	if _, stderr, code := runBin(t, "run", "base:v0", "--goal", "g", "--dir", dir, "--script", script,
+		"--grant", "process:spawn=write", "--ask", "process:spawn=write"); code != exitWaiting {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	var list []struct {
+		CallID string `json:"call_id"`
+	}
+	out, _, _ := runBin(t, "approvals", "--json", "--dir", dir)
+	decodeJSON(t, "approvals", out, &list)
+	long := strings.Repeat("é", kernel.MaxDenyReasonChars+1)
+	if _, stderr, code := runBin(t, "deny", "1", list[0].CallID, "--reason", long, "--dir", dir); code != exitUsage ||
+		!strings.Contains(stderr, fmt.Sprintf("--reason: must be at most %d characters, got %d", kernel.MaxDenyReasonChars, kernel.MaxDenyReasonChars+1)) {
+		t.Fatalf("deny with a long reason: exit %d %.300s", code, stderr)
+	}
+	if out, _, _ := runBin(t, "approvals", "--json", "--dir", dir); !strings.Contains(out, list[0].CallID) {
+		t.Fatalf("the refused deny decided the call: %s", out)
+	}
+	if _, stderr, code := runBin(t, "deny", "1", list[0].CallID, "--reason", long[:2*kernel.MaxDenyReasonChars], "--dir", dir); code != 0 {
+		t.Fatalf("deny with a reason at the bound: exit %d %.300s", code, stderr)
+	}
 }

@@ -18,18 +18,25 @@ import (
 // JSON with --json, else through text.
 func controlCommand(dir string, req control.Request, asJSON bool, stdout, stderr io.Writer, name string, text func(json.RawMessage) string) int {
 	resp, err := withRuntime(dir, req)
+	return printControl(resp, err, asJSON, stdout, stderr, name, text)
+}
+
+// printControl prints a control request's answer as controlCommand does.
+// text escapes the values it prints (termText); what it returns is escaped
+// again over its lines, which changes nothing it escaped.
+func printControl(resp control.Response, err error, asJSON bool, stdout, stderr io.Writer, name string, text func(json.RawMessage) string) int {
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "libos %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "libos %s: %s\n", name, termLines(err.Error()))
 		return exitFailed
 	}
 	if asJSON || text == nil {
-		fmt.Fprintln(stdout, string(resp.Result))
+		fmt.Fprintln(stdout, string(termJSON(resp.Result)))
 		return exitOK
 	}
-	fmt.Fprintln(stdout, text(resp.Result))
+	fmt.Fprintln(stdout, termLines(text(resp.Result)))
 	return exitOK
 }
 
@@ -65,7 +72,7 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 		var v any
 		json.Unmarshal(b, &v)
 		out, _ := json.MarshalIndent(v, "", "  ")
-		return string(out)
+		return string(termJSON(out))
 	}
 	switch verb {
 	case "create":
@@ -81,7 +88,7 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 			func(b json.RawMessage) string {
 				var cp kernel.Checkpoint
 				json.Unmarshal(b, &cp)
-				return cp.ID
+				return termText(cp.ID)
 			})
 	case "list":
 		var pid int64
@@ -93,7 +100,18 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 				return usageError(stderr, "libos checkpoint list", "%v", err)
 			}
 		}
-		return controlCommand(*dir, control.Request{Op: "checkpoint_list", PID: pid}, *asJSON, stdout, stderr, "checkpoint list",
+		c, err := connect(*dir, true)
+		var resp control.Response
+		if err == nil {
+			defer c.Close()
+			if pid != 0 {
+				err = c.requireProcess(pid)
+			}
+			if err == nil {
+				resp, err = c.do(control.Request{Op: "checkpoint_list", PID: pid})
+			}
+		}
+		return printControl(resp, err, *asJSON, stdout, stderr, "checkpoint list",
 			func(b json.RawMessage) string {
 				var cps []kernel.Checkpoint
 				json.Unmarshal(b, &cps)
@@ -101,7 +119,7 @@ func checkpointCommand(args []string, stdout, stderr io.Writer) int {
 				tw := tabwriter.NewWriter(&sb, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tROOT\tPROCESSES\tOBJECTS\tCREATED")
 				for _, cp := range cps {
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", cp.ID, cp.RootPID, len(cp.PIDs), cp.Objects, cp.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"))
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", termText(cp.ID), cp.RootPID, len(cp.PIDs), cp.Objects, cp.CreatedAt.UTC().Format("2006-01-02T15:04:05Z"))
 				}
 				tw.Flush()
 				return strings.TrimRight(sb.String(), "\n")
@@ -140,14 +158,15 @@ func goalCommand(args []string, stdout, stderr io.Writer) int {
 			func(b json.RawMessage) string {
 				var g kernel.GoalView
 				json.Unmarshal(b, &g)
-				head := fmt.Sprintf("goal of pid %d: %s version %d", g.PID, g.OID, g.Version)
+				head := fmt.Sprintf("goal of pid %d: %s version %d", g.PID, termText(g.OID), g.Version)
 				switch {
 				case g.Error != "":
-					return head + "\nunavailable: " + g.Error
+					return head + "\nunavailable: " + termText(g.Error)
 				case g.Recovered:
 					head += " (recovered from retained evidence)"
 				}
-				return head + "\n\n" + g.Text
+				// A goal is printed over its lines, as the model reads it.
+				return head + "\n\n" + termLines(g.Text)
 			})
 	}
 	return controlCommand(*dir, control.Request{Op: "goal_set", PID: pid, Goal: pos[2]}, *asJSON, stdout, stderr, "goal set",
@@ -157,6 +176,6 @@ func goalCommand(args []string, stdout, stderr io.Writer) int {
 				Version uint64 `json:"version"`
 			}
 			json.Unmarshal(b, &m)
-			return fmt.Sprintf("goal %s is now version %d", m.OID, m.Version)
+			return fmt.Sprintf("goal %s is now version %d", termText(m.OID), m.Version)
 		})
 }

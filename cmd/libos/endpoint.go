@@ -151,7 +151,9 @@ func (p *providerFlags) resumeSettings(dir string) (*runSettings, error) {
 		s.Model = p.model
 	}
 	if p.baseURL != "" {
-		s.BaseURL = p.baseURL
+		if err := s.setBaseURL("--base-url", p.baseURL); err != nil {
+			return nil, err
+		}
 	}
 	if s.Provider == "replay" {
 		if err := p.onlyOpenAI("the run recorded --provider replay"); err != nil {

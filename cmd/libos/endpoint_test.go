@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,4 +222,108 @@ func TestResumeRestatingTheProviderKeepsItsSettings(t *testing.T) {
 		e.RetryAttempts != 2 || e.RequestTimeout != 30*time.Second {
 		t.Fatalf("settings %+v, endpoint %+v", s, e)
 	}
+}
+
+// A base URL may carry a proxy's user and password. They reach the server
+// on every call of the run, but the directory records the URL without them
+// and nothing prints them; a resume takes them from OPENAI_BASE_URL again,
+// as it takes the key from OPENAI_API_KEY, and warns when they are missing.
+func TestBaseURLCredentialsAreNeverStored(t *testing.T) {
+	const secret = "s3cret-pw"
+	var unavailable atomic.Bool
+	var mu sync.Mutex
+	var calls []string // each call's user and password, as the server saw them
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, _ := r.BasicAuth()
+		mu.Lock()
+		calls = append(calls, user+":"+pass)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case user != "user" || pass != secret:
+			// A model server's words go into the reason ps shows.
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":{"message":"proxy authentication required\u001b[2K\u009b1A"}}`)
+		case unavailable.Load():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":{"message":"down"}}`)
+		default:
+			io.WriteString(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"finish_reason":"tool_calls",
+				"message":{"role":"assistant","content":"done","tool_calls":[{"id":"c1","type":"function",
+				"function":{"name":"process_exit","arguments":"{\"message\":\"done\"}"}}]}}],"usage":{"prompt_tokens":5,"completion_tokens":2}}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	lastCall := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) == 0 {
+			return ""
+		}
+		return calls[len(calls)-1]
+	}
+	u, _ := url.Parse(srv.URL + "/v1")
+	plain := u.String()
+	u.User = url.UserPassword("user", secret)
+	withCredentials := u.String()
+	env := []string{"OPENAI_API_KEY=", "OPENAI_BASE_URL=", "LIBOS_MODEL="}
+	noSecret := func(what, out string) {
+		t.Helper()
+		if strings.Contains(out, secret) {
+			t.Fatalf("%s prints the password:\n%s", what, out)
+		}
+	}
+
+	dir := t.TempDir()
+	unavailable.Store(true)
+	stdout, stderr, code := runBinEnv(t, env, "run", "base:v0", "--goal", "g", "--dir", dir, "--provider", "openai", "--model", "m",
+		"--base-url", withCredentials, "--retry-attempts", "1")
+	if code != exitWaiting || lastCall() != "user:"+secret {
+		t.Fatalf("run: exit %d, the server saw %q\n%s", code, lastCall(), stderr)
+	}
+	noSecret("run", stdout+stderr)
+	rt, err := kernel.Open(dir, kernel.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded json.RawMessage
+	var s runSettings
+	err = rt.GetMeta(metaProvider, &recorded)
+	rt.Close()
+	if err != nil || json.Unmarshal(recorded, &s) != nil {
+		t.Fatalf("recorded settings: %v", err)
+	}
+	if strings.Contains(string(recorded), secret) || s.BaseURL != plain || !s.BaseURLCredentials {
+		t.Fatalf("recorded settings %s, want base_url %s without its password", recorded, plain)
+	}
+
+	unavailable.Store(false)
+	stdout, stderr, code = runBinEnv(t, env, "resume", "--dir", dir)
+	if code != exitWaiting || lastCall() != ":" || !strings.Contains(stderr, "warning: the run's base URL had a user and password, which are never stored") {
+		t.Fatalf("resume without them: exit %d, the server saw %q\n%s", code, lastCall(), stderr)
+	}
+	noSecret("resume", stdout+stderr)
+	for _, args := range [][]string{{"inspect", "1"}, {"ps", "--json"}, {"ps"}} {
+		out, _, _ := runBin(t, append(args, "--dir", dir)...)
+		if !strings.Contains(out, "authentication") || controlIn(out) != "" {
+			t.Fatalf("%v shows the server's words raw, or not at all: %q", args, out)
+		}
+	}
+
+	stdout, stderr, code = runBinEnv(t, []string{"OPENAI_API_KEY=", "OPENAI_BASE_URL=" + withCredentials}, "resume", "--dir", dir)
+	if code != 0 || lastCall() != "user:"+secret || strings.Contains(stderr, "warning") {
+		t.Fatalf("resume with OPENAI_BASE_URL: exit %d, the server saw %q\n%s", code, lastCall(), stderr)
+	}
+	noSecret("resume", stdout+stderr)
+	for _, args := range [][]string{{"logs"}, {"logs", "--json"}, {"inspect", "1"}, {"ps", "--json"}} {
+		out, _, _ := runBin(t, append(args, "--dir", dir)...)
+		noSecret(strings.Join(args, " "), out)
+	}
+	// A malformed URL is refused without quoting it.
+	_, stderr, code = runBinEnv(t, env, "run", "base:v0", "--goal", "g", "--dir", t.TempDir(), "--provider", "openai", "--model", "m",
+		"--base-url", "http://user:"+secret+"@host:port/v1")
+	if code != exitUsage || !strings.Contains(stderr, "--base-url: not a URL") {
+		t.Fatalf("a malformed base URL: exit %d\n%s", code, stderr)
+	}
+	noSecret("a malformed base URL", stderr)
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -28,14 +29,20 @@ const (
 )
 
 // runSettings are what resume needs to continue a run: the provider and
-// the skill folders. The API key is never stored: it comes from the
-// environment again.
+// the skill folders. Credentials are never stored: the API key comes from
+// the environment again, and so do a base URL's user and password.
 type runSettings struct {
-	Provider  string   `json:"provider"`
-	Script    string   `json:"script,omitempty"` // absolute path, or "demo" for the embedded script
-	Model     string   `json:"model,omitempty"`
-	BaseURL   string   `json:"base_url,omitempty"`
-	SkillDirs []string `json:"skill_dirs,omitempty"`
+	Provider string `json:"provider"`
+	Script   string `json:"script,omitempty"` // absolute path, or "demo" for the embedded script
+	Model    string `json:"model,omitempty"`
+	// BaseURL never holds a user or a password (setBaseURL).
+	BaseURL string `json:"base_url,omitempty"`
+	// BaseURLCredentials says the base URL was given with a user or a
+	// password, which a later resume must be given again.
+	BaseURLCredentials bool `json:"base_url_credentials,omitempty"`
+	// baseURLUser is that user and password, kept for this process only.
+	baseURLUser *url.Userinfo
+	SkillDirs   []string `json:"skill_dirs,omitempty"`
 	// NoFullIO turns off retention of full provider I/O as evidence.
 	NoFullIO bool `json:"no_full_io,omitempty"`
 	// Endpoint holds the retry and request settings of a real endpoint.
@@ -55,18 +62,78 @@ func requireDir(dir string) error {
 // only reads (control.ReadOnlyOps) opens an idle directory read-only, so it
 // never writes to it (no recovery, nothing flushed) and works on a full disk.
 func withRuntime(dir string, req control.Request) (control.Response, error) {
-	if err := requireDir(dir); err != nil {
-		return control.Response{}, err
-	}
-	rt, err := kernel.Open(dir, kernel.Options{ReadOnly: control.ReadOnlyOps[req.Op]})
-	if errors.Is(err, objects.ErrInUse) {
-		return control.Dial(context.Background(), dir, req, 5*time.Second)
-	}
+	c, err := connect(dir, control.ReadOnlyOps[req.Op])
 	if err != nil {
 		return control.Response{}, err
 	}
-	defer rt.Close()
-	return control.Handle(rt, req), nil
+	defer c.Close()
+	return c.do(req)
+}
+
+// runtimeConn reaches a runtime directory for one command, which may make
+// more than one request: through the runtime opened on it when it is idle,
+// or the control socket of the runtime that holds it.
+type runtimeConn struct {
+	dir string
+	rt  *kernel.Runtime // nil: through the socket
+}
+
+// connect reaches dir; readOnly opens an idle directory read-only (see
+// withRuntime).
+func connect(dir string, readOnly bool) (*runtimeConn, error) {
+	if err := requireDir(dir); err != nil {
+		return nil, err
+	}
+	rt, err := kernel.Open(dir, kernel.Options{ReadOnly: readOnly})
+	if errors.Is(err, objects.ErrInUse) {
+		return &runtimeConn{dir: dir}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeConn{dir: dir, rt: rt}, nil
+}
+
+func (c *runtimeConn) do(req control.Request) (control.Response, error) {
+	if c.rt != nil {
+		return control.Handle(c.rt, req), nil
+	}
+	return control.Dial(context.Background(), c.dir, req, 5*time.Second)
+}
+
+// live says a runtime holds the directory: what a command changes runs now,
+// not when a runtime next runs the directory.
+func (c *runtimeConn) live() bool { return c.rt == nil }
+
+func (c *runtimeConn) Close() {
+	if c.rt != nil {
+		c.rt.Close()
+	}
+}
+
+// requireProcess refuses a pid no process has, with the kernel's words
+// (kernel.ErrNoProcess), as inspect or send do. The log and the checkpoint
+// list only filter by pid, and would answer a missing one with an empty
+// success (and logs -f with a wait for ever). Any other error of the probe
+// is left to the request that follows.
+func requireProcess(dir string, pid int64) error {
+	c, err := connect(dir, true)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.requireProcess(pid)
+}
+
+func (c *runtimeConn) requireProcess(pid int64) error {
+	resp, err := c.do(control.Request{Op: "inspect", PID: pid})
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(resp.Error, kernel.ErrNoProcess.Error()) {
+		return errors.New(resp.Error)
+	}
+	return nil
 }
 
 func psCommand(args []string, stdout, stderr io.Writer) int {
@@ -82,7 +149,7 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 		err = errors.New(resp.Error)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "libos ps: %v\n", err)
+		fmt.Fprintf(stderr, "libos ps: %s\n", termLines(err.Error()))
 		return exitFailed
 	}
 	now := time.Now()
@@ -93,7 +160,7 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 			rows = append(rows, server.Row(p, now))
 		}
 		b, _ := json.Marshal(rows)
-		fmt.Fprintln(stdout, string(b))
+		fmt.Fprintln(stdout, string(termJSON(b)))
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -114,7 +181,7 @@ func psCommand(args []string, stdout, stderr io.Writer) int {
 		if p.Reason != "" {
 			reason = shorten(oneLine(p.Reason), 60)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.PID, parent, p.Image, p.Status, w, p.Turn, age(now.Sub(p.CreatedAt)), reason)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.PID, parent, termText(p.Image), p.Status, termText(w), p.Turn, age(now.Sub(p.CreatedAt)), termText(reason))
 	}
 	tw.Flush()
 	return exitOK
@@ -148,16 +215,16 @@ func sendCommand(args []string, stdout, stderr io.Writer) int {
 		err = errors.New(resp.Error)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "libos send: %v\n", err)
+		fmt.Fprintf(stderr, "libos send: %s\n", termLines(err.Error()))
 		return exitFailed
 	}
 	if *asJSON {
 		b, _ := json.Marshal(resp.Message)
-		fmt.Fprintln(stdout, string(b))
+		fmt.Fprintln(stdout, string(termJSON(b)))
 		return exitOK
 	}
 	m := resp.Message
-	fmt.Fprintf(stdout, "pid %d: %s message %s from %s posted\n", pid, m.Kind, m.ID, m.Sender)
+	fmt.Fprintf(stdout, "pid %d: %s message %s from %s posted\n", pid, termText(string(m.Kind)), termText(m.ID), termText(m.Sender))
 	return exitOK
 }
 
@@ -207,12 +274,91 @@ func providerFromSettings(s runSettings, spawns llm.SpawnIndexer) (llm.Provider,
 		return llm.NewReplay(script, spawns)
 	case "openai":
 		cfg := llm.OpenAIConfigFromEnv()
-		cfg.Model, cfg.BaseURL = s.Model, s.BaseURL
+		cfg.Model, cfg.BaseURL = s.Model, s.clientBaseURL()
 		s.Endpoint.configure(&cfg)
-		return llm.NewOpenAI(cfg)
+		p, err := llm.NewOpenAI(cfg)
+		if err != nil && cfg.BaseURL != s.BaseURL {
+			// The adapter quotes a base URL it refuses: not its password.
+			return nil, redacted{err: err, secret: cfg.BaseURL, shown: s.BaseURL}
+		}
+		return p, err
 	}
 	return nil, fmt.Errorf("recorded provider %q: must be replay or openai", s.Provider)
 }
+
+// setBaseURL sets the base URL raw (from flag, named in errors) without its
+// user and password, which are kept in memory for this process's client:
+// the directory records the settings, and resume prints them.
+func (s *runSettings) setBaseURL(flag, raw string) error {
+	s.BaseURL, s.BaseURLCredentials, s.baseURLUser = raw, false, nil
+	if !strings.Contains(raw, "@") {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error quotes the URL, password and all.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("%s: not a URL: %v", flag, err)
+	}
+	if u.User == nil {
+		return nil
+	}
+	s.baseURLUser, s.BaseURLCredentials = u.User, true
+	u.User = nil
+	s.BaseURL = u.String()
+	return nil
+}
+
+// clientBaseURL is the base URL the client uses: with its user and password
+// when they were given to this process, or, for recorded settings, when
+// OPENAI_BASE_URL gives them for the same URL (as the key comes from
+// OPENAI_API_KEY again).
+func (s runSettings) clientBaseURL() string {
+	user := s.baseURLUser
+	if user == nil && s.BaseURLCredentials {
+		if env, err := url.Parse(strings.TrimSpace(os.Getenv(llm.EnvOpenAIBaseURL))); err == nil && env.User != nil {
+			cu := env.User
+			env.User = nil
+			if env.String() == s.BaseURL {
+				user = cu
+			}
+		}
+	}
+	u, err := url.Parse(s.BaseURL)
+	if user == nil || err != nil {
+		return s.BaseURL
+	}
+	u.User = user
+	return u.String()
+}
+
+// missingCredentials says the recorded base URL had a user and password
+// that this process was not given again.
+func (s runSettings) missingCredentials() bool {
+	return s.Provider == "openai" && s.BaseURLCredentials && s.clientBaseURL() == s.BaseURL
+}
+
+// credentialsHint tells, when the run's base URL had credentials this
+// process lacks, how to give them again: without them the server refuses
+// every call.
+func credentialsHint(s runSettings, stderr io.Writer, name string) {
+	if s.missingCredentials() {
+		fmt.Fprintf(stderr, "%s: warning: the run's base URL had a user and password, which are never stored: give them again with --base-url or %s (%s)\n",
+			name, llm.EnvOpenAIBaseURL, s.BaseURL)
+	}
+}
+
+// redacted is err with a secret replaced where it shows.
+type redacted struct {
+	err           error
+	secret, shown string
+}
+
+func (r redacted) Error() string { return strings.ReplaceAll(r.err.Error(), r.secret, r.shown) }
+func (r redacted) Unwrap() error { return r.err }
 
 // checkProviderSettings reports why s names no provider that can be built,
 // before any runtime exists to answer a replay provider's spawn indexes.

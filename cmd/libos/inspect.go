@@ -111,7 +111,9 @@ func inspectCommand(args []string, stdout, stderr io.Writer) int {
 func inspectText(d kernel.ProcessDetail) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	// Values are escaped here: a model names its children's images, and
+	// writes reasons, arguments and results.
+	line := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, termText(v)) }
 	line("pid", strconv.FormatInt(d.PID, 10))
 	parent := "-"
 	if d.ParentPID != nil {
@@ -175,7 +177,7 @@ func inspectText(d kernel.ProcessDetail) string {
 		if g.ExpiresAt != nil {
 			expires = timestamp(*g.ExpiresAt)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%t\n", g.ID, g.Resource, strings.Join(rights, ","), g.Effect, uses, expires, g.Delegable)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%t\n", termText(g.ID), termText(g.Resource), termText(strings.Join(rights, ",")), g.Effect, uses, expires, g.Delegable)
 	}
 	tw.Flush()
 
@@ -215,7 +217,7 @@ func inspectText(d kernel.ProcessDetail) string {
 			if len(c.Arguments) > 0 {
 				args = shorten(string(c.Arguments), 80)
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", c.Turn, c.CallID, c.Name, outcome, auth, args)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", c.Turn, termText(c.CallID), termText(c.Name), termText(outcome), termText(auth), termText(args))
 		}
 		tw.Flush()
 	}
@@ -266,7 +268,7 @@ func objectsCommand(args []string, stdout, stderr io.Writer) int {
 				if m.PayloadLost {
 					state = "lost"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", m.OID, m.Name, m.Kind, m.Version, m.Tier, m.PayloadBytes, state, timestamp(m.UpdatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", termText(m.OID), termText(m.Name), termText(m.Kind), m.Version, m.Tier, m.PayloadBytes, state, timestamp(m.UpdatedAt))
 			}
 			tw.Flush()
 			return strings.TrimRight(out.String(), "\n")
@@ -286,7 +288,8 @@ func objectCommand(args []string, stdout, stderr io.Writer) int {
 			m := v.Meta
 			var out strings.Builder
 			tw := tabwriter.NewWriter(&out, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "oid\t%s\nnamespace\t%s\nname\t%s\nkind\t%s\nversion\t%d\ntier\t%s\nowner\t%s\n", m.OID, m.Namespace, m.Name, m.Kind, m.Version, m.Tier, m.Owner)
+			fmt.Fprintf(tw, "oid\t%s\nnamespace\t%s\nname\t%s\nkind\t%s\nversion\t%d\ntier\t%s\nowner\t%s\n",
+				termText(m.OID), termText(m.Namespace), termText(m.Name), termText(m.Kind), m.Version, m.Tier, termText(m.Owner))
 			fmt.Fprintf(tw, "bytes\t%d\nsha256\t%s\ncreated\t%s\nupdated\t%s\n", m.PayloadBytes, m.PayloadSHA256, timestamp(m.CreatedAt), timestamp(m.UpdatedAt))
 			if len(m.Labels) > 0 {
 				keys := make([]string, 0, len(m.Labels))
@@ -297,20 +300,20 @@ func objectCommand(args []string, stdout, stderr io.Writer) int {
 				for i, k := range keys {
 					keys[i] = k + "=" + m.Labels[k]
 				}
-				fmt.Fprintf(tw, "labels\t%s\n", strings.Join(keys, ", "))
+				fmt.Fprintf(tw, "labels\t%s\n", termText(strings.Join(keys, ", ")))
 			}
 			tw.Flush()
 			out.WriteString("\n")
 			switch {
 			case v.PayloadError != "":
-				fmt.Fprintf(&out, "payload unavailable: %s", v.PayloadError)
+				fmt.Fprintf(&out, "payload unavailable: %s", termText(v.PayloadError))
 			case v.Payload != nil:
 				var pretty any
 				json.Unmarshal(v.Payload, &pretty)
 				pb, _ := json.MarshalIndent(pretty, "", "  ")
-				out.Write(pb)
+				out.Write(termJSON(pb))
 			case v.PayloadText != nil:
-				out.WriteString(*v.PayloadText)
+				out.WriteString(termLines(*v.PayloadText))
 			default:
 				fmt.Fprintf(&out, "(%d bytes of binary payload; --json shows it in base64)", len(v.PayloadBase64))
 			}
@@ -345,7 +348,8 @@ func messagesCommand(args []string, stdout, stderr io.Writer) int {
 					if subject == "" {
 						subject = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Sender, m.Kind, m.Status, timestamp(m.CreatedAt), shorten(oneLine(subject), 40), shorten(oneLine(m.Body), 80))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termText(m.ID), termText(m.Sender), termText(string(m.Kind)), termText(string(m.Status)), timestamp(m.CreatedAt),
+						termText(shorten(oneLine(subject), 40)), termText(shorten(oneLine(m.Body), 80)))
 				}
 				tw.Flush()
 			}
@@ -369,7 +373,7 @@ func contextCommand(args []string, stdout, stderr io.Writer) int {
 				out.WriteString("(the payload did not survive a reopen: rebuilt from retained evidence)\n")
 			}
 			if v.SystemError != "" {
-				fmt.Fprintf(&out, "(system prompt unavailable: %s)\n", v.SystemError)
+				fmt.Fprintf(&out, "(system prompt unavailable: %s)\n", termText(v.SystemError))
 			}
 			if v.Truncated {
 				out.WriteString("(the oldest entries are left out to keep the answer bounded)\n")
@@ -382,12 +386,13 @@ func contextCommand(args []string, stdout, stderr io.Writer) int {
 				if m.ToolCallID != "" {
 					head += " (answers " + m.ToolCallID + ")"
 				}
-				fmt.Fprintf(&out, "\n%s\n", head)
+				fmt.Fprintf(&out, "\n%s\n", termText(head))
+				// The content is printed over its lines, as the model sees it.
 				if m.Content != "" {
-					out.WriteString(m.Content + "\n")
+					out.WriteString(termLines(m.Content) + "\n")
 				}
 				for _, tc := range m.ToolCalls {
-					fmt.Fprintf(&out, "→ %s %s %s\n", tc.ID, tc.Name, string(tc.Arguments))
+					fmt.Fprintf(&out, "→ %s %s %s\n", termText(tc.ID), termText(tc.Name), termText(string(tc.Arguments)))
 				}
 			}
 			return strings.TrimRight(out.String(), "\n")

@@ -39,12 +39,18 @@ func logsCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos logs: %v\n", err)
 		return exitFailed
 	}
+	if *pid != 0 {
+		if err := requireProcess(*f.dir, *pid); err != nil {
+			fmt.Fprintf(stderr, "libos logs: %s\n", termLines(err.Error()))
+			return exitFailed
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	print := func(l kernel.LogEntry) {
 		if *f.asJSON {
 			b, _ := json.Marshal(l)
-			fmt.Fprintln(stdout, string(b))
+			fmt.Fprintln(stdout, string(termJSON(b)))
 			return
 		}
 		fmt.Fprintln(stdout, logLine(l))
@@ -57,7 +63,7 @@ func logsCommand(args []string, stdout, stderr io.Writer) int {
 			if ctx.Err() != nil {
 				return exitOK
 			}
-			fmt.Fprintf(stderr, "libos logs: %v\n", err)
+			fmt.Fprintf(stderr, "libos logs: %s\n", termLines(err.Error()))
 			return exitFailed
 		}
 		for _, l := range page.Entries {
@@ -158,7 +164,8 @@ func decodePage(resp control.Response, err error) (kernel.EventPage, error) {
 	return page, nil
 }
 
-// logLine is one event on one line, long fields shortened.
+// logLine is one event on one line, long fields shortened and control
+// characters escaped (termText): most of it is a model's.
 func logLine(l kernel.LogEntry) string {
 	head := fmt.Sprintf("%6d %s [pid %d] %s", l.Seq, timestamp(l.Time), l.PID, l.Type)
 	var parts []string
@@ -235,7 +242,7 @@ func logLine(l kernel.LogEntry) string {
 		add("%s", shorten(oneLine(l.Reason), 160))
 	}
 	if len(parts) == 0 {
-		return head
+		return termText(head)
 	}
-	return head + " " + strings.Join(parts, "; ")
+	return termText(head + " " + strings.Join(parts, "; "))
 }

@@ -440,3 +440,48 @@ func TestLogsFollowSeesShortRuns(t *testing.T) {
 	}
 	waitFor(t, func() bool { return strings.Count(out.String(), `"to":"exited"`) == 4 })
 }
+
+// A pid no process has is "no such process", as for inspect, and not an
+// empty log or list: on an idle directory and on a live one, and logs -f
+// ends at once instead of waiting for events that never come.
+func TestMissingPidIsNoSuchProcess(t *testing.T) {
+	t.Parallel()
+	idle := clockRun(t)
+	if _, stderr, code := runBin(t, "checkpoint", "create", "1", "--dir", idle); code != 0 {
+		t.Fatalf("checkpoint create: %s", stderr)
+	}
+	live := t.TempDir()
+	holdRun(t, live)
+	for _, dir := range []string{idle, live} {
+		for _, args := range [][]string{{"logs", "--pid", "99"}, {"logs", "-f", "--pid", "99"}, {"logs", "--json", "--pid", "99"}, {"checkpoint", "list", "99"}} {
+			cmd := exec.Command(libosBin, append(args, "--dir", dir)...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				<-done
+				t.Fatalf("%v: still running after 20 s", args)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != exitFailed || stdout.Len() != 0 || !strings.Contains(stderr.String(), "no such process: pid 99") {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+			}
+		}
+		// A pid that exists still reads.
+		if out, stderr, code := runBin(t, "logs", "--pid", "1", "--dir", dir); code != 0 || !strings.Contains(out, "[pid 1] spawned") {
+			t.Errorf("logs --pid 1: exit %d %q %s", code, out, stderr)
+		}
+		if _, stderr, code := runBin(t, "checkpoint", "list", "1", "--dir", dir); code != 0 {
+			t.Errorf("checkpoint list 1: exit %d %s", code, stderr)
+		}
+	}
+	if out, _, _ := runBin(t, "checkpoint", "list", "1", "--dir", idle); !strings.Contains(out, "cp-1") {
+		t.Errorf("checkpoint list 1 lost its checkpoint: %s", out)
+	}
+}

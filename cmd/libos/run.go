@@ -57,7 +57,7 @@ func (p *providerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.provider, "provider", "", "LLM provider: replay or openai (default: replay when --script is given, else openai)")
 	fs.StringVar(&p.script, "script", "", "replay script (YAML) for --provider replay")
 	fs.StringVar(&p.model, "model", "", "model name for --provider openai (default $LIBOS_MODEL)")
-	fs.StringVar(&p.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL)")
+	fs.StringVar(&p.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL); a user and password in it are sent, never stored")
 	p.endpoint.register(fs)
 }
 
@@ -90,12 +90,18 @@ func (p *providerFlags) settings() (runSettings, error) {
 			return s, errors.New("--script: only with --provider replay (a model server answers with --provider openai)")
 		}
 		cfg := llm.OpenAIConfigFromEnv()
-		s = runSettings{Provider: "openai", Model: cfg.Model, BaseURL: cfg.BaseURL}
+		s = runSettings{Provider: "openai", Model: cfg.Model}
 		if p.model != "" {
 			s.Model = p.model
 		}
+		var err error
 		if p.baseURL != "" {
-			s.BaseURL = p.baseURL
+			err = s.setBaseURL("--base-url", p.baseURL)
+		} else {
+			err = s.setBaseURL(llm.EnvOpenAIBaseURL, cfg.BaseURL)
+		}
+		if err != nil {
+			return s, err
 		}
 	default:
 		return s, fmt.Errorf("--provider %q: must be replay or openai", name)
@@ -187,7 +193,7 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 	if code == exitOK {
 		d := shellQuote(*dir)
 		fmt.Fprintf(stderr, "The run is kept in %s. Look around: libos ps --dir %s; libos inspect 1 --dir %s; libos logs --dir %s;\n"+
-			"or open the web console with libos serve --dir %s (http://127.0.0.1:7070/).\n", *dir, d, d, d, d)
+			"or open the web console with libos serve --dir %s (it prints the console's link).\n", *dir, d, d, d, d)
 	}
 	return code
 }
@@ -243,6 +249,7 @@ func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start
 		fmt.Fprintf(stderr, "libos: provider (%s): %v\n", settings, err)
 		return exitFailed
 	}
+	credentialsHint(*settings, stderr, "libos")
 	rt.SetProvider(provider)
 	stopControl, err := control.Serve(rt)
 	if err != nil {
@@ -417,7 +424,7 @@ func printOutcome(rt *kernel.Runtime, pid int64, stdout, stderr io.Writer) int {
 		}
 	}
 	b, _ := json.Marshal(out)
-	fmt.Fprintln(stdout, string(b))
+	fmt.Fprintln(stdout, string(termJSON(b)))
 	switch info.Status {
 	case process.Exited:
 		return exitOK
@@ -427,7 +434,8 @@ func printOutcome(rt *kernel.Runtime, pid int64, stdout, stderr io.Writer) int {
 	return exitWaiting
 }
 
-// progressPrinter prints one line per event on w.
+// progressPrinter prints one line per event on w, escaped (termText): tool
+// names, arguments, summaries and reasons are the model's.
 func progressPrinter(w io.Writer) func(kernel.Event) {
 	return func(ev kernel.Event) {
 		var line string
@@ -465,7 +473,7 @@ func progressPrinter(w io.Writer) func(kernel.Event) {
 		default:
 			line = ev.Kind
 		}
-		fmt.Fprintf(w, "[pid %d] %s\n", ev.PID, line)
+		fmt.Fprintf(w, "[pid %d] %s\n", ev.PID, termText(line))
 	}
 }
 
@@ -496,7 +504,9 @@ func approvalHint(rt *kernel.Runtime, dir string, stderr io.Writer) {
 		return
 	}
 	for _, a := range list {
+		// The call id is the model's: quoted for the shell, escaped for the terminal.
+		call := termText(a.CallID)
 		fmt.Fprintf(stderr, "libos: pid %d waits for approval of call %s (%s, %s on %s): libos approve %d %s --dir %s (or libos deny), then libos resume --dir %s\n",
-			a.PID, a.CallID, a.Tool, strings.Join(a.Rights, ","), a.Resource, a.PID, a.CallID, shellQuote(dir), shellQuote(dir))
+			a.PID, call, termText(a.Tool), termText(strings.Join(a.Rights, ",")), termText(a.Resource), a.PID, shellQuote(call), shellQuote(dir), shellQuote(dir))
 	}
 }

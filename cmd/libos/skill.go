@@ -268,7 +268,7 @@ func printEnvelope(stdout, stderr io.Writer, env runner.Envelope) int {
 		fmt.Fprintf(stderr, "libos skill run: encoding the envelope: %v\n", err)
 		return 1
 	}
-	if _, err := fmt.Fprintf(stdout, "%s\n", raw); err != nil {
+	if _, err := fmt.Fprintf(stdout, "%s\n", termJSON(raw)); err != nil {
 		fmt.Fprintf(stderr, "libos skill run: writing the envelope: %v\n", err)
 		return 1
 	}
@@ -428,7 +428,7 @@ func runSkillCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos skill check: encoding the report: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s\n", raw)
+	fmt.Fprintf(stdout, "%s\n", termJSON(raw))
 	if rep.Status != "admitted" {
 		return 1
 	}

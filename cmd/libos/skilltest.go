@@ -108,7 +108,7 @@ func runSkillTest(args []string, stdout, stderr io.Writer) int {
 			if c.Reason != "" {
 				line += ": " + c.Reason
 			}
-			fmt.Fprintln(stdout, line)
+			fmt.Fprintln(stdout, termText(line))
 		}
 	}
 	matched := false
@@ -125,7 +125,7 @@ func runSkillTest(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "libos skill test: encoding the report: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "%s\n", raw)
+		fmt.Fprintf(stdout, "%s\n", termJSON(raw))
 	} else {
 		fmt.Fprintf(stdout, "%d passed, %d failed, %d skipped\n", rep.Passed, rep.Failed, rep.Skipped)
 	}

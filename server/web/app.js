@@ -308,15 +308,26 @@ function refreshApprovalsSoon() {
   approvalsTimer = setTimeout(refreshApprovals, 150);
 }
 
+// What the operator typed as a deny reason, and why a decision was refused,
+// by hold: the list is drawn again on every approval event, and must not
+// lose either.
+const denyReasons = new Map();
+const decisionErrors = new Map();
+
 async function refreshApprovals() {
   let list;
   try { list = (await api("GET", "/approvals")).data; } catch (e) { return; }
   const ul = $("approvals");
+  for (const input of ul.querySelectorAll("input.reason")) {
+    denyReasons.set(input.closest("li").dataset.approval, input.value);
+  }
   ul.replaceChildren();
   const count = $("approval-count");
   count.textContent = list.length;
   count.className = "badge" + (list.length ? "" : " zero");
+  const shown = new Set();
   for (const a of list) {
+    shown.add(a.id);
     const li = el("li");
     li.dataset.pid = a.pid;
     li.dataset.call = a.call_id;
@@ -327,11 +338,16 @@ async function refreshApprovals() {
     approve.type = "button";
     const reason = el("input", "reason");
     reason.placeholder = "reason to deny";
+    reason.value = denyReasons.get(a.id) || "";
     const deny = el("button", "deny danger", "Deny");
     deny.type = "button";
     li.append(link, el("b", "", a.tool), el("span", "", a.rights.join(",") + " on " + a.resource),
       approve, reason, deny, el("span", "args", shorten(JSON.stringify(a.arguments), 400)));
+    if (decisionErrors.has(a.id)) li.appendChild(el("span", "err", decisionErrors.get(a.id)));
     ul.appendChild(li);
+  }
+  for (const m of [denyReasons, decisionErrors]) {
+    for (const id of m.keys()) if (!shown.has(id)) m.delete(id);
   }
 }
 
@@ -339,14 +355,26 @@ $("approvals").addEventListener("click", async (ev) => {
   const b = ev.target.closest("button");
   if (!b) return;
   const li = b.closest("li");
-  const body = b.classList.contains("approve") ? { decision: "approve" } : { decision: "deny", reason: li.querySelector(".reason").value };
-  // The hold shown, not a later call under the same call id.
-  if (li.dataset.approval) body.approval_id = li.dataset.approval;
+  const id = li.dataset.approval;
+  // The call id is the model's: it goes in the body, where no path
+  // segment such as ".." can change what is asked. The approval id decides
+  // the hold shown, not a later call under the same call id.
+  const body = { pid: Number(li.dataset.pid), call_id: li.dataset.call, approval_id: id };
+  if (b.classList.contains("approve")) {
+    body.decision = "approve";
+  } else {
+    body.decision = "deny";
+    body.reason = li.querySelector(".reason").value;
+  }
   b.disabled = true;
+  for (const old of li.querySelectorAll(".err")) old.remove();
   try {
-    await api("POST", "/approvals/" + li.dataset.pid + "/" + encodeURIComponent(li.dataset.call), body);
+    await api("POST", "/approvals", body);
+    decisionErrors.delete(id);
+    denyReasons.delete(id);
     li.remove();
   } catch (e) {
+    decisionErrors.set(id, e.message);
     li.appendChild(el("span", "err", e.message));
     b.disabled = false;
   }
@@ -657,6 +685,9 @@ $("events-this").addEventListener("change", () => $("events").replaceChildren())
 window.addEventListener("hashchange", route);
 
 (async function start() {
+  // A console link's token (see login.js) has done its work once the page
+  // loads: it leaves the address bar and the history.
+  if (location.hash.startsWith("#token=")) history.replaceState(null, "", location.pathname + location.search);
   try {
     await load();
   } catch (e) {
