@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -33,6 +34,26 @@ type jsonWriter struct {
 	// tool's result is text the model reads, where each escape would be
 	// six characters it never wrote.
 	keepHTML bool
+	// depth counts the objects and arrays open: a Host's result that holds
+	// itself would otherwise recurse until the stack overflows, which no
+	// recover catches.
+	depth int
+}
+
+// maxEncodeDepth is how deep a written value may nest, as deep as
+// encoding/json goes before it looks for a cycle.
+const maxEncodeDepth = 1000
+
+// enter opens a nested object or array; false, with w.err set, past
+// maxEncodeDepth.
+func (w *jsonWriter) enter() bool {
+	if w.depth++; w.depth > maxEncodeDepth {
+		if w.err == nil {
+			w.err = fmt.Errorf("the value nests more than %d levels deep (does it hold itself?)", maxEncodeDepth)
+		}
+		return false
+	}
+	return true
 }
 
 func (w *jsonWriter) open() {
@@ -158,6 +179,10 @@ func (w *jsonWriter) object(m map[string]any) {
 		w.buf = append(w.buf, "null"...)
 		return
 	}
+	defer func() { w.depth-- }()
+	if !w.enter() {
+		return
+	}
 	var small [16]string
 	keys := small[:0]
 	for k := range m {
@@ -278,6 +303,10 @@ func (w *jsonWriter) list(list []string) { writeArray(w, list, w.string) }
 func writeArray[T any](w *jsonWriter, list []T, write func(T)) {
 	if list == nil {
 		w.buf = append(w.buf, "null"...)
+		return
+	}
+	defer func() { w.depth-- }()
+	if !w.enter() {
 		return
 	}
 	w.buf = append(w.buf, '[')

@@ -199,6 +199,11 @@ func TestHostToolPanicFailsItsCall(t *testing.T) {
 func TestUnrecordableToolResultFailsItsCall(t *testing.T) {
 	huge := strings.Repeat("x", maxToolResultBytes)
 	over := fmt.Sprintf("over the %d bytes a result may have", maxToolResultBytes)
+	// A result that holds itself: its encoding would recurse without end.
+	cyclic := map[string]any{}
+	cyclic["self"] = cyclic
+	looped := []any{nil}
+	looped[0] = looped
 	cases := []struct {
 		name          string
 		result        map[string]any
@@ -210,6 +215,8 @@ func TestUnrecordableToolResultFailsItsCall(t *testing.T) {
 		{name: "channel", result: map[string]any{"v": make(chan int)}, message: "cannot be encoded as JSON"},
 		{name: "func", result: map[string]any{"v": []any{func() {}}}, message: "cannot be encoded as JSON"},
 		{name: "huge", result: map[string]any{"v": huge}, message: over},
+		{name: "cycle", result: cyclic, message: "nests more than"},
+		{name: "cycle through a list", result: map[string]any{"v": looped}, message: "nests more than"},
 		{name: "huge effect", result: map[string]any{"v": huge}, effect: true, message: over, effectStarted: true},
 		{name: "nan effect", result: map[string]any{"v": math.Inf(1)}, effect: true, message: "cannot be encoded as JSON", effectStarted: true},
 	}
