@@ -514,7 +514,12 @@ type Tool struct {
 	// effect outside the store is returned as Outcome.Effect, never run here.
 	// The kernel may abandon that commit and run the call again (a worker
 	// that went on into the next quantum in it and failed there), so Invoke
-	// must leave nothing behind but what it did through sys.
+	// must leave nothing behind but what it did through sys. It runs with
+	// the store's write lock held: it must not call the Runtime. A panic in
+	// it, or a Result JSON cannot encode or over 8 MiB encoded, fails the
+	// call (code failed) and keeps nothing of it; an Outcome.Effect's panic
+	// or such a result fails the call with effect_started. An Effect should
+	// return once its context ends: the runtime's Close waits for it.
 	Invoke func(ctx context.Context, sys Syscalls, args json.RawMessage) (Outcome, error)
 	// Resume completes a pending action this tool created with Block: with a
 	// Result, or with another Block to keep waiting (a multi-stage action).
