@@ -271,7 +271,7 @@ func checkImages(ims map[string]*images.Image, broker *tools.Broker, catalog too
 			}
 			// The rule checkToolTable applies to an agent task's allowed_tools.
 			if _, ok := broker.Lookup(name); !ok {
-				return nil, fmt.Errorf("Options.Images[%q]: tools[%d]: %q does not resolve in the tool catalog (the built-in tools and the skills' tools)", ref, i, name)
+				return nil, fmt.Errorf("Options.Images[%q]: tools[%d]: %q does not resolve in the tool catalog (the built-in tools, the skills' and Options.Tools)", ref, i, name)
 			}
 		}
 		for i, name := range checked.Skills {
