@@ -85,13 +85,28 @@ type transition struct {
 }
 
 // savepoint marks where a call's changes begin: in the store's batch, in
-// the records saved so far, and in the usage of the records contexts were
-// staged with, which a charge up a chain changes in place (chain).
+// the records saved so far, in the usage of the records contexts were
+// staged with, which a charge up a chain changes in place (chain), and in
+// the contexts staged and the work to do once they are written: a
+// compaction's writeback replaces a staged context in place, and its job is
+// saved after the flush.
 type savepoint struct {
 	store       objects.Savepoint
 	procs       map[int64]savedRecord
 	transitions []transition
 	held        []heldUsage
+	// contexts are the contexts staged at the savepoint and those the
+	// caller has at hand, each as it was then; a context changes only by
+	// assignments to its fields (entries are appended past what it holds,
+	// or replaced whole), so a copy of the struct is what it was.
+	contexts   []savedContext
+	dirty      int
+	afterFlush int
+}
+
+type savedContext struct {
+	c    *llmContext
+	then llmContext
 }
 
 // heldUsage is the usage of a record a context was staged with, as it was
@@ -112,12 +127,22 @@ type savedRecord struct {
 	gen uint64
 }
 
-// savepoint marks the changes made so far; rollbackTo undoes what came after.
-func (tx *txn) savepoint() savepoint {
-	sp := savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), transitions: slices.Clone(tx.transitions)}
+// savepoint marks the changes made so far; rollbackTo undoes what came
+// after. atHand are the contexts the caller holds and goes on with after a
+// rollback, staged or not: a change made to one after the savepoint is
+// undone too.
+func (tx *txn) savepoint(atHand ...*llmContext) savepoint {
+	sp := savepoint{store: tx.Savepoint(), procs: maps.Clone(tx.procs), transitions: slices.Clone(tx.transitions),
+		dirty: len(tx.dirty), afterFlush: len(tx.afterFlush)}
 	tx.savepoints++
 	for _, d := range tx.dirty {
 		sp.held = append(sp.held, heldUsage{r: d.r, used: d.r.Used})
+		sp.contexts = append(sp.contexts, savedContext{c: d.c, then: *d.c})
+	}
+	for _, c := range atHand {
+		if c != nil && !slices.ContainsFunc(sp.contexts, func(s savedContext) bool { return s.c == c }) {
+			sp.contexts = append(sp.contexts, savedContext{c: c, then: *c})
+		}
 	}
 	return sp
 }
@@ -132,6 +157,15 @@ func (tx *txn) rollbackTo(sp savepoint) {
 	for _, h := range sp.held {
 		h.r.Used = h.used
 	}
+	// Contexts staged since are written by no one; those staged before are
+	// as they were. Their entries' arrays may hold appends past what they
+	// hold now, which their shared marks (entriesGrown, grown) keep the
+	// next append from writing over.
+	tx.dirty = tx.dirty[:sp.dirty]
+	for _, saved := range sp.contexts {
+		*saved.c = saved.then
+	}
+	tx.afterFlush = tx.afterFlush[:sp.afterFlush]
 }
 
 // errRecordCopies: a transaction saved a process's record from two copies,

@@ -424,6 +424,25 @@ func failJob(tx *txn, r *procRecord, job *compactionJob, format string, a ...any
 	return tools.Outcome{}, tools.Errorf(tools.CodeFailed, "compaction failed, the context is unchanged: %s", job.Error)
 }
 
+// releaseJob fails r's compaction job if it is still running: the pending
+// action that drove it was answered without it (its Resume panicked, and
+// what it did was rolled back), and a job left running would refuse every
+// later compaction of r.
+func releaseJob(tx *txn, r *procRecord, why error) error {
+	_, job, err := loadJob(tx, r)
+	switch {
+	case errors.Is(err, objects.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case job.State != "running":
+		return nil
+	}
+	job.State, job.Error = "failed", fmt.Sprintf("the tool resuming it failed: %v", why)
+	_, err = saveJob(tx, r, job)
+	return err
+}
+
 // awaitCompressor saves r's job and blocks r on the compressor pid.
 func awaitCompressor(tx *txn, r *procRecord, job *compactionJob, pid int64) (tools.Outcome, error) {
 	if _, err := saveJob(tx, r, job); err != nil {

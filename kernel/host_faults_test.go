@@ -421,3 +421,86 @@ func TestSettleUsedSaturates(t *testing.T) {
 		}
 	}
 }
+
+// compactingTool is a Host tool that starts a compaction and, resumed when
+// its compressor ended, applies it; panicAt says where it panics instead of
+// ending well ("invoke": after starting, "resume": after applying).
+func compactingTool(panicAt string) *tools.Tool {
+	return &tools.Tool{
+		Name:   "host_compact",
+		Schema: schema.Object(map[string]*schema.Schema{}),
+		Invoke: func(_ context.Context, sys tools.Syscalls, _ json.RawMessage) (tools.Outcome, error) {
+			out, err := sys.StartCompaction(tools.CompactionRequest{TargetTokens: 256, PreserveRecentEntries: 2, MaxChunks: 1})
+			if err == nil && panicAt == "invoke" {
+				panic("a defect after the compaction started")
+			}
+			return out, err
+		},
+		Resume: func(_ context.Context, sys tools.Syscalls, p tools.Pending) (tools.Outcome, error) {
+			if _, err := sys.ResumeCompaction(p); err != nil {
+				return tools.Outcome{}, err
+			}
+			panic("a defect after the writeback")
+		},
+	}
+}
+
+// A Host tool that panics after it started or applied a compaction keeps
+// none of it: the context is as it was, no job is left running, so the next
+// compaction runs, and a reopen rebuilds the context the process had.
+func TestPanicAfterACompactionStepKeepsNoneOfIt(t *testing.T) {
+	for _, at := range []string{"invoke", "resume"} {
+		t.Run(at, func(t *testing.T) {
+			im := &images.Image{Name: "hc", Version: "v0", SystemPrompt: "test", Tools: []string{images.BuiltinTools, "host_compact"},
+				CompletionGate: images.GateOnePhase, ToolProjection: images.ProjectionAll,
+				Context: images.ContextConfig{Object: true, WindowTokens: 128000, MaxOutputTokens: 4096}}
+			h := newHarness(t, `
+processes:
+  - image: hc:v0
+    turns:
+`+chattyTurns(4)+`
+      - tool_calls: [{name: host_compact, arguments: {}}]
+      - tool_calls: [{name: compact_process_context, arguments: {target_tokens: 256, preserve_recent_entries: 1, max_chunks: 1, force: true}}]
+      - tool_calls: [{name: process_exit, arguments: {payload: "${last}"}}]
+  - image: context-compressor:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {payload: `+summaryPayload+`}}]
+  - image: context-compressor:v0
+    turns:
+      - tool_calls: [{name: process_exit, arguments: {payload: `+summaryPayload+`}}]
+`, func(o *Options) {
+				o.Tools = []*tools.Tool{compactingTool(at)}
+				o.Images = map[string]*images.Image{"hc:v0": im}
+			})
+			pid, err := h.rt.Spawn(SpawnSpec{Image: "hc:v0", Goal: "g", Grants: compactionGrants()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.run()
+			var host, compact map[string]any
+			for _, r := range h.toolResults(pid) {
+				switch r["_tool"] {
+				case "host_compact":
+					host = r
+				case "compact_process_context":
+					compact = r
+				}
+			}
+			if errorCode(host) != tools.CodeFailed || !strings.Contains(errorMessage(host), "panicked") {
+				t.Fatalf("the panicking tool's answer: %v", host)
+			}
+			if compact["ok"] != true {
+				t.Fatalf("the compaction after it: %v, want it to run", compact)
+			}
+			// One compaction applied: the model's own.
+			if c := contextOf(t, h, pid); c.generation() != 1 {
+				t.Fatalf("context generation %d, want 1 (the panicking step's compaction kept?)", c.generation())
+			}
+			h.rt.Close()
+			h.open("")
+			if c := contextOf(t, h, pid); len(c.entries) == 0 || c.entries[0].Kind != "summary" {
+				t.Fatalf("rebuilt after a reopen: %d entries, want the model's compaction's summary first", len(c.entries))
+			}
+		})
+	}
+}

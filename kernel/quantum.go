@@ -966,7 +966,7 @@ func (k *Runtime) invokeCall(ctx context.Context, tx *txn, r *procRecord, c *llm
 		Detail: map[string]any{"arguments": loggedArguments(call.Arguments)}}); err != nil {
 		return quantum.Input{}, answer{}, err
 	}
-	sp := tx.savepoint()
+	sp := tx.savepoint(c)
 	saved := r.snapshot()
 	r.decisions = nil
 	out, terr := k.invoke(ctx, tx, r, c, table, call)
@@ -1294,7 +1294,7 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 	// Not when it panics or returns a result that cannot be recorded: then
 	// nothing of it stays, as nothing of a refused call does (invokeCall).
 	r.decisions = nil
-	sp, saved := tx.savepoint(), r.snapshot()
+	sp, saved := tx.savepoint(c), r.snapshot()
 	out, rerr := callHost(t.Name, "Resume", func() (tools.Outcome, error) {
 		return t.Resume(ctx, sys, tools.Pending{ID: p.ID, Tool: p.Tool, CallID: p.CallID, Data: p.Data, StartedAt: p.StartedAt, Recovered: p.Recovered})
 	})
@@ -1310,6 +1310,9 @@ func (k *Runtime) resumeAction(ctx context.Context, tx *txn, r *procRecord, p *p
 	if discard {
 		tx.rollbackTo(sp)
 		r.restore(saved)
+		if err := releaseJob(tx, r, rerr); err != nil {
+			return err
+		}
 	}
 	r.decisions = nil
 	if rerr == nil && out.Block != nil {
