@@ -98,12 +98,20 @@ type eventQueue struct {
 	mu       sync.Mutex
 	queued   []*queuedEvent // in commit order; the head is delivered next
 	draining bool           // a goroutine is delivering
+	// settled is signalled when a delivering goroutine stops (see flush).
+	settled sync.Cond
 }
 
 type queuedEvent struct {
 	le    *loggedEvent
 	seq   uint64
 	ready bool
+}
+
+func newEventQueue(deliver func(Event)) *eventQueue {
+	q := &eventQueue{deliver: deliver}
+	q.settled.L = &q.mu
+	return q
 }
 
 func (q *eventQueue) add(qe *queuedEvent) {
@@ -127,21 +135,47 @@ func (q *eventQueue) ready(qe *queuedEvent) {
 		}
 		if n == 0 {
 			q.draining = false
+			q.settled.Broadcast()
 			q.mu.Unlock()
 			return
 		}
 		batch := slices.Clone(q.queued[:n])
 		q.queued = slices.Delete(q.queued, 0, n)
 		q.mu.Unlock()
-		for _, qe := range batch {
-			done := qe.le.ev
-			done.Seq = qe.seq
-			if qe.le.refused != nil {
-				done.Detail = qe.le.refused
-			}
-			q.deliver(done)
-		}
+		q.deliverAll(batch)
 		q.mu.Lock()
+	}
+}
+
+// deliverAll hands batch to OnEvent in order. A panic in OnEvent is
+// recovered and loses that event to OnEvent only (the log keeps it): it runs
+// in a commit's hooks, and going on up it would stop the hooks after it
+// (the scheduler's, and the deliveries of the commit's later events), while
+// the commit is durable already.
+func (q *eventQueue) deliverAll(batch []*queuedEvent) {
+	for _, qe := range batch {
+		done := qe.le.ev
+		done.Seq = qe.seq
+		if qe.le.refused != nil {
+			done.Detail = qe.le.refused
+		}
+		q.deliverOne(done)
+	}
+}
+
+func (q *eventQueue) deliverOne(ev Event) {
+	defer func() { _ = recover() }()
+	q.deliver(ev)
+}
+
+// flush waits until no goroutine delivers: every event of a commit that
+// finished is delivered (the one that delivered last found the head not
+// ready). Close calls it, so a Host sees every event before Close returns.
+func (q *eventQueue) flush() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.draining {
+		q.settled.Wait()
 	}
 }
 

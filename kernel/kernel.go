@@ -71,8 +71,10 @@ type Options struct {
 	// OnEvent, when set, is called with each event once it is durable, in
 	// commit order (Event.Seq ascending), one call at a time: it runs on the
 	// goroutine of a commit, so it must not block for long. It may call the
-	// Runtime; the events of a commit it makes are delivered after it
-	// returns.
+	// Runtime, but not Close; the events of a commit it makes are delivered
+	// after it returns. A call of the Runtime may return before its events
+	// are delivered; Close returns after every event is. A panic in it is
+	// recovered: that event is lost to OnEvent, not to the log.
 	OnEvent func(Event)
 	// Images resolves image references beyond the built-ins; an entry
 	// named as a built-in (context-compressor:v0, say) replaces it. A reopen
@@ -221,7 +223,7 @@ func Open(dir string, opts Options) (*Runtime, error) {
 	}
 	k.sched = newScheduler(k)
 	if opts.OnEvent != nil {
-		k.events = &eventQueue{deliver: opts.OnEvent}
+		k.events = newEventQueue(opts.OnEvent)
 	}
 	if opts.ReadOnly {
 		// Recovery writes; what it would change is shown as stored.
@@ -363,6 +365,9 @@ func (k *Runtime) Close() error {
 	k.closeOnce.Do(func() {
 		close(k.closed)
 		k.sched.stopAndWait()
+		if k.events != nil {
+			k.events.flush()
+		}
 		err = k.store.Close()
 	})
 	return err

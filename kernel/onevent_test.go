@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/libos/libos/llm"
 )
@@ -68,5 +69,99 @@ func TestOnEventDeliversInCommitOrder(t *testing.T) {
 		if seqs[i] != e.Seq {
 			t.Fatalf("delivery %d was seq %d, the log's %d-th event is seq %d", i, seqs[i], i, e.Seq)
 		}
+	}
+}
+
+// An OnEvent that panics loses its own event only: the Runtime goes on (the
+// call whose commit delivered it succeeds), and OnEvent gets every later
+// event, those of the same commit included.
+func TestOnEventPanicLosesOnlyItsEvent(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		got      []uint64
+		panicked atomic.Bool
+	)
+	onEvent := func(ev Event) {
+		if ev.Kind == EventSpawn && panicked.CompareAndSwap(false, true) {
+			panic("a Host defect")
+		}
+		mu.Lock()
+		got = append(got, ev.Seq)
+		mu.Unlock()
+	}
+	h := newHarness(t, "", func(o *Options) { o.OnEvent = onEvent })
+	if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "ana", Body: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Close()
+	page, err := h.rt.EventLog(EventQuery{Limit: 1000})
+	if err == nil {
+		t.Fatalf("EventLog after Close: %v", page)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !panicked.Load() || len(got) < 3 {
+		t.Fatalf("after one panicking call, OnEvent got %d events (%v)", len(got), got)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("out of order after the panic: %v", got)
+		}
+	}
+}
+
+// Close returns once every committed event was delivered, even when the
+// goroutine delivering them is another's and OnEvent is slow.
+func TestCloseWaitsForEveryEvent(t *testing.T) {
+	var delivered atomic.Int32
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	onEvent := func(ev Event) {
+		if ev.Kind == EventMessage {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+		delivered.Add(1)
+	}
+	h := newHarness(t, "", func(o *Options) { o.OnEvent = onEvent })
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	posted := make(chan struct{})
+	go func() {
+		defer close(posted)
+		_, _ = h.rt.PostHumanMessage(HumanMessage{To: pid, From: "ana", Body: "hi"})
+	}()
+	// The poster's goroutine delivers and waits in OnEvent; a commit
+	// meanwhile queues its events behind.
+	<-entered
+	if _, err := h.rt.Signal(pid, SignalKill); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { h.rt.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while events waited to be delivered")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	<-posted
+	page, err := h.rt.EventLog(EventQuery{})
+	_ = page
+	if err == nil {
+		t.Fatal("the log was readable after Close")
+	}
+	if n := delivered.Load(); n < 4 {
+		t.Fatalf("%d events delivered by the time Close returned", n)
 	}
 }
