@@ -670,9 +670,12 @@ func (p *OpenAI) refusal(answered, status int, header http.Header, err error, wo
 		ce.NeedsHost, ce.Hint = true, modelHint
 	case status == http.StatusNotFound:
 		ce.NeedsHost, ce.Hint = true, fmt.Sprintf("no chat-completions endpoint at %s: the base URL usually ends in /v1", p.base)
-	case refused && unknownModel(lower):
+	// An unknown model's words and a bad key's are loose ("invalid model
+	// response" is an upstream's hiccup): without a status to back them, as
+	// an error inside a 200 answer may come, they decide nothing.
+	case refused && status != 0 && unknownModel(lower):
 		ce.NeedsHost, ce.Hint = true, modelHint
-	case (status == http.StatusBadRequest || status == 0) && badKey(lower):
+	case status == http.StatusBadRequest && badKey(lower):
 		ce.NeedsHost, ce.Hint = true, keyHint
 	}
 	if ce.NeedsHost || ce.ContextTooLong {

@@ -108,6 +108,10 @@ func TestOpenAIErrorAnsweredWith200(t *testing.T) {
 		{"a window without a code", `{"error":{"message":"prompt is too long: 210000 tokens > 200000 maximum"}}`, DispositionCompact, false, "prompt is too long"},
 		{"no code", `{"error":{"message":"something went wrong","type":"server_error"}}`, DispositionRetry, false, "something went wrong"},
 		{"a string", `{"error":"the backend is restarting"}`, DispositionRetry, false, "the backend is restarting"},
+		// Words that would name a bad model or key under a 400 decide
+		// nothing without a status.
+		{"loose words", `{"error":{"message":"upstream timeout: invalid model response","code":"server_error"}}`, DispositionRetry, false, "invalid model response"},
+		{"loose key words", `{"error":{"message":"invalid api key cache, retry"}}`, DispositionRetry, false, "invalid api key cache"},
 	} {
 		cs := newChatServer(t, replyJSON(200, c.body))
 		p := newTestOpenAI(t, cs.srv.URL, func(cfg *OpenAIConfig) { cfg.MaxRetries = 2 })
