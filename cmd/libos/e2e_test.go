@@ -381,3 +381,25 @@ func TestCheckpointAndGoalCommands(t *testing.T) {
 		t.Errorf("unknown verb: exit %d", code)
 	}
 }
+
+// A new run refuses a directory whose live processes an earlier run started
+// with another model: it would drive them with its own (a replay script with
+// nothing for them fails them for good). With the same settings it runs
+// beside them.
+func TestRunRefusesToDriveAnotherRunsProcesses(t *testing.T) {
+	dir := t.TempDir()
+	hold := []string{"run", "base:v0", "--goal", "hold", "--script", "../../testdata/replay/hold.yaml", "--dir", dir}
+	if _, stderr, code := runBin(t, hold...); code != exitWaiting {
+		t.Fatalf("the first run: exit %d, want %d (waiting)\n%s", code, exitWaiting, stderr)
+	}
+	_, stderr, code := runBin(t, "run", "base:v0", "--goal", "time", "--script", "../../testdata/replay/clock.yaml", "--dir", dir)
+	if code != exitUsage || !strings.Contains(stderr, "have not ended (pid 1)") || !strings.Contains(stderr, "libos resume --dir") {
+		t.Fatalf("a run with another script: exit %d\n%s", code, stderr)
+	}
+	if ps, _, _ := runBin(t, "ps", "--json", "--dir", dir); !strings.Contains(ps, `"waiting_on":"human"`) || strings.Contains(ps, `"pid":2`) {
+		t.Fatalf("the refused run changed the directory: %s", ps)
+	}
+	if _, stderr, code := runBin(t, hold...); code != exitWaiting {
+		t.Fatalf("a run with the same settings: exit %d\n%s", code, stderr)
+	}
+}

@@ -239,6 +239,10 @@ func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start
 	}
 	defer rt.Close()
 	if record {
+		if err := othersLive(rt, *settings, dir); err != nil {
+			fmt.Fprintf(stderr, "libos: %v\n", err)
+			return exitUsage
+		}
 		if err := rt.PutMeta(metaProvider, settings); err != nil {
 			fmt.Fprintf(stderr, "libos: %v\n", err)
 			return exitFailed
@@ -286,6 +290,39 @@ func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start
 		return sig.exitCode()
 	}
 	return code
+}
+
+// othersLive refuses a new run in a directory whose live processes an
+// earlier run started with another model: a run drives every live process
+// of its directory with its own provider, so a root left waiting for its
+// server to be fixed would be answered by another model or script (and
+// failed for good when a replay script has nothing for it).
+func othersLive(rt *kernel.Runtime, settings runSettings, dir string) error {
+	var recorded runSettings
+	if err := rt.GetMeta(metaProvider, &recorded); err != nil {
+		return nil // a new directory, or one no run recorded settings in
+	}
+	if recorded.Provider == settings.Provider && recorded.Script == settings.Script &&
+		recorded.Model == settings.Model && recorded.BaseURL == settings.BaseURL {
+		return nil
+	}
+	ps, err := rt.Processes()
+	if err != nil {
+		return err
+	}
+	var live []string
+	for _, p := range ps {
+		if !p.Status.Terminal() {
+			live = append(live, strconv.FormatInt(p.PID, 10))
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	d := shellQuote(dir)
+	return fmt.Errorf("%s holds processes an earlier run started with %s that have not ended (pid %s), and this run would "+
+		"drive them with %s: continue them with libos resume --dir %s, end them with libos kill PID --dir %s, or run in another --dir",
+		dir, recorded, strings.Join(live, ", "), settings, d, d)
 }
 
 // unfinished reports whether any process of rt is not terminal.
