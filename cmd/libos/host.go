@@ -47,6 +47,9 @@ type runSettings struct {
 	NoFullIO bool `json:"no_full_io,omitempty"`
 	// Endpoint holds the retry and request settings of a real endpoint.
 	Endpoint endpointSettings `json:"endpoint,omitzero"`
+	// newRoot says the settings are a new run's, which starts a root of
+	// its own (see othersLive), not a resume's correction.
+	newRoot bool
 }
 
 // requireDir refuses a missing runtime directory: ps, send and resume never create one.

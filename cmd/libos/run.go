@@ -154,7 +154,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos run: %v\n", err)
 		return exitUsage
 	}
-	settings.SkillDirs, settings.NoFullIO = skillDirs.dirs, !*retainIO
+	settings.SkillDirs, settings.NoFullIO, settings.newRoot = skillDirs.dirs, !*retainIO, true
 	// Refuse a bad skill package before the directory is touched.
 	catalog, err := loadSkillCatalog(settings.SkillDirs)
 	if err != nil {
@@ -189,7 +189,7 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 		{ID: "demo-spawn", Resource: "process:spawn", Rights: []capabilities.Right{capabilities.Write}, Effect: capabilities.Allow},
 		{ID: "demo-compressor", Resource: "image:context-compressor:v0", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
 	}
-	code := session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(grants, nil)), &runSettings{Provider: "replay", Script: "demo"})
+	code := session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(grants, nil)), &runSettings{Provider: "replay", Script: "demo", newRoot: true})
 	if code == exitOK {
 		d := shellQuote(*dir)
 		fmt.Fprintf(stderr, "The run is kept in %s. Look around: libos ps --dir %s; libos inspect 1 --dir %s; libos logs --dir %s;\n"+
@@ -238,11 +238,13 @@ func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start
 		return exitFailed
 	}
 	defer rt.Close()
-	if record {
+	if settings.newRoot {
 		if err := othersLive(rt, *settings, dir); err != nil {
 			fmt.Fprintf(stderr, "libos: %v\n", err)
 			return exitUsage
 		}
+	}
+	if record {
 		if err := rt.PutMeta(metaProvider, settings); err != nil {
 			fmt.Fprintf(stderr, "libos: %v\n", err)
 			return exitFailed
