@@ -249,3 +249,36 @@ processes:
 		t.Fatalf("after the next run: %+v", info)
 	}
 }
+
+// A goal a checkpoint's restore wrote again (a new version of the same
+// text) is recovered from retained evidence after a reopen, as the version
+// the evidence names is.
+func TestRestoredGoalIsRecoveredAfterAReopen(t *testing.T) {
+	script := `
+processes:
+  - image: base:v0
+    turns:
+      - tool_calls: [{name: receive_process_messages, arguments: {}}]
+`
+	h := newHarness(t, script)
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "the original goal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	cp, err := h.rt.CreateCheckpoint(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Close()
+	h.open(script)
+	if _, err := h.rt.RestoreCheckpoint(cp.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.rt.Close()
+	h.open(script)
+	g, err := h.rt.GoalOf(pid)
+	if err != nil || g.Text != "the original goal" || !g.Recovered || g.Version < 2 {
+		t.Fatalf("goal after a restore and a reopen: %+v, %v", g, err)
+	}
+}

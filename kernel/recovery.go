@@ -150,7 +150,10 @@ func (k *Runtime) recoveredGoal(tx *txn, r *procRecord) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	goal, found := "", false
+	// The version's own evidence, else evidence of the same text: a
+	// checkpoint's restore writes a version of the goal the evidence knows
+	// under an earlier version.
+	goal, found, sameText := "", false, ""
 	err = tx.Scan(retainPrefix(r.PID), func(_, v []byte) error {
 		var item retained
 		if err := json.Unmarshal(v, &item); err != nil {
@@ -160,13 +163,22 @@ func (k *Runtime) recoveredGoal(tx *txn, r *procRecord) (string, error) {
 		if item.Kind == evidenceKindHeader {
 			version = 1
 		}
-		if (item.Kind == evidenceKindHeader || item.Kind == evidenceKindGoal) && version == meta.Version {
+		if item.Kind != evidenceKindHeader && item.Kind != evidenceKindGoal {
+			return nil
+		}
+		switch {
+		case version == meta.Version:
 			goal, found = item.Goal, true
+		case meta.PayloadSHA256 != "" && sha([]byte(item.Goal)) == meta.PayloadSHA256:
+			sameText = item.Goal
 		}
 		return nil
 	})
 	if err != nil {
 		return "", err
+	}
+	if !found && sameText != "" {
+		goal, found = sameText, true
 	}
 	if !found {
 		return "", fmt.Errorf("no retained evidence holds goal version %d", meta.Version)
