@@ -166,7 +166,8 @@ func (k *Runtime) decideApproval(ref ApprovalRef, decision, reason string) error
 			return fmt.Errorf("%w: call %q of pid %d does not wait for approval (call %q does)", ErrNoApproval, callID, pid, p.CallID)
 		}
 		if ref.ID != "" && p.ID != ref.ID {
-			return fmt.Errorf("%w: approval %s of pid %d was answered already; call %q waits now under approval %s", ErrNoApproval, ref.ID, pid, callID, p.ID)
+			return fmt.Errorf("%w: approval %s of pid %d is not the hold that waits (answered already, or never one); call %q waits now under approval %s",
+				ErrNoApproval, ref.ID, pid, callID, p.ID)
 		}
 		a.Decision, a.Reason = decision, reason
 		if p.Data, err = json.Marshal(a); err != nil {
