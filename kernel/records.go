@@ -26,7 +26,6 @@ const (
 	prefixCall    = "k/call/"
 	prefixRetain  = "k/io/"
 	prefixToolRec = "k/tc/"
-	keyMeta       = "k/meta"
 	// prefixLive indexes the processes that are not terminal (and those
 	// that ended while their outside effect ran, until its result is
 	// recorded: setLive), so that a reopen reads only what recovery and
