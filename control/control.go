@@ -149,11 +149,17 @@ var sendFields = map[string]string{"sender": "from", "recipient": "to"}
 // send posts req's Human message. Its errors name the request's fields, not
 // the mailbox's or a tool's.
 func send(k *kernel.Runtime, req Request) Response {
+	// A Human message says something: an empty one (a forgotten or unset
+	// shell variable) would still wake a receive and be read as an answer.
+	if strings.TrimSpace(req.Body) == "" {
+		return Response{Error: "body: must not be empty or only white space"}
+	}
 	m, err := k.PostHumanMessage(kernel.HumanMessage{To: req.To, From: req.From, Body: req.Body, Subject: req.Subject, Interrupt: req.Interrupt})
 	var fe *mailbox.FieldError
-	// The kernel names the recipient in words of its message tool.
+	// The kernel names the recipient in words of its message tool; every
+	// other request says a missing pid as kernel.ErrNoProcess does.
 	if errors.Is(err, kernel.ErrNoProcess) {
-		return Response{Error: fmt.Sprintf("to: no process has pid %d", req.To)}
+		return Response{Error: fmt.Sprintf("to: %v: pid %d", kernel.ErrNoProcess, req.To)}
 	}
 	if errors.Is(err, kernel.ErrEnded) {
 		return Response{Error: fmt.Sprintf("to: pid %d has ended; its mailbox is closed", req.To)}
@@ -209,6 +215,8 @@ type config struct {
 	readTimeout  time.Duration
 	writeTimeout time.Duration
 	uid          int // the only uid whose processes may connect
+	// handle answers a request (Handle; tests slow it down).
+	handle func(*kernel.Runtime, Request) Response
 }
 
 func defaultConfig() config {
@@ -218,6 +226,7 @@ func defaultConfig() config {
 		readTimeout:  ReadTimeout,
 		writeTimeout: WriteTimeout,
 		uid:          os.Getuid(),
+		handle:       Handle,
 	}
 }
 
@@ -274,7 +283,7 @@ func serve(k *kernel.Runtime, cfg config) (stop func(), err error) {
 		ln:    ln,
 		cfg:   cfg,
 		slots: make(chan struct{}, cfg.maxConns),
-		conns: map[net.Conn]struct{}{},
+		conns: map[net.Conn]bool{},
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -295,8 +304,10 @@ type server struct {
 	slots chan struct{} // one token per connection being served
 	wg    sync.WaitGroup
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
+	mu sync.Mutex
+	// conns are the open connections; true once its request is read and
+	// being handled, which stop lets finish (see close).
+	conns  map[net.Conn]bool
 	closed bool
 }
 
@@ -344,7 +355,19 @@ func (s *server) track(conn net.Conn) bool {
 	if s.closed {
 		return false
 	}
-	s.conns[conn] = struct{}{}
+	s.conns[conn] = false
+	return true
+}
+
+// begin marks conn's request as being handled, unless the server is
+// stopping: then the request is not served.
+func (s *server) begin(conn net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[conn] = true
 	return true
 }
 
@@ -371,7 +394,11 @@ func (s *server) serve(conn net.Conn) {
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
-	s.reply(conn, Handle(s.k, req))
+	if !s.begin(conn) {
+		s.reply(conn, Response{Error: "the runtime holding the directory is stopping: the request was not served"})
+		return
+	}
+	s.reply(conn, s.cfg.handle(s.k, req))
 }
 
 func (s *server) reply(conn net.Conn, resp Response) {
@@ -397,14 +424,19 @@ func (s *server) checkPeer(conn net.Conn) error {
 	return nil
 }
 
-// close stops accepting, ends every open connection (an idle client must
-// not hold up a shutdown for its read timeout) and waits for the handlers.
+// close stops accepting, ends every connection still waiting for its
+// request (an idle client must not hold up a shutdown for its read timeout)
+// and waits for the handlers. A request being handled is answered: what it
+// asked may be done already, such as a kill of the root that ends the run
+// and so stops this server, and a cut connection would report it failed.
 func (s *server) close() {
 	s.ln.Close()
 	s.mu.Lock()
 	s.closed = true
-	for c := range s.conns {
-		c.Close()
+	for c, handling := range s.conns {
+		if !handling {
+			c.Close()
+		}
 	}
 	s.mu.Unlock()
 	s.wg.Wait()

@@ -295,6 +295,44 @@ func TestControlStopEndsIdleConnections(t *testing.T) {
 	}
 }
 
+// A request being handled when the server stops is answered: a kill of a
+// run's root ends the run, which stops the server, and the kill must still
+// report that it was done rather than a cut connection.
+func TestControlStopAnswersARequestBeingHandled(t *testing.T) {
+	h := newHarness(t)
+	cfg := defaultConfig()
+	handling := make(chan struct{})
+	cfg.handle = func(k *kernel.Runtime, req Request) Response {
+		close(handling)
+		// Go on only once stop has closed the listener, and has had time
+		// to close the connections too. (No t.Fatal here: this is the
+		// server's goroutine; a stop that never comes fails the test below.)
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			c, err := net.Dial("unix", filepath.Join(h.dir, SocketName))
+			if err != nil {
+				break
+			}
+			c.Close()
+		}
+		time.Sleep(100 * time.Millisecond)
+		return Handle(k, req)
+	}
+	stop := serveTestControl(t, h, cfg)
+	answered := make(chan Response, 1)
+	go func() {
+		resp, err := Dial(context.Background(), h.dir, Request{Op: "ps"}, 5*time.Second)
+		if err != nil {
+			resp.Error = "dial: " + err.Error()
+		}
+		answered <- resp
+	}()
+	<-handling
+	stop()
+	if resp := <-answered; resp.Error != "" {
+		t.Fatalf("a request handled while the server stopped was not answered: %s", resp.Error)
+	}
+}
+
 // waitUntil polls cond, which observes real socket behaviour, with a
 // generous bound.
 func waitUntil(t *testing.T, cond func() bool) {
@@ -475,7 +513,7 @@ func TestControlRefusesUnknownFieldsAndTrailingRequests(t *testing.T) {
 	}
 }
 
-// A send's errors name the request's fields, from and to.
+// A send's errors name the request's fields: from, to and body.
 func TestControlSendNamesItsFields(t *testing.T) {
 	h := newHarness(t)
 	pid := spawnIdle(t, h)
@@ -492,6 +530,19 @@ func TestControlSendNamesItsFields(t *testing.T) {
 		if !strings.HasPrefix(resp.Error, c.want) || strings.Contains(resp.Error, "sender") || strings.Contains(resp.Error, "recipient") {
 			t.Errorf("to %d from %.10q: %q; want it to start with %q", c.req.To, c.req.From, resp.Error, c.want)
 		}
+	}
+	// A missing pid is said as every other command says it.
+	if resp, want := Handle(h.rt, Request{Op: "send", To: pid + 10, From: "ana", Body: "b"}), fmt.Sprintf("to: no such process: pid %d", pid+10); resp.Error != want {
+		t.Errorf("a send to a missing pid: %q, want %q", resp.Error, want)
+	}
+	// An empty body is refused, naming it, and nothing is posted.
+	for _, body := range []string{"", " \n\t"} {
+		if resp := Handle(h.rt, Request{Op: "send", To: pid, From: "ana", Body: body}); resp.Error != "body: must not be empty or only white space" || resp.Message != nil {
+			t.Errorf("a send of %q: %+v", body, resp)
+		}
+	}
+	if msgs, err := h.rt.Messages(pid, true); err != nil || len(msgs.Messages) != 0 {
+		t.Fatalf("a refused send posted: %+v %v", msgs, err)
 	}
 	if resp := Handle(h.rt, Request{Op: "send", To: pid, From: "ana", Body: "b"}); resp.Error != "" || resp.Message == nil {
 		t.Fatalf("a good send: %+v", resp)

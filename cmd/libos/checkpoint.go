@@ -154,20 +154,32 @@ func goalCommand(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, fs.Name()+" "+verb, "%v", err)
 	}
 	if verb == "get" {
-		return controlCommand(*dir, control.Request{Op: "goal_get", PID: pid}, *asJSON, stdout, stderr, "goal get",
-			func(b json.RawMessage) string {
-				var g kernel.GoalView
-				json.Unmarshal(b, &g)
-				head := fmt.Sprintf("goal of pid %d: %s version %d", g.PID, termText(g.OID), g.Version)
-				switch {
-				case g.Error != "":
-					return head + "\nunavailable: " + termText(g.Error)
-				case g.Recovered:
-					head += " (recovered from retained evidence)"
-				}
-				// A goal is printed over its lines, as the model reads it.
-				return head + "\n\n" + termLines(g.Text)
-			})
+		resp, err := withRuntime(*dir, control.Request{Op: "goal_get", PID: pid})
+		var g kernel.GoalView
+		code := printControl(resp, err, *asJSON, stdout, stderr, "goal get", func(b json.RawMessage) string {
+			json.Unmarshal(b, &g)
+			head := fmt.Sprintf("goal of pid %d: %s version %d", g.PID, termText(g.OID), g.Version)
+			switch {
+			case g.Error != "":
+				return head
+			case g.Recovered:
+				head += " (recovered from retained evidence)"
+			}
+			// A goal is printed over its lines, as the model reads it.
+			return head + "\n\n" + termLines(g.Text)
+		})
+		if code != exitOK {
+			return code
+		}
+		json.Unmarshal(resp.Result, &g)
+		// A goal that cannot be read is a failure a script must see: stdout
+		// keeps what is known of it (its Object and version, or the JSON
+		// with its error), stderr says why.
+		if g.Error != "" {
+			fmt.Fprintf(stderr, "libos goal get: goal of pid %d unavailable: %s\n", pid, termLines(g.Error))
+			return exitFailed
+		}
+		return exitOK
 	}
 	return controlCommand(*dir, control.Request{Op: "goal_set", PID: pid, Goal: pos[2]}, *asJSON, stdout, stderr, "goal set",
 		func(b json.RawMessage) string {

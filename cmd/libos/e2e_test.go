@@ -148,9 +148,17 @@ func TestDemo(t *testing.T) {
 			t.Errorf("demo stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	// The demo runs again in the same directory.
-	if _, stderr, code := runBin(t, "demo", "--dir", dir); code != 0 {
+	// The hint names the binary as it was started and the root's pid.
+	if want := libosBin + " inspect 1 --dir " + dir; !strings.Contains(stderr, want) || strings.Contains(stderr, "go build") {
+		t.Errorf("demo stderr lacks %q:\n%s", want, stderr)
+	}
+	// The demo runs again in the same directory; its root is pid 4.
+	_, stderr, code = runBin(t, "demo", "--dir", dir)
+	if code != 0 {
 		t.Fatalf("second demo exit %d:\n%s", code, stderr)
+	}
+	if want := libosBin + " inspect 4 --dir " + dir; !strings.Contains(stderr, want) {
+		t.Errorf("second demo stderr lacks %q:\n%s", want, stderr)
 	}
 }
 

@@ -42,7 +42,7 @@ type endpointFlags struct {
 func (f *endpointFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.retryAttempts, "retry-attempts", "", "attempts of one provider call before the process waits for resume (1..1000, default 8)")
 	fs.StringVar(&f.retryMaxBackoff, "retry-max-backoff", "", "longest wait between attempts: seconds or a duration such as 30s or 2m (default 60s, at most 24h)")
-	fs.StringVar(&f.maxTokens, "max-tokens", "", "cap on the completion tokens of each request (1..10000000)")
+	fs.StringVar(&f.maxTokens, "max-tokens", "", "cap on the completion tokens of each request (1..10000000; default: the image's max_output_tokens, 4096 for base:v0, which a larger cap leaves as it is)")
 	fs.StringVar(&f.maxTokensField, "max-tokens-field", "", "request field of the token limit: max_tokens or max_completion_tokens (default max_tokens; reasoning models max_completion_tokens)")
 	fs.StringVar(&f.temperature, "temperature", "", "sampling temperature (0..2; default: the server's)")
 	fs.StringVar(&f.requestTimeout, "request-timeout", "", "timeout of each attempt: seconds or a duration (default 300s, at most 24h)")

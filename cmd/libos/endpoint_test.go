@@ -209,7 +209,7 @@ func TestResumeRestatingTheProviderKeepsItsSettings(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", "http://env.example/v1")
 	var pf providerFlags
 	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
-	pf.register(fs)
+	pf.register(fs, defaultsResume)
 	if err := fs.Parse([]string{"--provider", "openai", "--request-timeout", "30s"}); err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,9 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 				printHelp(fs)
 				return nil, err
 			}
+			if own := ownSetError(fs); own != nil {
+				err = own
+			}
 			usageError(out, fs.Name(), "%v", err)
 			return nil, err
 		}
@@ -74,6 +77,26 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// selfExplaining is a flag value whose Set errors name the flag, the value
+// and the rule already.
+type selfExplaining interface {
+	setError() error
+}
+
+// ownSetError is the error of a selfExplaining value of fs that refused its
+// value, if one did: printed as it is, not inside the flag package's
+// "invalid value V for flag -F: ...", which would say the value twice.
+// Parsing stops at the first refusal, so at most one value has an error.
+func ownSetError(fs *flag.FlagSet) error {
+	var own error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := f.Value.(selfExplaining); ok && own == nil {
+			own = v.setError()
+		}
+	})
+	return own
 }
 
 // parseNoPositional parses the flags of a subcommand that takes no

@@ -236,7 +236,8 @@ func resumeCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := dirFlag(fs)
 	var pf providerFlags
-	pf.register(fs)
+	pf.register(fs, defaultsResume)
+	rf := registerRunFlags(fs, true)
 	if !parseNoPositional(fs, args, stderr) {
 		return exitUsage
 	}
@@ -248,6 +249,24 @@ func resumeCommand(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "libos resume: %v\n", err)
 		return exitUsage
+	}
+	if rf.givenAny(fs) {
+		if settings == nil {
+			recorded, err := recordedSettings(*dir)
+			if err != nil {
+				fmt.Fprintf(stderr, "libos resume: %v\n", err)
+				return exitFailed
+			}
+			settings = &recorded
+		}
+		rf.apply(fs, settings, false)
+		// Refuse a bad skill package before the directory is touched.
+		catalog, err := loadSkillCatalog(settings.SkillDirs)
+		if err != nil {
+			fmt.Fprintf(stderr, "libos resume: %v\n", err)
+			return exitUsage
+		}
+		catalog.Close()
 	}
 	return session(*dir, stdout, stderr, func(rt *kernel.Runtime) (int64, error) {
 		var root int64

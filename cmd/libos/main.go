@@ -51,7 +51,7 @@ func init() {
 		{"run", "libos run <image> --goal TEXT [--dir DIR] [--provider replay|openai] [--script FILE] [--grant R=RIGHTS]... [--ask R=RIGHTS]... [--deny R=RIGHTS]... [flags]",
 			"Run a process tree until its root ends or the runtime is idle.", noStdin(runCommand)},
 		{"demo", "libos demo [--dir DIR]", "Run the embedded offline demo.", noStdin(demoCommand)},
-		{"resume", "libos resume [--dir DIR] [provider flags]", "Continue a runtime directory with the provider its run recorded.", noStdin(resumeCommand)},
+		{"resume", "libos resume [--dir DIR] [--skills DIR]... [--retain-io=BOOL] [provider flags]", "Continue a runtime directory with the settings its run recorded; a flag given corrects that setting.", noStdin(resumeCommand)},
 		{"serve", serveSynopsis, "Run the scheduler and serve the HTTP API and the live web console.", noStdin(serveCommand)},
 		{"ps", "libos ps [--dir DIR] [--json]", "List every process of a runtime directory, terminal ones included.", noStdin(psCommand)},
 		{"inspect", "libos inspect <pid> [--dir DIR] [--json]", "Show one process: state, wait, goal, grants, budgets, children, context, result and recent calls.", noStdin(inspectCommand)},

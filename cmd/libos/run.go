@@ -22,6 +22,7 @@ import (
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/kernel"
 	"github.com/libos/libos/llm"
+	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/objects"
 	"github.com/libos/libos/process"
 )
@@ -34,17 +35,49 @@ type grantFlag struct {
 	name   string
 	grants []capabilities.Grant
 	effect capabilities.Effect
+	// err is why the last value was refused, said once (see setError).
+	err error
 }
 
 func (g *grantFlag) String() string { return "" }
 
 func (g *grantFlag) Set(v string) error {
-	grant, err := capabilities.ParseGrantSpec(fmt.Sprintf("cli-%s-%d", g.name, len(g.grants)+1), v, g.effect, time.Now())
+	id := fmt.Sprintf("cli-%s-%d", g.name, len(g.grants)+1)
+	grant, err := capabilities.ParseGrantSpec(id, v, g.effect, time.Now())
 	if err != nil {
-		return fmt.Errorf("--%s %q: %w", g.name, v, err)
+		g.err = fmt.Errorf("--%s %q: %s", g.name, v, grantSpecRule(v, id, err))
+		return g.err
 	}
 	g.grants = append(g.grants, grant)
 	return nil
+}
+
+func (g *grantFlag) setError() error { return g.err }
+
+// grantSpecRule is the rule spec broke, for an error that names the flag and
+// the spec once: ParseGrantSpec's errors repeat the spec or name the grant's
+// id (the CLI's own, never typed), and name grant fields where the user
+// wrote a part of the spec.
+func grantSpecRule(spec, id string, err error) string {
+	msg := err.Error()
+	for _, prefix := range []string{
+		fmt.Sprintf("grant %q: ", spec),
+		fmt.Sprintf("%v %q: ", capabilities.ErrInvalidGrant, spec),
+		fmt.Sprintf("%v %q: ", capabilities.ErrInvalidGrant, id),
+	} {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
+	for _, f := range [][2]string{
+		{"field resource: ", ""}, // the resource's own error quotes it
+		{"field rights: ", "RIGHTS: "},
+		{"field uses_remaining: ", "@USES: "},
+		{"field expires_at: ", "~DURATION: "},
+	} {
+		if rest, ok := strings.CutPrefix(msg, f[0]); ok {
+			return f[1] + rest
+		}
+	}
+	return msg
 }
 
 // providerFlags select and configure the LLM provider.
@@ -53,11 +86,30 @@ type providerFlags struct {
 	endpoint                         endpointFlags
 }
 
-func (p *providerFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&p.provider, "provider", "", "LLM provider: replay or openai (default: replay when --script is given, else openai)")
+// providerDefaults says where a command's provider settings come from when
+// a flag is not given, for its help.
+type providerDefaults int
+
+const (
+	defaultsRun    providerDefaults = iota // the flags and the environment
+	defaultsResume                         // what the run recorded
+	defaultsServe                          // what the directory recorded, else as run
+)
+
+func (p *providerFlags) register(fs *flag.FlagSet, d providerDefaults) {
+	provider := "replay when --script is given, else openai"
+	model := "$LIBOS_MODEL"
+	baseURL := "$OPENAI_BASE_URL, else " + llm.DefaultOpenAIBaseURL + ", which needs $OPENAI_API_KEY"
+	switch d {
+	case defaultsResume:
+		provider, model, baseURL = "the one the run recorded", "the recorded one", "the recorded one"
+	case defaultsServe:
+		provider, model, baseURL = "the one the directory recorded, else "+provider, "the recorded one, else "+model, "the recorded one, else "+baseURL
+	}
+	fs.StringVar(&p.provider, "provider", "", "LLM provider: replay or openai (default: "+provider+")")
 	fs.StringVar(&p.script, "script", "", "replay script (YAML) for --provider replay")
-	fs.StringVar(&p.model, "model", "", "model name for --provider openai (default $LIBOS_MODEL)")
-	fs.StringVar(&p.baseURL, "base-url", "", "OpenAI-compatible base URL (default $OPENAI_BASE_URL); a user and password in it are sent, never stored")
+	fs.StringVar(&p.model, "model", "", "model name for --provider openai (default: "+model+")")
+	fs.StringVar(&p.baseURL, "base-url", "", "OpenAI-compatible base URL (default: "+baseURL+"); a user and password in it are sent, never stored")
 	p.endpoint.register(fs)
 }
 
@@ -124,15 +176,14 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	goal := fs.String("goal", "", "the root process's goal (required)")
 	dir := dirFlag(fs)
 	var pf providerFlags
-	pf.register(fs)
+	pf.register(fs, defaultsRun)
 	grants := &grantFlag{name: "grant", effect: capabilities.Allow}
 	denies := &grantFlag{name: "deny", effect: capabilities.Deny}
-	fs.Var(grants, "grant", "grant RESOURCE=RIGHTS[@USES] to the root (repeatable; RIGHTS is comma-separated; @N: a one-shot of N uses)")
-	fs.Var(denies, "deny", "deny RESOURCE=RIGHTS to the root (repeatable)")
+	fs.Var(grants, "grant", "grant `RESOURCE=RIGHTS[@USES][~DURATION]` to the root (repeatable; RIGHTS is comma-separated; @N: a one-shot of N uses; ~D such as ~10m: expires D after the run starts)")
+	fs.Var(denies, "deny", "deny `RESOURCE=RIGHTS` to the root (repeatable; deny beats ask, ask beats allow)")
 	asks := &grantFlag{name: "ask", effect: capabilities.Ask}
-	fs.Var(asks, "ask", "make calls that need RESOURCE=RIGHTS[~DURATION] wait for a Human's approval (repeatable; see libos approvals)")
-	skillDirs := registerSkillsFlag(fs)
-	retainIO := fs.Bool("retain-io", true, "retain full provider I/O and tool results as durable evidence (context and goal recovery after a reopen need it)")
+	fs.Var(asks, "ask", "make calls that need `RESOURCE=RIGHTS[~DURATION]` wait for a Human's approval (repeatable; ~D: the ask expires D after the run starts; see libos approvals)")
+	rf := registerRunFlags(fs, false)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return exitUsage
@@ -154,7 +205,8 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos run: %v\n", err)
 		return exitUsage
 	}
-	settings.SkillDirs, settings.NoFullIO, settings.newRoot = skillDirs.dirs, !*retainIO, true
+	rf.apply(fs, &settings, true)
+	settings.newRoot = true
 	// Refuse a bad skill package before the directory is touched.
 	catalog, err := loadSkillCatalog(settings.SkillDirs)
 	if err != nil {
@@ -189,13 +241,44 @@ func demoCommand(args []string, stdout, stderr io.Writer) int {
 		{ID: "demo-spawn", Resource: "process:spawn", Rights: []capabilities.Right{capabilities.Write}, Effect: capabilities.Allow},
 		{ID: "demo-compressor", Resource: "image:context-compressor:v0", Rights: []capabilities.Right{capabilities.Read}, Effect: capabilities.Allow},
 	}
-	code := session(*dir, stdout, stderr, spawnRoot("base:v0", goal, rootGrants(grants, nil)), &runSettings{Provider: "replay", Script: "demo", newRoot: true})
+	// The root's pid is the hint's: a directory that already holds a run
+	// gives the demo's root the next free pid.
+	var root int64
+	spawn := spawnRoot("base:v0", goal, rootGrants(grants, nil))
+	code := session(*dir, stdout, stderr, func(rt *kernel.Runtime) (int64, error) {
+		pid, err := spawn(rt)
+		root = pid
+		return pid, err
+	}, &runSettings{Provider: "replay", Script: "demo", newRoot: true})
 	if code == exitOK {
-		d := shellQuote(*dir)
-		fmt.Fprintf(stderr, "The run is kept in %s. Look around: libos ps --dir %s; libos inspect 1 --dir %s; libos logs --dir %s;\n"+
-			"or open the web console with libos serve --dir %s (it prints the console's link).\n", *dir, d, d, d, d)
+		demoHint(stderr, *dir, root, os.Args[0])
 	}
 	return code
+}
+
+// demoHint tells where the demo's run is kept and the commands to look
+// around it, naming the CLI as arg0 started it (cliCommand).
+func demoHint(w io.Writer, dir string, root int64, arg0 string) {
+	cli, build := cliCommand(arg0)
+	d := shellQuote(dir)
+	look := "Look around"
+	if build {
+		look = "Build the CLI once with go build -o libos ./cmd/libos, then look around"
+	}
+	fmt.Fprintf(w, "The run is kept in %s. %s: %s ps --dir %s; %s inspect %d --dir %s; %s logs --dir %s;\n"+
+		"or open the web console with %s serve --dir %s (it prints the console's link).\n", dir, look, cli, d, cli, root, d, cli, d, cli, d)
+}
+
+// cliCommand is how a hint names the CLI: as arg0 (os.Args[0]) when that
+// is a libos binary the shell can start again, else ./libos, which needs
+// building first (build): `go run ./cmd/libos` leaves no binary behind,
+// only one in go's temporary go-build folder.
+func cliCommand(arg0 string) (cli string, build bool) {
+	base := filepath.Base(arg0)
+	if (base == "libos" || base == "libos.exe") && !strings.Contains(filepath.ToSlash(arg0), "/go-build") {
+		return shellQuote(arg0), false
+	}
+	return "./libos", true
 }
 
 // session opens dir with the provider settings (a run's own, or, when nil,
@@ -279,7 +362,7 @@ func runSession(ctx context.Context, dir string, stdout, stderr io.Writer, start
 	}
 	code := printOutcome(rt, pid, stdout, stderr)
 	if code == exitWaiting {
-		approvalHint(rt, dir, stderr)
+		waitHints(rt, dir, pid, !stopped, stderr)
 	}
 	if !stopped {
 		return code
@@ -535,17 +618,81 @@ func providerLine(ev kernel.Event) string {
 	return line
 }
 
-// approvalHint tells, when a run stops idle, which calls wait for a Human
-// and how to decide them: nothing else can move the tree on.
-func approvalHint(rt *kernel.Runtime, dir string, stderr io.Writer) {
-	list, err := rt.Approvals()
+// waitHints tells, when a run ends with its root not ended, what holds the
+// tree up and the command that moves it on: the only other sign of why the
+// run ended is its exit status. A run stopped by a signal (idle false) has
+// its own hint (libos resume) and lists the held calls alone; an idle run
+// lists every process only the Host can move, each line saying that nothing
+// else can move.
+func waitHints(rt *kernel.Runtime, dir string, root int64, idle bool, stderr io.Writer) {
+	prefix := "libos: "
+	if idle {
+		prefix += "nothing else can move: "
+	}
+	d := shellQuote(dir)
+	then := "then libos resume --dir " + d
+	printed := false
+	hint := func(format string, args ...any) {
+		fmt.Fprintf(stderr, prefix+format+"\n", args...)
+		printed = true
+	}
+	if list, err := rt.Approvals(); err == nil {
+		for _, a := range list {
+			// The call id is the model's: quoted for the shell, escaped for the terminal.
+			call := termText(a.CallID)
+			hint("pid %d waits for approval of call %s (%s, %s on %s): libos approve %d %s --dir %s (or libos deny), %s",
+				a.PID, call, termText(a.Tool), termText(strings.Join(a.Rights, ",")), termText(a.Resource), a.PID, shellQuote(call), d, then)
+		}
+	}
+	if !idle {
+		return
+	}
+	ps, err := rt.Processes()
 	if err != nil {
 		return
 	}
-	for _, a := range list {
-		// The call id is the model's: quoted for the shell, escaped for the terminal.
-		call := termText(a.CallID)
-		fmt.Fprintf(stderr, "libos: pid %d waits for approval of call %s (%s, %s on %s): libos approve %d %s --dir %s (or libos deny), then libos resume --dir %s\n",
-			a.PID, call, termText(a.Tool), termText(strings.Join(a.Rights, ",")), termText(a.Resource), a.PID, shellQuote(call), shellQuote(dir), shellQuote(dir))
+	for _, p := range ps {
+		switch {
+		case p.Status == process.Paused:
+			hint("pid %d is paused: libos continue %d --dir %s, %s", p.PID, p.PID, d, then)
+		case p.Status != process.Waiting || p.Wait == nil:
+		case p.Wait.Kind == process.WaitHuman || p.Wait.Kind == process.WaitMessage:
+			hint("pid %d %s", p.PID, messageWaitHint(p.PID, p.Wait.Filter, d, then))
+		case p.Wait.Kind == process.WaitProvider && p.Wait.Until.IsZero():
+			hint("pid %d waits on its provider (%s): libos resume --dir %s asks again, with corrected flags (such as --base-url or --model) if the reason calls for them",
+				p.PID, termText(shorten(oneLine(p.Reason), 160)), d)
+		}
+		// A child or compaction wait ends with what its children wait on,
+		// listed on their own lines; an approval is listed above; a timer
+		// or a provider's backoff does not leave a run idle.
 	}
+	if !printed {
+		hint("pid %d waits; libos inspect %d --dir %s shows on what", root, root, d)
+	}
+}
+
+// messageWaitHint says what message a process waits on (filter, its
+// receive's) and how to send one that matches: the Human's name and the
+// kind the filter asks for, since a message from anyone else does not end
+// the wait.
+func messageWaitHint(pid int64, filter json.RawMessage, d, then string) string {
+	var f mailbox.Filter
+	json.Unmarshal(filter, &f)
+	if f.Sender != nil && !strings.HasPrefix(*f.Sender, mailbox.SenderHumanPrefix) {
+		return fmt.Sprintf("waits on a message from %s (libos inspect %d --dir %s shows the wait)", termText(*f.Sender), pid, d)
+	}
+	what, flags := "a message", ""
+	if f.Sender != nil {
+		name := strings.TrimPrefix(*f.Sender, mailbox.SenderHumanPrefix)
+		what = "a Human message from " + termText(name)
+		flags += " --from " + shellQuote(termText(name))
+	}
+	if f.Kind != nil && *f.Kind == mailbox.KindInterrupt {
+		flags += " --interrupt"
+	}
+	more := ""
+	if f.Channel != nil || f.CorrelationID != nil || f.ReplyTo != nil || f.MessageIDs != nil {
+		more = fmt.Sprintf(" (its filter may ask for more: libos inspect %d --dir %s)", pid, d)
+	}
+	return fmt.Sprintf("waits on %s%s: libos send %d TEXT%s --dir %s, %s", what, more, pid, flags, d, then)
 }

@@ -47,9 +47,8 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 	token := fs.String("token", "", "the token, on the command line: every local user can read it there (ps, /proc); prefer --token-file or $LIBOS_TOKEN")
 	quiet := fs.Bool("quiet", false, "do not print one line per event on stderr")
 	var pf providerFlags
-	pf.register(fs)
-	skillDirs := registerSkillsFlag(fs)
-	retainIO := fs.Bool("retain-io", true, "retain full provider I/O and tool results as durable evidence (context and goal recovery after a reopen need it)")
+	pf.register(fs, defaultsServe)
+	rf := registerRunFlags(fs, true)
 	if !parseNoPositional(fs, args, stderr) {
 		return exitUsage
 	}
@@ -67,12 +66,7 @@ func serveCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "libos serve: %v\n", err)
 		return exitUsage
 	}
-	if len(skillDirs.dirs) > 0 {
-		settings.SkillDirs = skillDirs.dirs
-	}
-	if !*retainIO {
-		settings.NoFullIO = true
-	}
+	rf.apply(fs, &settings, false)
 	ln, err := listenTCP(*listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "libos serve: %v\n", err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"unicode/utf8"
 
@@ -422,6 +423,7 @@ func runSkillCheck(args []string, stdout, stderr io.Writer) int {
 		for _, t := range pkg.Tools {
 			rep.Tools = append(rep.Tools, toolReport{Name: t.Name, Description: t.Description, Runner: reportRunner(t.Runner)})
 		}
+		strayManifests(pkg.Dir, stderr)
 	}
 	raw, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
@@ -433,4 +435,24 @@ func runSkillCheck(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// strayManifests warns on stderr of YAML files at a package's root that are
+// not its runner manifest: only a file named exactly X.yaml or skill.yaml is
+// read, so a runner written in runner.yaml or x.yaml is silently absent.
+// The report and the exit status stay admission's.
+func strayManifests(dir string, stderr io.Writer) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		ext := strings.ToLower(filepath.Ext(name))
+		if !e.Type().IsRegular() || (ext != ".yaml" && ext != ".yml") || name == skillpkg.XManifestFile || name == skillpkg.RunnerFile {
+			continue
+		}
+		fmt.Fprintf(stderr, "libos skill check: warning: %s is not read: a runner manifest is a file named exactly %s or %s\n",
+			termText(name), skillpkg.XManifestFile, skillpkg.RunnerFile)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/libos/libos/kernel"
@@ -37,8 +38,50 @@ func (f *skillDirsFlag) Set(v string) error {
 // registerSkillsFlag adds the repeatable --skills flag to fs.
 func registerSkillsFlag(fs *flag.FlagSet) *skillDirsFlag {
 	f := &skillDirsFlag{}
-	fs.Var(f, "skills", "load skill packages from DIR (repeatable): DIR itself when it holds a SKILL.md, else each folder directly inside it that does")
+	fs.Var(f, "skills", "load skill packages from `DIR` (repeatable): DIR itself when it holds a SKILL.md, else each folder directly inside it that does")
 	return f
+}
+
+// runFlags are a run's settings beyond its provider: the skill folders and
+// full-I/O retention. resume and serve take them too, to correct what a run
+// recorded: a recorded folder that moved would otherwise stop every resume.
+type runFlags struct {
+	skills   *skillDirsFlag
+	retainIO *bool
+}
+
+// registerRunFlags adds --skills and --retain-io to fs; recorded says they
+// correct a recorded run's settings (resume, serve), for the help.
+func registerRunFlags(fs *flag.FlagSet, recorded bool) runFlags {
+	skills := registerSkillsFlag(fs)
+	retain := "retain full provider I/O and tool results as durable evidence (context and goal recovery after a reopen need it)"
+	if recorded {
+		f := fs.Lookup("skills")
+		f.Usage += "; given, they replace the folders the run recorded"
+		retain += "; not given: as the run recorded"
+	}
+	return runFlags{skills: skills, retainIO: fs.Bool("retain-io", true, retain)}
+}
+
+// given reports whether fs was given one of the flags by name.
+func given(fs *flag.FlagSet, names ...string) bool {
+	found := false
+	fs.Visit(func(fl *flag.Flag) { found = found || slices.Contains(names, fl.Name) })
+	return found
+}
+
+// givenAny reports whether fs was given --skills or --retain-io.
+func (f runFlags) givenAny(fs *flag.FlagSet) bool { return given(fs, "skills", "retain-io") }
+
+// apply writes into s the flags fs was given, or all of them for a new run,
+// whose defaults are settings too.
+func (f runFlags) apply(fs *flag.FlagSet, s *runSettings, all bool) {
+	if all || given(fs, "skills") {
+		s.SkillDirs = f.skills.dirs
+	}
+	if all || given(fs, "retain-io") {
+		s.NoFullIO = !*f.retainIO
+	}
 }
 
 // loadSkillCatalog admits the built-in skills and the packages of dirs for a
