@@ -149,11 +149,6 @@ var sendFields = map[string]string{"sender": "from", "recipient": "to"}
 // send posts req's Human message. Its errors name the request's fields, not
 // the mailbox's or a tool's.
 func send(k *kernel.Runtime, req Request) Response {
-	// A Human message says something: an empty one (a forgotten or unset
-	// shell variable) would still wake a receive and be read as an answer.
-	if strings.TrimSpace(req.Body) == "" {
-		return Response{Error: "body: must not be empty or only white space"}
-	}
 	m, err := k.PostHumanMessage(kernel.HumanMessage{To: req.To, From: req.From, Body: req.Body, Subject: req.Subject, Interrupt: req.Interrupt})
 	var fe *mailbox.FieldError
 	// The kernel names the recipient in words of its message tool; every

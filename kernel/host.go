@@ -25,6 +25,12 @@ type HumanMessage struct {
 // PostHumanMessage delivers a Human message durably and wakes the recipient
 // if it waits for one. Invalid input changes nothing.
 func (k *Runtime) PostHumanMessage(h HumanMessage) (mailbox.Message, error) {
+	// A Human message says something: an empty one (a forgotten or unset
+	// shell variable) would still wake a receive and be read as an answer.
+	if strings.TrimSpace(h.Body) == "" {
+		return mailbox.Message{}, fmt.Errorf("post a Human message to pid %d: %w", h.To,
+			&mailbox.FieldError{Field: "body", Rule: "must not be empty or only white space"})
+	}
 	from := strings.TrimSpace(h.From)
 	if from == "" {
 		from = "host"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/libos/libos/images"
 	"github.com/libos/libos/llm"
+	"github.com/libos/libos/mailbox"
 	"github.com/libos/libos/tools"
 	"github.com/libos/libos/tools/schema"
 )
@@ -280,5 +281,21 @@ processes:
 	g, err := h.rt.GoalOf(pid)
 	if err != nil || g.Text != "the original goal" || !g.Recovered || g.Version < 2 {
 		t.Fatalf("goal after a restore and a reopen: %+v, %v", g, err)
+	}
+}
+
+// A Human message says something: an empty or blank body is refused by
+// name, whichever way it comes (control socket, HTTP API, Go), and posts
+// nothing.
+func TestBlankHumanMessageIsRefused(t *testing.T) {
+	h := newHarness(t, "")
+	pid := h.spawn(clockGrants())
+	for _, body := range []string{"", " \n\t"} {
+		if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "ana", Body: body}); !errors.Is(err, mailbox.ErrInvalid) || !strings.Contains(err.Error(), "body") {
+			t.Fatalf("body %q: %v", body, err)
+		}
+	}
+	if page, err := h.rt.Messages(pid, true); err != nil || len(page.Messages) != 0 {
+		t.Fatalf("messages after refused posts: %+v, %v", page, err)
 	}
 }

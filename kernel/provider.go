@@ -64,7 +64,11 @@ func (k *Runtime) providerFailed(tx *txn, r *procRecord, im *images.Image, perr 
 	case llm.DispositionRetry:
 		r.ProviderFailures++
 		if r.ProviderFailures >= policy.Attempts {
-			reason := fmt.Sprintf("provider unavailable after %d attempts: %v (libos resume tries again)", r.ProviderFailures, perr)
+			attempts := "attempts"
+			if r.ProviderFailures == 1 {
+				attempts = "attempt"
+			}
+			reason := fmt.Sprintf("provider unavailable after %d %s: %v (libos resume tries again)", r.ProviderFailures, attempts, perr)
 			return k.waitForProvider(tx, r, time.Time{}, reason)
 		}
 		var after time.Duration
