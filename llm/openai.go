@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -190,6 +191,10 @@ func (c OpenAIConfig) maxTokensField() string {
 type OpenAI struct {
 	cfg    OpenAIConfig
 	client *openai.Client
+	// foldNotices is set once the server refused a user message right after
+	// a tool message (orderRefused): from then on such a message ends the
+	// tool result before it.
+	foldNotices atomic.Bool
 	// base is the base URL as errors and hints show it: no trailing slash, no password.
 	base string
 	// traced is true when the transport is net/http's, which reports connection and write
@@ -323,6 +328,15 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 			}
 		}
 		resp, cerr := p.attempt(ctx, &req, chatReq)
+		if cerr != nil && p.orderRefused(cerr, chatReq) {
+			// The refusal settled nothing: the same call goes at once in
+			// the order the server takes.
+			p.foldNotices.Store(true)
+			if chatReq, err = p.buildRequest(&req); err != nil {
+				return Response{}, invalidRequest("openai", err)
+			}
+			resp, cerr = p.attempt(ctx, &req, chatReq)
+		}
 		if cerr == nil {
 			return resp, nil
 		}
@@ -333,6 +347,28 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 		}
 		last = cerr
 	}
+}
+
+// orderRefused reports whether cerr is a server's refusal of a user message
+// right after a tool message, which chatReq holds: the runtime's notices
+// (a reply cut off, messages arrived) follow a batch's tool results, and
+// Mistral's API ("Unexpected role 'user' after role 'tool'") and the chat
+// templates that hold roles to alternate refuse that order, where most
+// servers take it.
+func (p *OpenAI) orderRefused(cerr *CallError, chatReq openai.ChatCompletionRequest) bool {
+	if p.foldNotices.Load() || cerr.Settlement != SettlementRejected || cerr.StatusCode != http.StatusBadRequest && cerr.StatusCode != http.StatusUnprocessableEntity {
+		return false
+	}
+	words := strings.ToLower(cerr.Error())
+	if !strings.Contains(words, "after role 'tool'") && !strings.Contains(words, "roles must alternate") {
+		return false
+	}
+	for i := 1; i < len(chatReq.Messages); i++ {
+		if chatReq.Messages[i].Role == string(RoleUser) && chatReq.Messages[i-1].Role == string(RoleTool) {
+			return true
+		}
+	}
+	return false
 }
 
 // retryDelay is the wait before the given attempt (1 = first retry): exponential backoff
@@ -398,11 +434,10 @@ func (p *OpenAI) buildRequest(req *Request) (openai.ChatCompletionRequest, error
 		}
 	}
 	for _, m := range req.Messages {
-		if n := len(out.Messages); m.Role == RoleUser && n > 0 && out.Messages[n-1].Role == string(RoleTool) {
-			// The runtime's notices (a reply cut off, messages arrived) follow a
-			// batch's tool results; Mistral's API and the chat templates that
-			// hold roles to alternate refuse a user message there, so the
-			// notice ends the last result instead.
+		if n := len(out.Messages); p.foldNotices.Load() && m.Role == RoleUser && n > 0 && out.Messages[n-1].Role == string(RoleTool) {
+			// A server that refuses a user message after a tool message
+			// (see orderRefused) gets the runtime's notice at the end of the
+			// last result instead.
 			out.Messages[n-1].Content += "\n\n" + m.Content
 			continue
 		}

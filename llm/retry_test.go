@@ -162,10 +162,12 @@ func TestOpenAIRequestSettings(t *testing.T) {
 	}
 }
 
-// A user message right after tool results (the runtime's notices) ends the
-// last tool result instead: Mistral's API refuses a user message after a
-// tool message ("Unexpected role 'user' after role 'tool'").
-func TestOpenAINoUserMessageAfterAToolMessage(t *testing.T) {
+// A user message right after tool results (the runtime's notices) goes as
+// it is to a server that takes it; one that refuses it (Mistral's API:
+// "Unexpected role 'user' after role 'tool'") gets the same call again at
+// once with the notices at the end of the last tool result, and every later
+// call so.
+func TestOpenAIUserMessageAfterAToolMessage(t *testing.T) {
 	mistral := func(w http.ResponseWriter, _ *http.Request, body []byte) {
 		var req struct {
 			Messages []struct{ Role string } `json:"messages"`
@@ -179,29 +181,51 @@ func TestOpenAINoUserMessageAfterAToolMessage(t *testing.T) {
 		}
 		replyJSON(200, textCompletion("ok"))(w, nil, nil)
 	}
-	cs := newChatServer(t, mistral)
-	p := newTestOpenAI(t, cs.srv.URL)
 	req := simpleRequest()
 	req.Messages = append(req.Messages,
 		Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "get_current_time", Arguments: json.RawMessage(`{}`)}}},
 		Message{Role: RoleTool, ToolCallID: "c1", Name: "get_current_time", Content: `{"ok":true}`},
 		Message{Role: RoleUser, Content: "(runtime notice) your reply was cut off"},
 		Message{Role: RoleUser, Content: "(runtime notice) new messages"})
+	type sent struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+	}
+	decode := func(b []byte) sent {
+		var s sent
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	// A server that takes the order gets it as it is.
+	plain := newChatServer(t, replyJSON(200, textCompletion("ok")))
+	if _, err := newTestOpenAI(t, plain.srv.URL).Complete(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := decode(plain.bodies[0]); len(got.Messages) != 6 || got.Messages[4].Role != "user" || got.Messages[3].Content != `{"ok":true}` {
+		t.Fatalf("sent to a server that takes the order: %+v", got.Messages)
+	}
+
+	cs := newChatServer(t, mistral, mistral, mistral)
+	p := newTestOpenAI(t, cs.srv.URL)
+	recordedWaits(p)
 	if _, err := p.Complete(context.Background(), req); err != nil {
 		t.Fatalf("a notice after a tool result: %v", err)
 	}
-	var sent struct {
-		Messages []struct{ Role, Content string } `json:"messages"`
+	if cs.hits.Load() != 2 {
+		t.Fatalf("%d requests, want the refused one and its resend", cs.hits.Load())
 	}
-	if err := json.Unmarshal(cs.bodies[0], &sent); err != nil {
-		t.Fatal(err)
-	}
-	last := sent.Messages[len(sent.Messages)-1]
+	got := decode(cs.bodies[1])
+	last := got.Messages[len(got.Messages)-1]
 	if last.Role != "tool" || !strings.HasPrefix(last.Content, `{"ok":true}`) || !strings.Contains(last.Content, "cut off") || !strings.HasSuffix(last.Content, "new messages") {
-		t.Fatalf("last message sent: %+v", last)
+		t.Fatalf("last message resent: %+v", last)
 	}
-	// A user message that follows anything else stays one.
-	if first := sent.Messages[1]; first.Role != "user" || first.Content != "hello" {
+	if first := got.Messages[1]; first.Role != "user" || first.Content != "hello" {
 		t.Fatalf("the first user message: %+v", first)
+	}
+	// Later calls go in the order the server takes from the start.
+	if _, err := p.Complete(context.Background(), req); err != nil || cs.hits.Load() != 3 {
+		t.Fatalf("a later call: %v after %d requests", err, cs.hits.Load())
 	}
 }
