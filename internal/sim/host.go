@@ -105,6 +105,9 @@ func (w *world) hostActions(final bool) {
 	if len(live) == 0 {
 		return
 	}
+	if w.hsched.level != HostFaultsOff && w.resumeHeld(live) {
+		return
+	}
 	// A process waiting for the outside world gets a Human message; a
 	// process that waited two episodes in a row gets killed now and then.
 	for _, p := range live {

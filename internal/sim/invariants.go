@@ -130,6 +130,8 @@ func (w *world) check(idle bool) {
 		w.checkShownDurable,
 		w.checkMessages,
 		w.checkAuthority,
+		w.checkEventLog,
+		w.checkHostFaults,
 	}
 	if idle {
 		checks = append(checks, w.checkIdle)
@@ -218,17 +220,41 @@ func uses(n *int) string {
 // checkBudgets: no budget is exceeded anywhere, and what a child used is
 // charged to its parent too.
 func (w *world) checkBudgets(s *snapshot) (string, string) {
+	// A reply that reported a usage past any reservation is charged as
+	// reported (clamped), up the chain: its tree's token budgets may be
+	// overrun, by the provider and not the kernel.
+	w.mu.Lock()
+	overrun := map[int64]bool{}
+	for pid := range w.hugeUsage {
+		for p := s.procs[pid]; p != nil && !overrun[p.PID]; p = s.procs[p.ParentPID] {
+			overrun[p.PID] = true
+		}
+	}
+	w.mu.Unlock()
 	sum := map[int64]capabilities.Budget{}
 	for _, pid := range s.pids {
 		p := s.procs[pid]
 		u, l := p.Used, p.Limits
+		var was capabilities.Budget
+		if w.prev != nil && w.prev.procs[pid] != nil {
+			was = w.prev.procs[pid].Used
+		}
 		for _, f := range []struct {
-			name        string
-			used, limit int64
+			name             string
+			used, limit, was int64
 		}{
-			{"tool_calls", u.ToolCalls, l.ToolCalls}, {"llm_calls", u.LLMCalls, l.LLMCalls}, {"llm_tokens", u.LLMTokens, l.LLMTokens},
-			{"children", u.Children, l.Children}, {"wall_seconds", u.WallSeconds, l.WallSeconds},
+			{"tool_calls", u.ToolCalls, l.ToolCalls, was.ToolCalls}, {"llm_calls", u.LLMCalls, l.LLMCalls, was.LLMCalls},
+			{"llm_tokens", u.LLMTokens, l.LLMTokens, was.LLMTokens},
+			{"children", u.Children, l.Children, was.Children}, {"wall_seconds", u.WallSeconds, l.WallSeconds, was.WallSeconds},
 		} {
+			// A count below 0, or below what it was (one that wrapped
+			// around), is no count.
+			if f.used < 0 || f.used < f.was {
+				return "budget-used-counts", fmt.Sprintf("pid %d used %d %s, after %d at the last check", pid, f.used, f.name, f.was)
+			}
+			if f.name == "llm_tokens" && overrun[pid] {
+				continue
+			}
 			if f.limit > 0 && f.used > f.limit {
 				return "budget-not-exceeded", fmt.Sprintf("pid %d used %d %s of its limit %d", pid, f.used, f.name, f.limit)
 			}
@@ -299,14 +325,14 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 			// once is checked on its lines. Without a restore nothing is
 			// recorded twice.
 			notStartedBefore, again := seen[r.CallID]
-			if again && (w.know.restores == 0 || (r.Tool == effectTool && !effectNotRerun(r.Code) && !notStartedBefore)) {
+			if again && (w.know.restores == 0 || (isEffectTool(r.Tool) && !effectNotRerun(r.Code) && !notStartedBefore)) {
 				return "answered-once", fmt.Sprintf("pid %d: call %s (%s) is recorded twice", pid, r.CallID, r.Tool)
 			}
 			seen[r.CallID] = (!again || notStartedBefore) && neverStarted(r.Code)
 			key := fmt.Sprintf("%d %s", pid, r.CallID)
 			// The effect's answer is its first record, or the first after
 			// records that said it did not start.
-			if prev, first := answered[key]; r.Tool == effectTool && (!first || neverStarted(prev.Code)) {
+			if prev, first := answered[key]; isEffectTool(r.Tool) && (!first || neverStarted(prev.Code)) {
 				answered[key] = r
 			}
 		}
@@ -327,7 +353,7 @@ func (w *world) checkEffects(s *snapshot) (string, string) {
 	}
 	for _, pid := range s.pids {
 		for _, r := range s.recs[pid] {
-			if r.Tool == effectTool && r.OK && len(lines[r.CallID]) != 1 {
+			if isEffectTool(r.Tool) && r.OK && len(lines[r.CallID]) != 1 {
 				return "effect-exactly-once", fmt.Sprintf("pid %d: call %s succeeded but its effect ran %d times", pid, r.CallID, len(lines[r.CallID]))
 			}
 		}
@@ -504,6 +530,32 @@ func (w *world) checkIdle(s *snapshot) (string, string) {
 			switch p.Wait.Kind {
 			case process.WaitTimer:
 				return "legitimate-wait", fmt.Sprintf("pid %d waits on a timer at %s while the runtime is idle", pid, p.Wait.Until)
+			case process.WaitProvider:
+				// A backoff is a timer the run waits for; without a time the
+				// process is held for the Host, which must be told why.
+				if !p.Wait.Until.IsZero() {
+					return "legitimate-wait", fmt.Sprintf("pid %d waits on a provider backoff until %s while the runtime is idle", pid, p.Wait.Until)
+				}
+				if strings.TrimSpace(p.Wait.Reason) == "" {
+					return "legitimate-wait", fmt.Sprintf("pid %d is held for the Host on its provider without a reason", pid)
+				}
+				w.mu.Lock()
+				restores, retried := w.retried[pid]
+				// A restore since may have brought the hold back.
+				retried = retried && restores == w.know.restores
+				w.mu.Unlock()
+				if retried {
+					return "held-goes-on", fmt.Sprintf("the Host resumed pid %d, held on its provider, and it is held again without asking it (%s)", pid, p.Wait.Reason)
+				}
+			case process.WaitApproval:
+				// Only the Host can decide it: it must see it.
+				list, err := w.rt.Approvals()
+				if err != nil {
+					return "read-state", err.Error()
+				}
+				if !slices.ContainsFunc(list, func(a kernel.Approval) bool { return a.PID == pid }) {
+					return "legitimate-wait", fmt.Sprintf("pid %d waits for an approval (%s) the Host's Approvals does not list", pid, p.Wait.PendingID)
+				}
 			case process.WaitChild, process.WaitCompaction:
 				if c := s.procs[p.Wait.ChildPID]; p.Wait.ChildPID != 0 && (c == nil || c.State.Terminal()) {
 					state := "missing"
@@ -517,6 +569,11 @@ func (w *world) checkIdle(s *snapshot) (string, string) {
 			return "legitimate-wait", fmt.Sprintf("pid %d is %s while the runtime is idle", pid, p.State)
 		}
 	}
+	// Every process the Host resumed asked its provider again, or left the
+	// wait otherwise (checked above).
+	w.mu.Lock()
+	clear(w.retried)
+	w.mu.Unlock()
 	return "", ""
 }
 

@@ -32,6 +32,11 @@ func (m *model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 	}
 	w.calls++
 	n := w.calls
+	// Every request is one a server accepts, whatever the replies before it
+	// were (the kernel mends them: llm.Response.Mend).
+	if err := req.Validate(); err != nil {
+		w.failLocked("request-valid", fmt.Sprintf("pid %d turn %d: %v", req.Process.PID, req.Turn, err))
+	}
 	view := readContext(&req)
 	w.observeShown(&req, view)
 	var fault error
@@ -39,6 +44,18 @@ func (m *model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 		fault = w.providerFault()
 	}
 	resp := w.respond(&req, view)
+	pid := req.Process.PID
+	delete(w.retried, pid) // the Host's resume reached it
+	// A Host's provider: it panics now and then, or replies as a careless
+	// custom provider would (the kernel mends the reply).
+	panics := fault == nil && w.hchance(w.hsched.providerPanic)
+	// The Host stops the run while the call is in flight, now and then.
+	stop := fault == nil && !panics && w.hchance(w.hsched.stop/3)
+	mangled := ""
+	if fault == nil && !panics && w.hchance(w.hsched.mangle) {
+		mangled = w.mangle(&resp, pid)
+		w.result.Mangled++
+	}
 	var actions []func()
 	if w.chance(0.12) {
 		to := req.Process.PID
@@ -69,7 +86,14 @@ func (m *model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 		})
 	}
 	crash := w.sched.crashAtCall(n)
-	w.traceLocked(fmt.Sprintf("model pid %d turn %d call %d: %s%s", req.Process.PID, req.Turn, n, responseLine(resp), faultLine(fault)))
+	line := fmt.Sprintf("model pid %d turn %d call %d: %s%s", req.Process.PID, req.Turn, n, responseLine(resp), faultLine(fault))
+	switch {
+	case panics:
+		line += " PROVIDER PANIC"
+	case mangled != "":
+		line += fmt.Sprintf(" MANGLED (%s) usage %+v", mangled, resp.Usage)
+	}
+	w.traceLocked(line)
 	w.mu.Unlock()
 
 	for _, act := range actions {
@@ -88,6 +112,24 @@ func (m *model) Complete(ctx context.Context, req llm.Request) (llm.Response, er
 	}
 	if fault != nil {
 		return llm.Response{}, fault
+	}
+	if stop {
+		// A provider that honours its context gives up with its error; one
+		// that does not answers anyway.
+		w.mu.Lock()
+		stopped := w.stopLocked(fmt.Sprintf("provider call %d of pid %d in flight", n, pid))
+		giveUp := w.hrng.IntN(2) == 0
+		w.mu.Unlock()
+		if stopped && giveUp {
+			return llm.Response{}, &llm.CallError{Settlement: llm.SettlementUnknown, Err: fmt.Errorf("sim: the call gave up: %w", context.Cause(ctx))}
+		}
+	}
+	if panics {
+		w.mu.Lock()
+		w.result.ProviderPanics++
+		w.panicked[pid] = panicNote{incarnation: w.incarnation, restores: w.know.restores, run: w.runs}
+		w.mu.Unlock()
+		panic(fmt.Sprintf("sim: the provider panics in call %d", n))
 	}
 	return resp, nil
 }
@@ -226,6 +268,9 @@ func (w *world) observeShown(req *llm.Request, v *ctxView) {
 		}
 		seen[r.id] = r.content
 		w.shownOrder = append(w.shownOrder, shownResult{pid: pid, id: r.id, name: r.name, content: r.content})
+		if !w.know.forked[pid] {
+			w.checkAnswerShownLocked(pid, r)
+		}
 		if r.data == nil || r.data["ok"] != true {
 			continue
 		}
@@ -264,7 +309,7 @@ func (w *world) observeShown(req *llm.Request, v *ctxView) {
 // takes a process back in time, so it may answer a call again (a sleep
 // pending at the checkpoint runs again); it may never unsay an effect.
 func deniesEffect(tool, before, after string) bool {
-	if tool != effectTool {
+	if !isEffectTool(tool) {
 		return false
 	}
 	var a, b struct {
@@ -469,6 +514,14 @@ func (w *world) oneCall(req *llm.Request, v *ctxView, add func(string, any)) {
 		add(effectTool, w.validArgs(req, v, effectTool))
 		return
 	}
+	if w.hsched.hostCalls > 0 && w.chance(w.hsched.hostCalls) {
+		// A Host's tool, shown by base:v0 (hostImages).
+		name := []string{hostCallTool, hostEffectTool, hostWaitTool}[w.intn(3)]
+		if _, ok := v.tools[name]; ok {
+			add(name, w.validArgs(req, v, name))
+			return
+		}
+	}
 	if _, ok := v.tools["activate_skill"]; ok && !slices.Contains(v.active, "sim-effect") && w.chance(0.4) {
 		add("activate_skill", map[string]any{"name": "sim-effect"})
 		return
@@ -618,6 +671,8 @@ func (w *world) validArgs(req *llm.Request, v *ctxView, name string) map[string]
 		return map[string]any{"name": "sim-effect", "path": []string{"SKILL.md", "skill.yaml", "../../../etc/passwd"}[w.intn(3)]}
 	case effectTool:
 		return map[string]any{"line": effectLinePending}
+	case hostCallTool, hostEffectTool, hostWaitTool:
+		return w.hostToolArgs(name)
 	}
 	if s, ok := v.tools[name]; ok {
 		if m, ok := w.fromSchema(s, 0).(map[string]any); ok {

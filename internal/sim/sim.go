@@ -1,8 +1,10 @@
 // Package sim is a deterministic simulation of a libos runtime, in the style
 // of FoundationDB's simulator and TigerBeetle's VOPR: one seed decides the
 // processes, the model's tool-call batches, the Host's actions and the faults
-// (crashes at any commit, disk errors, provider failures), and the same seed
-// replays the same run bit for bit. After every step the durable state is
+// (crashes at any commit, disk errors, provider failures, and the Host's own
+// faults: its tools, provider and OnEvent panicking or answering what cannot
+// be kept, runs stopped while effects are in flight; see hostfaults.go), and
+// the same seed replays the same run bit for bit. After every step the durable state is
 // checked against the runtime's invariants; the first violation stops the run
 // and is reported with the seed, the step and the trace.
 //
@@ -62,6 +64,11 @@ type Config struct {
 	// next quanta of the processes their commits leave runnable or wake; a
 	// seed's run is then not replayed exactly.
 	Workers int
+	// HostFaults is the mix of Host faults (HostFaultsOff, Light, Heavy):
+	// the Host's tools, provider and OnEvent panic or answer what cannot be
+	// kept, and the Host stops runs while effects are in flight. Off, the
+	// draws of a seed are those its regression entry was found with.
+	HostFaults int
 }
 
 // Defaults of Config.
@@ -92,6 +99,12 @@ type Result struct {
 	Effects   int
 	Approvals int // calls held for approval that the Host decided
 	Processes int
+	// Host faults that happened: Host tools' faults, provider panics,
+	// mangled replies, OnEvent panics, runs stopped, clean reopens and
+	// RetryProvider calls.
+	HostFaults, ProviderPanics, Mangled, EventPanics, Stops, Reopens, Retries int
+	// LateEffects are Host effects started by a run the Host had stopped.
+	LateEffects int
 	// Hash is the SHA-256 of the trace: equal seeds give equal hashes.
 	Hash  string
 	Trace []string
@@ -126,11 +139,21 @@ type world struct {
 
 	mu  sync.Mutex
 	rng *rand.Rand
+	// hrng draws the Host faults (hostSchedule), apart from rng.
+	hrng   *rand.Rand
+	hsched hostSchedule
 
 	rt     *kernel.Runtime
 	mem    *vfs.MemFS
 	toggle *diskFault
 	cancel context.CancelFunc
+	// stopped is set when the Host stopped the run in progress; runs counts
+	// the runs started, and stoppedRuns are those the Host stopped: a
+	// failure in a stopped run is the stop's (the kernel answers it as of
+	// unknown settlement and runs the process again).
+	stopped     bool
+	runs        int
+	stoppedRuns map[int]bool
 	// dead is set when the running runtime crashed: its callbacks are
 	// ignored and it causes no more outside effects.
 	dead  bool
@@ -142,9 +165,12 @@ type world struct {
 	// learned are the seqs of the events the harness has learned from,
 	// delivered or read back from the log after a crash. Not a high-water
 	// mark: the runtime reopened after a crash delivers its recovery events
-	// before the dead one's undelivered events are read back, and commits
-	// deliver their events out of seq order.
+	// before the dead one's undelivered events are read back.
 	learned map[uint64]bool
+	// firstSeq, lastSeq and delivered are the events this incarnation handed
+	// to OnEvent: in seq order, and every one Close must deliver.
+	firstSeq, lastSeq uint64
+	delivered         map[uint64]bool
 
 	sched  schedule
 	step   int
@@ -164,9 +190,26 @@ type world struct {
 	// acknowledged it.
 	ackedBy map[string]string
 	prev    *snapshot
+	// logChecked is the last seq of the gap-free log checkEventLog read.
+	logChecked uint64
 	// violation is the first broken invariant; a callback may set it.
 	violation *Violation
+
+	// Host faults: what the answers of faulty calls must be ("pid call"),
+	// the Objects their faults must have left out, the pids whose provider
+	// panicked in this episode, the pids the Host resumed that must ask
+	// their provider again, and the pids a reply charged a huge usage.
+	expects    map[string]hostExpect
+	absent     []objectRef
+	absentSeen map[string]bool
+	panicked   map[int64]panicNote
+	retried    map[int64]int // pid -> restores counted when resumed
+	hugeUsage  map[int64]bool
 }
+
+// panicNote is a provider panic: the process must wait for the Host after
+// it, unless the runtime crashed or a restore rewrote it since.
+type panicNote struct{ incarnation, restores, run int }
 
 // Run simulates one seed.
 func Run(cfg Config) (res Result) {
@@ -188,7 +231,17 @@ func Run(cfg Config) (res Result) {
 		shown:    map[int64]map[string]string{},
 		ackedBy:  map[string]string{},
 		learned:  map[uint64]bool{},
+
+		hrng:       rand.New(rand.NewPCG(cfg.Seed^0x5deece66d, cfg.Seed+0xb5)),
+		expects:    map[string]hostExpect{},
+		absentSeen: map[string]bool{},
+		panicked:   map[int64]panicNote{},
+		retried:    map[int64]int{},
+		hugeUsage:  map[int64]bool{},
+
+		stoppedRuns: map[int]bool{},
 	}
+	w.hsched = newHostSchedule(cfg.HostFaults, w.hrng)
 	w.result.Seed = cfg.Seed
 	// Object ids are UUIDs; drawing them from the seed makes them, and so
 	// every listing ordered by them, the same in every replay.
@@ -198,12 +251,19 @@ func Run(cfg Config) (res Result) {
 	defer uuid.SetRand(nil)
 	w.sched = newSchedule(w.rng)
 	w.tracef("seed %d schedule %s", cfg.Seed, w.sched)
+	if cfg.HostFaults != HostFaultsOff {
+		w.tracef("host schedule %s", w.hsched)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			w.fail("harness-panic", fmt.Sprintf("%v", r))
 		}
 		if w.rt != nil {
-			_ = w.rt.Close()
+			if w.violation == nil && !w.isDead() && !w.toggle.fired() {
+				w.closeClean()
+			} else {
+				_ = w.rt.Close()
+			}
 		}
 		if w.catalog != nil {
 			_ = w.catalog.Close()
@@ -289,12 +349,21 @@ func (w *world) open() error {
 	w.mu.Lock()
 	w.incarnation++
 	w.dead, w.clone, w.acked = false, nil, nil
+	w.firstSeq, w.lastSeq, w.delivered = 0, 0, map[uint64]bool{}
 	inc := w.incarnation
 	w.mu.Unlock()
-	rt, err := kernel.Open(simDir, kernel.Options{
+	opts := kernel.Options{
 		Provider: &model{w: w}, Clock: w.clk, Workers: max(1, w.cfg.Workers), MaxSleepSeconds: 60,
 		OnEvent: w.onEvent, Tokens: estimator{}, FS: faultedRecycling{errorfs.Wrap(w.mem, w.toggle)}, Skills: w.catalog,
-	})
+	}
+	if w.hsched.level != HostFaultsOff {
+		ims, err := hostImages()
+		if err != nil {
+			return err
+		}
+		opts.Tools, opts.Images = w.hostTools(), ims
+	}
+	rt, err := kernel.Open(simDir, opts)
 	if err != nil {
 		return fmt.Errorf("open incarnation %d: %w", inc, err)
 	}
@@ -397,34 +466,50 @@ func (w *world) loop() {
 }
 
 // runEpisode runs the scheduler until idle; it reports whether it ended
-// idle (no crash, no fault).
+// idle (no crash, no fault). A run the Host stopped is followed by a new
+// run, as a Host that stopped to do something else starts one again.
 func (w *world) runEpisode() bool {
-	ctx, cancel := context.WithCancel(context.Background())
-	w.mu.Lock()
-	w.cancel = cancel
-	w.mu.Unlock()
-	err := w.rt.RunUntilIdle(ctx)
-	cancel()
-	w.mu.Lock()
-	w.cancel = nil
-	dead := w.dead
-	w.mu.Unlock()
-	switch {
-	case dead:
-		w.tracef("step %d: run stopped by the crash: %v", w.step, errString(err))
-		return false
-	case w.toggle.fired():
-		w.tracef("step %d: run stopped by the disk fault: %v", w.step, errString(err))
-		if err == nil || !errors.Is(err, objects.ErrFailed) {
-			w.fail("disk-fault-reported", fmt.Sprintf("a disk fault fired but RunUntilIdle returned %v, want an error wrapping objects.ErrFailed", err))
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		w.mu.Lock()
+		w.cancel, w.stopped = cancel, false
+		w.runs++
+		w.mu.Unlock()
+		err := w.rt.RunUntilIdle(ctx)
+		cancel()
+		w.mu.Lock()
+		w.cancel = nil
+		dead, stopped := w.dead, w.stopped
+		w.mu.Unlock()
+		switch {
+		case dead:
+			w.tracef("step %d: run stopped by the crash: %v", w.step, errString(err))
+			return false
+		case w.toggle.fired():
+			w.tracef("step %d: run stopped by the disk fault: %v", w.step, errString(err))
+			// A stop of the Host's may end the run before the failure does.
+			if (err == nil || !errors.Is(err, objects.ErrFailed)) && !(stopped && errors.Is(err, context.Canceled)) {
+				w.fail("disk-fault-reported", fmt.Sprintf("a disk fault fired but RunUntilIdle returned %v, want an error wrapping objects.ErrFailed", err))
+			}
+			return false
+		case stopped:
+			w.tracef("step %d: run stopped by the Host: %v", w.step, errString(err))
+			if err != nil && !errors.Is(err, context.Canceled) {
+				w.fail("stop-reported", fmt.Sprintf("the Host stopped the run and RunUntilIdle returned %v, want nil or context.Canceled", err))
+				return false
+			}
+			w.checkStopped()
+			if w.violation != nil {
+				return false
+			}
+			continue
+		case err != nil:
+			w.fail("runtime-error", fmt.Sprintf("RunUntilIdle: %v", err))
+			return false
 		}
-		return false
-	case err != nil:
-		w.fail("runtime-error", fmt.Sprintf("RunUntilIdle: %v", err))
-		return false
+		w.tracef("step %d: idle", w.step)
+		return true
 	}
-	w.tracef("step %d: idle", w.step)
-	return true
 }
 
 // settle reopens the runtime after a crash or a disk fault, as often as
@@ -501,13 +586,26 @@ func (w *world) isDead() bool {
 }
 
 // onEvent records an acknowledged event, and fires the crashes and disk
-// faults the schedule places at event counts.
+// faults the schedule places at event counts. With Host faults it panics
+// now and then, after its work: the kernel must lose that event to OnEvent
+// only.
 func (w *world) onEvent(ev kernel.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.dead {
 		return
 	}
+	if w.lastSeq != 0 && ev.Seq <= w.lastSeq {
+		w.failLocked("onevent-order", fmt.Sprintf("OnEvent got event %d (%s pid %d) after event %d", ev.Seq, ev.Kind, ev.PID, w.lastSeq))
+	}
+	if w.delivered[ev.Seq] {
+		w.failLocked("onevent-once", fmt.Sprintf("OnEvent got event %d (%s pid %d) twice", ev.Seq, ev.Kind, ev.PID))
+	}
+	if w.firstSeq == 0 {
+		w.firstSeq = ev.Seq
+	}
+	w.lastSeq = max(w.lastSeq, ev.Seq)
+	w.delivered[ev.Seq] = true
 	w.events++
 	w.learned[ev.Seq] = true
 	w.acked = append(w.acked, ev)
@@ -520,6 +618,11 @@ func (w *world) onEvent(ev kernel.Event) {
 		w.toggle.arm(w.sched.faultKind)
 		w.result.Faults++
 		w.traceLocked(fmt.Sprintf("DISK FAULT armed: %s", w.sched.faultKind))
+	}
+	if w.hchance(w.hsched.eventPanic) {
+		w.result.EventPanics++
+		w.traceLocked(fmt.Sprintf("ONEVENT PANIC at event %d", ev.Seq))
+		panic(fmt.Sprintf("sim: OnEvent panics at event %d", ev.Seq))
 	}
 }
 
@@ -535,6 +638,11 @@ func (w *world) lookupEnv(name string) (string, bool) {
 		return os.DevNull, true
 	}
 	w.effN++
+	if w.hchance(w.hsched.stop) && w.stopLocked("a sim-effect starting") {
+		// Its context is done before its process starts: the runner
+		// gives up, and the call is of unknown settlement.
+		return w.effects, true
+	}
 	if w.sched.crashAtEffect == w.effN {
 		w.crashLocked("effect started")
 		// The crash came either just before the effect or just after it.
@@ -603,6 +711,22 @@ func (w *world) eventLine(ev kernel.Event) string {
 		// A full result can describe a context Object, whose size and hash
 		// hold a cli-tool's measured duration: the summary stands for it.
 		ev.Detail = nil
+	}
+	if d, ok := ev.Detail.(map[string]any); ok && (d["panic_stack"] != nil || d["usage_estimated"] == true) {
+		// A panic's stack names goroutines and addresses, and a usage the
+		// kernel estimated from a request's size counts the digits of
+		// cli-tool durations: only their presence is the seed's.
+		c := make(map[string]any, len(d))
+		for k, v := range d {
+			c[k] = v
+		}
+		if c["panic_stack"] != nil {
+			c["panic_stack"] = "_"
+		}
+		if c["usage_estimated"] == true {
+			c["prompt_tokens"], c["completion_tokens"] = "_", "_"
+		}
+		ev.Detail = c
 	}
 	b, _ := json.Marshal(ev)
 	return string(b)

@@ -35,16 +35,34 @@ func skillsDir(t testing.TB) string {
 var (
 	flagAsk     = flag.Bool("ask", false, "TestSimulate: roots hold ask grants now and then, and the Host decides approvals")
 	flagWorkers = flag.Int("workers", 1, "TestSimulate: the runtime's workers; with more than one a seed's run is not replayed exactly")
+	// flagHostFaults is the mix of Host faults TestSimulate draws: light by
+	// default, heavy (every kind, often) on demand.
+	flagHostFaults = flag.Int("host-faults", HostFaultsLight, "TestSimulate: Host faults (panicking tools, provider and OnEvent, mangled replies, stopped runs): 0 off, 1 light, 2 heavy")
 )
 
 func runSeed(t testing.TB, seed uint64) Result {
 	t.Helper()
-	return runSeedOn(t, seed, *flagWorkers)
+	return runSeedOn(t, seed, *flagWorkers, *flagHostFaults)
 }
 
-func runSeedOn(t testing.TB, seed uint64, workers int) Result {
+func runSeedOn(t testing.TB, seed uint64, workers, hostFaults int) Result {
 	t.Helper()
-	return Run(Config{Seed: seed, WorkDir: t.TempDir(), SkillsDir: skillsDir(t), AskGrants: *flagAsk, Workers: workers})
+	return Run(Config{Seed: seed, WorkDir: t.TempDir(), SkillsDir: skillsDir(t), AskGrants: *flagAsk, Workers: workers, HostFaults: hostFaults})
+}
+
+// replayFlags are the flags that replay r's seed as TestSimulate ran it.
+func replayFlags() string {
+	f := ""
+	if *flagHostFaults != HostFaultsLight {
+		f += fmt.Sprintf(" -host-faults %d", *flagHostFaults)
+	}
+	if *flagAsk {
+		f += " -ask"
+	}
+	if *flagWorkers != 1 {
+		f += fmt.Sprintf(" -workers %d", *flagWorkers)
+	}
+	return f
 }
 
 // report fails t with the seed, the step, the invariant and the trace (its
@@ -56,8 +74,8 @@ func report(t testing.TB, r Result) {
 	if !verbose() && len(trace) > tail {
 		trace = append([]string{fmt.Sprintf("... %d earlier lines (run with -seed %d -v for all)", len(trace)-tail, r.Seed)}, trace[len(trace)-tail:]...)
 	}
-	t.Errorf("seed %d: %s\ntrace:\n  %s\nreplay: go test ./internal/sim -run TestSimulate -args -seed %d -v",
-		r.Seed, r.Violation, strings.Join(trace, "\n  "), r.Seed)
+	t.Errorf("seed %d: %s\ntrace:\n  %s\nreplay: go test ./internal/sim -run TestSimulate -args -seed %d%s -v",
+		r.Seed, r.Violation, strings.Join(trace, "\n  "), r.Seed, replayFlags())
 }
 
 // TestSimulate runs -seeds seeds from -seed-start, or only -seed.
@@ -69,6 +87,7 @@ func TestSimulate(t *testing.T) {
 	start := time.Now()
 	failed := 0
 	var events, crashes, effects, approvals int
+	var host Result
 	for i := 0; i < n; i++ {
 		seed := first + uint64(i)
 		if excluded[seed] != "" && *flagSeed == 0 {
@@ -79,6 +98,14 @@ func TestSimulate(t *testing.T) {
 		crashes += r.Crashes
 		effects += r.Effects
 		approvals += r.Approvals
+		host.HostFaults += r.HostFaults
+		host.ProviderPanics += r.ProviderPanics
+		host.Mangled += r.Mangled
+		host.EventPanics += r.EventPanics
+		host.Stops += r.Stops
+		host.Reopens += r.Reopens
+		host.Retries += r.Retries
+		host.LateEffects += r.LateEffects
 		if *flagSeed != 0 && verbose() {
 			fmt.Printf("seed %d trace:\n  %s\n", seed, strings.Join(r.Trace, "\n  "))
 		}
@@ -93,6 +120,10 @@ func TestSimulate(t *testing.T) {
 	took := time.Since(start)
 	if failed == 0 {
 		fmt.Printf("%d seeds ok (%d events, %d crashes, %d effects, %d approvals decided, %.1f seeds/s)\n", n, events, crashes, effects, approvals, float64(n)/took.Seconds())
+		if *flagHostFaults != HostFaultsOff {
+			fmt.Printf("host faults: %d tool faults, %d provider panics, %d mangled replies, %d OnEvent panics, %d runs stopped, %d reopens, %d provider retries, %d effects started after a stop\n",
+				host.HostFaults, host.ProviderPanics, host.Mangled, host.EventPanics, host.Stops, host.Reopens, host.Retries, host.LateEffects)
+		}
 	}
 }
 
@@ -106,7 +137,14 @@ func TestSimulateOnWorkers(t *testing.T) {
 	// Few seeds: the package runs under -race within go test's default
 	// timeout on a loaded 2-core machine; -workers runs more.
 	for _, seed := range []uint64{2068, 9001, 9002, 9003} {
-		if r := runSeedOn(t, seed, 4); r.Violation != nil {
+		if r := runSeedOn(t, seed, 4, HostFaultsOff); r.Violation != nil {
+			report(t, r)
+		}
+	}
+	// Host faults on workers: OnEvent's order across commits finishing on
+	// several goroutines, a stop while other quanta run.
+	for _, seed := range []uint64{9004, 9005} {
+		if r := runSeedOn(t, seed, 4, HostFaultsHeavy); r.Violation != nil {
 			report(t, r)
 		}
 	}
@@ -114,8 +152,13 @@ func TestSimulateOnWorkers(t *testing.T) {
 
 // TestDeterminism runs seeds twice: the traces must be identical.
 func TestDeterminism(t *testing.T) {
-	for _, seed := range []uint64{3, 17, 42, 123} {
-		a, b := runSeedOn(t, seed, 1), runSeedOn(t, seed, 1)
+	for i, seed := range []uint64{3, 17, 42, 123} {
+		// Two of them with every kind of Host fault.
+		hf := *flagHostFaults
+		if i >= 2 {
+			hf = HostFaultsHeavy
+		}
+		a, b := runSeedOn(t, seed, 1, hf), runSeedOn(t, seed, 1, hf)
 		if a.Hash != b.Hash {
 			for i := range min(len(a.Trace), len(b.Trace)) {
 				if a.Trace[i] != b.Trace[i] {
