@@ -299,3 +299,38 @@ func TestBlankHumanMessageIsRefused(t *testing.T) {
 		t.Fatalf("messages after refused posts: %+v, %v", page, err)
 	}
 }
+
+// A reply that arrives after the Host stopped the run starts no outside
+// effect: its call is answered as not started (it never ran), and the
+// process goes on at the next run.
+func TestNoEffectStartsAfterAStop(t *testing.T) {
+	var runs atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	p := funcProvider(func(req llm.Request) (llm.Response, error) {
+		if req.Turn == 0 {
+			cancel() // the Host stops the run while the call is out
+			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "slow_echo", Arguments: json.RawMessage(`{"text":"x"}`)}}}, nil
+		}
+		return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c2", Name: "process_exit", Arguments: json.RawMessage(`{}`)}}}, nil
+	})
+	h := newHarness(t, "", func(o *Options) {
+		effectOn(nil, &runs, nil)(o)
+		o.FS, o.Provider = nil, p
+	})
+	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.rt.RunUntilIdle(ctx)
+	res := h.toolResults(pid)
+	if len(res) != 1 || res[0]["cancelled"] != true || res[0]["effect_started"] != false || runs.Load() != 0 {
+		t.Fatalf("after the stop: results %v, %d runs; want the call answered not started and run never", res, runs.Load())
+	}
+	if info := h.info(pid); info.Status != "runnable" {
+		t.Fatalf("after the stop: %+v, want runnable", info)
+	}
+	h.run()
+	if info := h.info(pid); info.Status != "exited" || runs.Load() != 0 {
+		t.Fatalf("after the next run: %+v, %d runs", info, runs.Load())
+	}
+}

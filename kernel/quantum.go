@@ -268,6 +268,23 @@ func (k *Runtime) prepare(tx *txn, call llm.ToolCall) (*tools.Tool, json.RawMess
 }
 
 func (p phaseEffect) run(ctx context.Context, k *Runtime, goOn bool) (quantumPhase, error) {
+	if ctx.Err() != nil {
+		// The Host stopped the runtime between the commit that recorded the
+		// effect's start and the start: it never runs, nor do the calls
+		// after it.
+		return k.commitResult(ctx, p.pid, false, func(tx *txn, r *procRecord) (effectFunc, error) {
+			if r.Dispatch == nil || r.Dispatch.EffectCall < 0 {
+				return nil, fmt.Errorf("pid %d: no outside effect in flight", r.PID)
+			}
+			if err := k.settleStoppedBatch(tx, r, quantum.Stopped, "the runtime stopped before an outside effect started"); err != nil {
+				return nil, err
+			}
+			if r.State != process.Running {
+				return nil, nil
+			}
+			return nil, k.recoverRunning(tx, r)
+		})
+	}
 	failpoint.Hit("effect:started")
 	res, effErr := p.effect(ctx)
 	// A run that is stopping goes on into nothing.

@@ -213,16 +213,23 @@ func (k *Runtime) recoverRunning(tx *txn, r *procRecord) error {
 // flight when the runtime stopped as of unknown settlement, and the calls
 // after it as not started.
 func (k *Runtime) settleInterruptedEffect(tx *txn, r *procRecord) error {
+	return k.settleStoppedBatch(tx, r, quantum.Crashed, "outside effect interrupted; settlement unknown")
+}
+
+// settleStoppedBatch settles r's batch, stopped at its outside effect, with
+// the core's answer to in (Crashed: the effect ran or may have; Stopped:
+// it never started).
+func (k *Runtime) settleStoppedBatch(tx *txn, r *procRecord, in quantum.InputKind, reason string) error {
 	b := r.Dispatch
 	r.Dispatch = nil
 	c, err := k.loadContext(tx, r)
 	if err != nil {
 		return err
 	}
-	// A crashed batch invokes nothing, so it needs no image: one the Host no
-	// longer configures does not keep the directory from opening.
-	if _, err := k.dispatch(context.Background(), tx, r, c, nil, b, quantum.Input{Kind: quantum.Crashed}); err != nil {
+	// A stopped batch invokes nothing, so it needs no image: one the Host
+	// no longer configures does not keep the directory from opening.
+	if _, err := k.dispatch(context.Background(), tx, r, c, nil, b, quantum.Input{Kind: in}); err != nil {
 		return err
 	}
-	return k.emit(tx, Event{Kind: EventRecovered, PID: r.PID, Reason: "outside effect interrupted; settlement unknown"})
+	return k.emit(tx, Event{Kind: EventRecovered, PID: r.PID, Reason: reason})
 }

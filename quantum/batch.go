@@ -169,9 +169,12 @@ const (
 	// Crashed says the runtime stopped while the batch's effect ran: the
 	// batch is settled without running anything again.
 	Crashed
+	// Stopped says the runtime stopped before the batch's effect started:
+	// the batch is settled with nothing more run.
+	Stopped
 )
 
-var inputNames = [...]string{"continue", "seen", "invoked", "effect-done", "crashed"}
+var inputNames = [...]string{"continue", "seen", "invoked", "effect-done", "crashed", "stopped"}
 
 func (k InputKind) String() string {
 	if k >= 0 && int(k) < len(inputNames) {
@@ -312,7 +315,7 @@ type Ending struct {
 // the caller and returns an error, changing nothing.
 func (b *Batch) Step(in Input) ([]Effect, error) {
 	phase := b.Phase()
-	if want := expected(phase); want != in.Kind && !(in.Kind == Crashed && phase == InEffect) {
+	if want := expected(phase); want != in.Kind && !((in.Kind == Crashed || in.Kind == Stopped) && phase == InEffect) {
 		return nil, fmt.Errorf("quantum: batch of turn %d is %s and cannot take input %s", b.Turn, phase, in.Kind)
 	}
 	var out []Effect
@@ -356,7 +359,9 @@ func (b *Batch) Step(in Input) ([]Effect, error) {
 			return []Effect{{Kind: CheckMessages, Call: b.Next}}, nil
 		}
 	case Crashed:
-		return b.crashed(), nil
+		return b.crashed(Effect{Kind: SettlementUnknown, Call: b.EffectCall}), nil
+	case Stopped:
+		return b.crashed(Effect{Kind: NotStarted, Call: b.EffectCall, Reason: "not started: the runtime stopped before it"}), nil
 	}
 	return b.advance(out), nil
 }
@@ -460,14 +465,15 @@ func (b *Batch) end() *Ending {
 	return e
 }
 
-// crashed settles a batch whose effect was in flight when the runtime
-// stopped: that call's settlement is unknown and nothing after it starts.
+// crashed settles a batch whose effect was in flight, or about to start,
+// when the runtime stopped: that call is answered with effect (its
+// settlement unknown, or not started) and nothing after it starts.
 // Messages the batch had seen and meant to announce after its results are
 // announced by the next call instead: the told-of watermark goes back.
-func (b *Batch) crashed() []Effect {
+func (b *Batch) crashed(effect Effect) []Effect {
 	var out []Effect
 	if b.EffectCall >= 0 {
-		out = append(out, Effect{Kind: SettlementUnknown, Call: b.EffectCall})
+		out = append(out, effect)
 	}
 	for ; b.Next < len(b.Calls); b.Next++ {
 		out = append(out, Effect{Kind: NotStarted, Call: b.Next, Reason: "not started: the runtime stopped during this batch"})

@@ -71,9 +71,11 @@ func randomBatch(rng *rand.Rand) error {
 					return err
 				}
 			}
-			switch rng.Intn(4) {
+			switch rng.Intn(5) {
 			case 0:
 				in = Input{Kind: Crashed} // answered by SettlementUnknown
+			case 4:
+				in = Input{Kind: Stopped} // answered by NotStarted
 			case 1:
 				in = Input{Kind: EffectDone, Running: false}
 				answered[last.Call]++ // the kernel records the result first

@@ -85,6 +85,8 @@ func TestScripts(t *testing.T) {
 			in = Input{Kind: Continue}
 		case "crashed":
 			in = Input{Kind: Crashed}
+		case "stopped":
+			in = Input{Kind: Stopped}
 		case "seen":
 			in = Input{Kind: Seen}
 			if list, _ := c.Arg("msgs"); list != "" {
