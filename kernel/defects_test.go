@@ -99,19 +99,32 @@ func effectOn(fs vfs.FS, runs *atomic.Int32, during func()) func(*Options) {
 	}
 }
 
-// The crash variant: the runtime dies while the effect runs. The reopened
-// runtime answers the call as settlement_unknown, never re-runs it, and the
-// refused call keeps its single answer.
-func TestRefusedCallThenEffectCrash(t *testing.T) {
+// effectCrash runs script's echo:v0 process in h, on a crashable file
+// system, and crashes while its outside effect runs (after during, when
+// set); it then reopens h's runtime on what the crash left. with adds
+// options to both opens. It returns the process and the effect's runs.
+func effectCrash(t *testing.T, h *harness, script string, during func(pid int64), with func(*Options)) (int64, *atomic.Int32) {
+	t.Helper()
 	mem := vfs.NewCrashableMem()
 	var crashed *vfs.MemFS
 	var runs atomic.Int32
-	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
-	h.open(refusedThenEffectScript, effectOn(mem, &runs, func() {
+	var pid int64
+	opts := func(fs vfs.FS, during func()) func(*Options) {
+		return func(o *Options) {
+			effectOn(fs, &runs, during)(o)
+			if with != nil {
+				with(o)
+			}
+		}
+	}
+	h.open(script, opts(mem, func() {
+		if during != nil {
+			during(pid)
+		}
 		crashed = mem.CrashClone(vfs.CrashCloneCfg{})
 	}))
-	pid, err := h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()})
-	if err != nil {
+	var err error
+	if pid, err = h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()}); err != nil {
 		t.Fatal(err)
 	}
 	h.run()
@@ -119,7 +132,16 @@ func TestRefusedCallThenEffectCrash(t *testing.T) {
 	if crashed == nil {
 		t.Fatal("the effect never ran")
 	}
-	h.open(refusedThenEffectScript, effectOn(crashed, &runs, nil))
+	h.open(script, opts(crashed, nil))
+	return pid, &runs
+}
+
+// The crash variant: the runtime dies while the effect runs. The reopened
+// runtime answers the call as settlement_unknown, never re-runs it, and the
+// refused call keeps its single answer.
+func TestRefusedCallThenEffectCrash(t *testing.T) {
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
+	pid, runs := effectCrash(t, h, refusedThenEffectScript, nil, nil)
 	h.run()
 	if info := h.info(pid); info.Status != process.Exited {
 		t.Fatalf("after reopen: %s (%s)", info.Status, info.Reason)

@@ -52,27 +52,12 @@ func TestPauseAskedDuringACallSurvivesACrash(t *testing.T) {
 
 // The same with the pause asked while an outside effect ran.
 func TestPauseAskedDuringAnEffectSurvivesACrash(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	var crashed *vfs.MemFS
-	var runs atomic.Int32
-	var pid int64
 	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
-	h.open(refusedThenEffectScript, effectOn(mem, &runs, func() {
+	pid, _ := effectCrash(t, h, refusedThenEffectScript, func(pid int64) {
 		if _, err := h.rt.Signal(pid, SignalPause); err != nil {
 			t.Error(err)
 		}
-		crashed = mem.CrashClone(vfs.CrashCloneCfg{})
-	}))
-	var err error
-	if pid, err = h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()}); err != nil {
-		t.Fatal(err)
-	}
-	h.run()
-	h.rt.Close()
-	if crashed == nil {
-		t.Fatal("the effect never ran")
-	}
-	h.open(refusedThenEffectScript, effectOn(crashed, &runs, nil))
+	}, nil)
 	h.run()
 	if info := h.info(pid); info.Status != process.Paused {
 		t.Fatalf("after the reopen and a run: %s (%s), want paused", info.Status, info.Reason)
@@ -83,10 +68,6 @@ func TestPauseAskedDuringAnEffectSurvivesACrash(t *testing.T) {
 // the results, is announced after a crash during that effect too: the
 // process is told of it before it can exit.
 func TestMessageSeenBeforeACrashedEffectIsAnnounced(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	var crashed *vfs.MemFS
-	var runs atomic.Int32
-	var pid int64
 	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch, true)}
 	var told atomic.Bool
 	p := funcProvider(func(req llm.Request) (llm.Response, error) {
@@ -96,31 +77,15 @@ func TestMessageSeenBeforeACrashedEffectIsAnnounced(t *testing.T) {
 			}
 		}
 		if req.Turn == 0 {
-			if _, err := h.rt.PostHumanMessage(HumanMessage{To: pid, From: "ana", Body: "also update the docs"}); err != nil {
+			if _, err := h.rt.PostHumanMessage(HumanMessage{To: req.Process.PID, From: "ana", Body: "also update the docs"}); err != nil {
 				t.Error(err)
 			}
 			return llm.Response{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "slow_echo", Arguments: json.RawMessage(`{"text":"x"}`)}}}, nil
 		}
 		return llm.Response{ToolCalls: []llm.ToolCall{{ID: fmt.Sprintf("e%d", req.Turn), Name: "process_exit", Arguments: json.RawMessage(`{"message":"done"}`)}}}, nil
 	})
-	opts := func(fs vfs.FS, during func()) func(*Options) {
-		return func(o *Options) {
-			effectOn(fs, &runs, during)(o)
-			o.Provider = p
-		}
-	}
-	h.open("", opts(mem, func() { crashed = mem.CrashClone(vfs.CrashCloneCfg{}) }))
-	var err error
-	if pid, err = h.rt.Spawn(SpawnSpec{Image: "echo:v0", Goal: "echo", Grants: clockGrants()}); err != nil {
-		t.Fatal(err)
-	}
-	h.run()
-	h.rt.Close()
-	if crashed == nil {
-		t.Fatal("the effect never ran")
-	}
+	pid, _ := effectCrash(t, h, "", nil, func(o *Options) { o.Provider = p })
 	told.Store(false)
-	h.open("", opts(crashed, nil))
 	h.run()
 	if !told.Load() {
 		t.Fatalf("the process (%s) was never told of the message posted before the crash", h.info(pid).Status)
