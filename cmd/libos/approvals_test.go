@@ -88,61 +88,11 @@ func TestApproveAndDenyHeldCalls(t *testing.T) {
 // An approval says when the call runs: in the next quantum of a process a
 // runtime runs, once a paused process is continued, and once a runtime runs
 // an idle directory; it never promises a next quantum nothing schedules.
-func TestApprovalSaysWhenTheCallRuns(t *testing.T) {
-	t.Parallel()
-	script := filepath.Join("..", "..", "testdata", "replay", "approval.yaml")
-	held := func(t *testing.T) (dir, callID string) {
-		t.Helper()
-		dir = t.TempDir()
-		if _, stderr, code := runBin(t, "run", "base:v0", "--goal", "g", "--dir", dir, "--script", script,
-			"--grant", "process:spawn=write", "--ask", "process:spawn=write"); code != exitWaiting {
-			t.Fatalf("run: exit %d\n%s", code, stderr)
-		}
-		var list []struct {
-			CallID string `json:"call_id"`
-		}
-		out, _, _ := runBin(t, "approvals", "--json", "--dir", dir)
-		decodeJSON(t, "approvals", out, &list)
-		return dir, list[0].CallID
-	}
-	approve := func(t *testing.T, dir, call, want string) {
-		t.Helper()
-		out, stderr, code := runBin(t, "approve", "1", call, "--dir", dir)
-		if code != 0 || !strings.Contains(out, want) || (!strings.Contains(want, "next quantum") && strings.Contains(out, "next quantum")) {
-			t.Fatalf("approve: exit %d %q %s; want %q", code, out, stderr, want)
-		}
-	}
-
-	dir, call := held(t)
-	approve(t, dir, call, "approved; it runs when a runtime runs the directory (libos resume --dir "+shellQuote(dir)+", or libos serve --dir "+shellQuote(dir)+")")
-
-	dir, call = held(t)
-	if _, stderr, code := runBin(t, "pause", "1", "--dir", dir); code != 0 {
-		t.Fatalf("pause: %s", stderr)
-	}
-	approve(t, dir, call, "it runs once the process is continued (libos continue 1 --dir "+shellQuote(dir)+") and a runtime runs the directory")
-
-	// Served, the directory is live.
-	dir, call = held(t)
-	s := startServe(t, "--dir", dir, "--quiet")
-	if _, stderr, code := runBin(t, "pause", "1", "--dir", dir); code != 0 {
-		t.Fatalf("pause: %s", stderr)
-	}
-	approve(t, dir, call, "approved; it runs once the process is continued (libos continue 1 --dir "+shellQuote(dir)+")")
-	if code := s.stop(); code != 0 {
-		t.Fatalf("serve: exit %d\n%s", code, s.stderr)
-	}
-	dir, call = held(t)
-	s = startServe(t, "--dir", dir, "--quiet")
-	approve(t, dir, call, "approved; it runs in the process's next quantum")
-	s.stop()
-}
-
-// A deny reason has the kernel's bound; the CLI says so in its flag's words
-// and decides nothing.
-func TestDenyReasonIsBounded(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
+// heldCall runs approval.yaml into a new directory until its spawn is held
+// for approval: the directory and the held call's id.
+func heldCall(t *testing.T) (dir, callID string) {
+	t.Helper()
+	dir = t.TempDir()
 	script := filepath.Join("..", "..", "testdata", "replay", "approval.yaml")
 	if _, stderr, code := runBin(t, "run", "base:v0", "--goal", "g", "--dir", dir, "--script", script,
 		"--grant", "process:spawn=write", "--ask", "process:spawn=write"); code != exitWaiting {
@@ -153,15 +103,61 @@ func TestDenyReasonIsBounded(t *testing.T) {
 	}
 	out, _, _ := runBin(t, "approvals", "--json", "--dir", dir)
 	decodeJSON(t, "approvals", out, &list)
+	if len(list) == 0 {
+		t.Fatalf("no call held: %s", out)
+	}
+	return dir, list[0].CallID
+}
+
+func TestApprovalSaysWhenTheCallRuns(t *testing.T) {
+	t.Parallel()
+	approve := func(t *testing.T, dir, call, want string) {
+		t.Helper()
+		out, stderr, code := runBin(t, "approve", "1", call, "--dir", dir)
+		if code != 0 || !strings.Contains(out, want) || (!strings.Contains(want, "next quantum") && strings.Contains(out, "next quantum")) {
+			t.Fatalf("approve: exit %d %q %s; want %q", code, out, stderr, want)
+		}
+	}
+
+	dir, call := heldCall(t)
+	approve(t, dir, call, "approved; it runs when a runtime runs the directory (libos resume --dir "+shellQuote(dir)+", or libos serve --dir "+shellQuote(dir)+")")
+
+	dir, call = heldCall(t)
+	if _, stderr, code := runBin(t, "pause", "1", "--dir", dir); code != 0 {
+		t.Fatalf("pause: %s", stderr)
+	}
+	approve(t, dir, call, "it runs once the process is continued (libos continue 1 --dir "+shellQuote(dir)+") and a runtime runs the directory")
+
+	// Served, the directory is live.
+	dir, call = heldCall(t)
+	s := startServe(t, "--dir", dir, "--quiet")
+	if _, stderr, code := runBin(t, "pause", "1", "--dir", dir); code != 0 {
+		t.Fatalf("pause: %s", stderr)
+	}
+	approve(t, dir, call, "approved; it runs once the process is continued (libos continue 1 --dir "+shellQuote(dir)+")")
+	if code := s.stop(); code != 0 {
+		t.Fatalf("serve: exit %d\n%s", code, s.stderr)
+	}
+	dir, call = heldCall(t)
+	s = startServe(t, "--dir", dir, "--quiet")
+	approve(t, dir, call, "approved; it runs in the process's next quantum")
+	s.stop()
+}
+
+// A deny reason has the kernel's bound; the CLI says so in its flag's words
+// and decides nothing.
+func TestDenyReasonIsBounded(t *testing.T) {
+	t.Parallel()
+	dir, callID := heldCall(t)
 	long := strings.Repeat("é", kernel.MaxDenyReasonChars+1)
-	if _, stderr, code := runBin(t, "deny", "1", list[0].CallID, "--reason", long, "--dir", dir); code != exitUsage ||
+	if _, stderr, code := runBin(t, "deny", "1", callID, "--reason", long, "--dir", dir); code != exitUsage ||
 		!strings.Contains(stderr, fmt.Sprintf("--reason: must be at most %d characters, got %d", kernel.MaxDenyReasonChars, kernel.MaxDenyReasonChars+1)) {
 		t.Fatalf("deny with a long reason: exit %d %.300s", code, stderr)
 	}
-	if out, _, _ := runBin(t, "approvals", "--json", "--dir", dir); !strings.Contains(out, list[0].CallID) {
+	if out, _, _ := runBin(t, "approvals", "--json", "--dir", dir); !strings.Contains(out, callID) {
 		t.Fatalf("the refused deny decided the call: %s", out)
 	}
-	if _, stderr, code := runBin(t, "deny", "1", list[0].CallID, "--reason", long[:2*kernel.MaxDenyReasonChars], "--dir", dir); code != 0 {
+	if _, stderr, code := runBin(t, "deny", "1", callID, "--reason", long[:2*kernel.MaxDenyReasonChars], "--dir", dir); code != 0 {
 		t.Fatalf("deny with a reason at the bound: exit %d %.300s", code, stderr)
 	}
 }
