@@ -142,7 +142,9 @@ func (q *eventQueue) ready(qe *queuedEvent) {
 		batch := slices.Clone(q.queued[:n])
 		q.queued = slices.Delete(q.queued, 0, n)
 		q.mu.Unlock()
-		q.deliverAll(batch)
+		if !q.deliverAll(batch) {
+			return
+		}
 		q.mu.Lock()
 	}
 }
@@ -152,8 +154,25 @@ func (q *eventQueue) ready(qe *queuedEvent) {
 // in a commit's hooks, and going on up it would stop the hooks after it
 // (the scheduler's, and the deliveries of the commit's later events), while
 // the commit is durable already.
-func (q *eventQueue) deliverAll(batch []*queuedEvent) {
-	for _, qe := range batch {
+//
+// It reports whether it delivered them all. It does not when OnEvent ends
+// its goroutine (runtime.Goexit), which recover cannot stop: the events
+// after that one go back to the head of the queue, and Close does not wait
+// on this goroutine (the hooks after it in its commit never run, so the
+// commit's later events may never be ready: OnEvent must return).
+func (q *eventQueue) deliverAll(batch []*queuedEvent) (finished bool) {
+	next := 0
+	defer func() {
+		if !finished {
+			q.mu.Lock()
+			q.queued = append(slices.Clone(batch[next+1:]), q.queued...)
+			q.draining = false
+			q.settled.Broadcast()
+			q.mu.Unlock()
+		}
+	}()
+	for ; next < len(batch); next++ {
+		qe := batch[next]
 		done := qe.le.ev
 		done.Seq = qe.seq
 		if qe.le.refused != nil {
@@ -161,6 +180,7 @@ func (q *eventQueue) deliverAll(batch []*queuedEvent) {
 		}
 		q.deliverOne(done)
 	}
+	return true
 }
 
 func (q *eventQueue) deliverOne(ev Event) {

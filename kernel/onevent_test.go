@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,5 +164,32 @@ func TestCloseWaitsForEveryEvent(t *testing.T) {
 	}
 	if n := delivered.Load(); n < 4 {
 		t.Fatalf("%d events delivered by the time Close returned", n)
+	}
+}
+
+// An OnEvent that ends its goroutine (runtime.Goexit, as a t.Fatal called
+// where it must not be does), which no recover stops, does not make Close
+// wait for good on a delivery no one finishes.
+func TestOnEventGoexitDoesNotHangClose(t *testing.T) {
+	var exited atomic.Bool
+	h := newHarness(t, "", func(o *Options) {
+		o.OnEvent = func(Event) {
+			if exited.CompareAndSwap(false, true) {
+				runtime.Goexit()
+			}
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: clockGrants()})
+	}()
+	<-done
+	closed := make(chan struct{})
+	go func() { h.rt.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited for good on a delivery whose goroutine had ended")
 	}
 }

@@ -317,6 +317,7 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 		return Response{}, invalidRequest("openai", err)
 	}
 	var last *CallError
+	resent := 0 // folded resends (orderRefused), counted among the attempts
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := p.wait(ctx, p.retryDelay(attempt, last)); err != nil {
@@ -335,12 +336,13 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 			if chatReq, err = p.buildRequest(&req); err != nil {
 				return Response{}, invalidRequest("openai", err)
 			}
+			resent++
 			resp, cerr = p.attempt(ctx, &req, chatReq)
 		}
 		if cerr == nil {
 			return resp, nil
 		}
-		cerr.Attempts = attempt + 1
+		cerr.Attempts = attempt + 1 + resent
 		retryable := !cerr.Permanent && cerr.Settlement != SettlementUnknown
 		if !retryable || attempt >= p.maxRetries || ctx.Err() != nil {
 			return Response{}, cerr
@@ -356,7 +358,10 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 // templates that hold roles to alternate refuse that order, where most
 // servers take it.
 func (p *OpenAI) orderRefused(cerr *CallError, chatReq openai.ChatCompletionRequest) bool {
-	if p.foldNotices.Load() || cerr.Settlement != SettlementRejected || cerr.StatusCode != http.StatusBadRequest && cerr.StatusCode != http.StatusUnprocessableEntity {
+	// Not gated on foldNotices: a call built before another call set it
+	// went out unfolded, and its refusal deserves the same resend; a
+	// folded request never holds the order, so it is never resent.
+	if cerr.Settlement != SettlementRejected || cerr.StatusCode != http.StatusBadRequest && cerr.StatusCode != http.StatusUnprocessableEntity {
 		return false
 	}
 	words := strings.ToLower(cerr.Error())

@@ -229,3 +229,37 @@ func TestOpenAIUserMessageAfterAToolMessage(t *testing.T) {
 		t.Fatalf("a later call: %v after %d requests", err, cs.hits.Load())
 	}
 }
+
+// A call built before another call found the server refusing the order
+// went out unfolded: its own refusal is resent folded too, however late it
+// comes. The resend counts among the call's attempts.
+func TestOpenAIOrderRefusalResentWhateverCameFirst(t *testing.T) {
+	refusal := replyJSON(400, `{"object":"error","message":"Unexpected role 'user' after role 'tool'"}`)
+	cs := newChatServer(t, refusal, replyJSON(503, `{"error":{"message":"overloaded"}}`))
+	p := newTestOpenAI(t, cs.srv.URL, func(c *OpenAIConfig) { c.MaxRetries = 0 })
+	recordedWaits(p)
+	req := simpleRequest()
+	req.Messages = append(req.Messages,
+		Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "get_current_time", Arguments: json.RawMessage(`{}`)}}},
+		Message{Role: RoleTool, ToolCallID: "c1", Name: "get_current_time", Content: `{"ok":true}`},
+		Message{Role: RoleUser, Content: "(runtime notice) new messages"})
+	unfolded, err := p.buildRequest(&req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.foldNotices.Store(true) // another call found out first
+	ce := &CallError{Settlement: SettlementRejected, StatusCode: 400, Err: errors.New("Unexpected role 'user' after role 'tool'")}
+	if !p.orderRefused(ce, unfolded) {
+		t.Fatal("a refusal of a request built unfolded is not resent once the flag is set")
+	}
+	folded, _ := p.buildRequest(&req)
+	if p.orderRefused(ce, folded) {
+		t.Fatal("a folded request would be resent")
+	}
+	p.foldNotices.Store(false)
+	_, err = p.Complete(context.Background(), req)
+	var got *CallError
+	if !errors.As(err, &got) || got.Attempts != 2 || cs.hits.Load() != 2 {
+		t.Fatalf("a refused order, then a 503: %v (attempts %d, %d requests), want 2 attempts", err, got.Attempts, cs.hits.Load())
+	}
+}
