@@ -157,9 +157,9 @@ func (q *eventQueue) ready(qe *queuedEvent) {
 //
 // It reports whether it delivered them all. It does not when OnEvent ends
 // its goroutine (runtime.Goexit), which recover cannot stop: the events
-// after that one go back to the head of the queue, and Close does not wait
-// on this goroutine (the hooks after it in its commit never run, so the
-// commit's later events may never be ready: OnEvent must return).
+// after that one go back to the head of the queue for the commit's later
+// hooks, which run all the same (objects.Txn.AfterCommit), and Close does
+// not wait on this goroutine.
 func (q *eventQueue) deliverAll(batch []*queuedEvent) (finished bool) {
 	next := 0
 	defer func() {

@@ -168,15 +168,18 @@ func TestCloseWaitsForEveryEvent(t *testing.T) {
 }
 
 // An OnEvent that ends its goroutine (runtime.Goexit, as a t.Fatal called
-// where it must not be does), which no recover stops, does not make Close
-// wait for good on a delivery no one finishes.
-func TestOnEventGoexitDoesNotHangClose(t *testing.T) {
+// where it must not be does), which no recover stops, loses its own event
+// only: Close does not wait for good on a delivery no one finishes, and
+// the events after it, of the same commit and later ones, reach OnEvent.
+func TestOnEventGoexitLosesOnlyItsEvent(t *testing.T) {
 	var exited atomic.Bool
+	var after atomic.Int32
 	h := newHarness(t, "", func(o *Options) {
 		o.OnEvent = func(Event) {
 			if exited.CompareAndSwap(false, true) {
 				runtime.Goexit()
 			}
+			after.Add(1)
 		}
 	})
 	done := make(chan struct{})
@@ -185,11 +188,18 @@ func TestOnEventGoexitDoesNotHangClose(t *testing.T) {
 		_, _ = h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g", Grants: clockGrants()})
 	}()
 	<-done
+	sameCommit := after.Load()
+	if _, err := h.rt.Spawn(SpawnSpec{Image: "base:v0", Goal: "g2", Grants: clockGrants()}); err != nil {
+		t.Fatal(err)
+	}
 	closed := make(chan struct{})
 	go func() { h.rt.Close(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(30 * time.Second):
 		t.Fatal("Close waited for good on a delivery whose goroutine had ended")
+	}
+	if sameCommit == 0 || after.Load() <= sameCommit {
+		t.Fatalf("after the goroutine ended: %d events of its commit, %d in all; want some of each", sameCommit, after.Load())
 	}
 }

@@ -777,7 +777,8 @@ func (tx *Txn) appendEvent(kind string, data json.RawMessage) uint64 {
 }
 
 // AfterCommit registers fn to run after the transaction's batch is durable,
-// outside the write lock, in registration order. Hooks do not run if the
+// outside the write lock, in registration order, each whatever the one
+// before it did (a panic goes on up once they all ran). Hooks do not run if the
 // transaction function returns an error or the commit fails, nor if a
 // RollbackTo undoes the point where they were registered.
 func (tx *Txn) AfterCommit(fn func()) {
@@ -811,9 +812,20 @@ func (tx *Txn) OnApplied(fn func()) {
 	}
 }
 
+// runHooks runs the hooks in order. One that panics or ends its goroutine
+// (runtime.Goexit) does not keep the ones after it from running: they tell
+// of a commit that is durable (the kernel's scheduler learns of its work
+// through them), so they run before the panic goes on up.
 func (tx *Txn) runHooks() {
-	for _, h := range tx.hooks {
-		h()
+	next := 0
+	defer func() {
+		if next < len(tx.hooks) {
+			tx.hooks = tx.hooks[next+1:]
+			tx.runHooks()
+		}
+	}()
+	for ; next < len(tx.hooks); next++ {
+		tx.hooks[next]()
 	}
 }
 

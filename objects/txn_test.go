@@ -716,3 +716,33 @@ func TestSetFuncKeepsWhatTheEncoderReturned(t *testing.T) {
 		return nil
 	})
 }
+
+// A commit's hooks all run, whatever one of them does: one that panics
+// does not keep the ones after it from running, and its panic goes on up
+// once they ran.
+func TestEveryHookRunsAfterOnePanics(t *testing.T) {
+	s := openTest(t, t.TempDir(), nil)
+	defer closeTest(t, s)
+	var ran []int
+	func() {
+		defer func() {
+			if r := recover(); r != "hook 2" {
+				t.Fatalf("recovered %v, want hook 2's panic", r)
+			}
+		}()
+		_ = s.Update(func(tx *Txn) error {
+			for i := 1; i <= 4; i++ {
+				tx.AfterCommit(func() {
+					ran = append(ran, i)
+					if i == 2 {
+						panic("hook 2")
+					}
+				})
+			}
+			return tx.Set([]byte("k"), []byte("v"))
+		})
+	}()
+	if fmt.Sprint(ran) != "[1 2 3 4]" {
+		t.Fatalf("hooks ran: %v, want all four in order", ran)
+	}
+}
